@@ -1,0 +1,276 @@
+"""Contracts (Protocols) between the engine and its plugins.
+
+Required contracts are plain Protocols; optional capabilities are small runtime-checkable
+Protocols the engine discovers with ``isinstance``. All calls come from engine threads; a source
+must make ``state``, ``get_lag``, ``ack``, ``pause`` and ``resume`` safe to call concurrently with
+``stream``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, Protocol, runtime_checkable
+
+from .types import (
+    ChangeEvent,
+    ColumnDefinition,
+    DeadLetter,
+    ErrorInfo,
+    LagInfo,
+    OrderingGuarantee,
+    Position,
+    Row,
+    SchemaChangeResponse,
+    SnapshotDescriptor,
+    SnapshotMetadata,
+    SourceConfig,
+    SourceState,
+    TableIdentifier,
+    TableSnapshotInfo,
+    ValidationError,
+)
+
+RowCallback = Callable[[TableIdentifier, Row], None]
+
+
+@runtime_checkable
+class ChangeHandler(Protocol):
+    """Receives a source's stream. Returning from a call does not mean the change is durable.
+
+    ``on_changes`` is the fast path (a transaction or a chunk of one, in order); ``on_change`` is
+    the per-event path. ``on_heartbeat(position)`` says "nothing for you up to here" so ACKs
+    advance on idle sources; ``on_schema_change`` reports a table's new columns in stream order.
+    """
+
+    def on_change(self, event: ChangeEvent) -> None: ...
+
+    def on_changes(self, events: Sequence[ChangeEvent]) -> None: ...
+
+    def on_heartbeat(self, position: Position) -> None: ...
+
+    def on_schema_change(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+        position: Position,
+    ) -> None: ...
+
+
+@runtime_checkable
+class SyncSource(Protocol):
+    """Produces a consistent baseline and an ordered change stream that starts right after it.
+
+    ``ack(position)`` means every change at or before ``position`` is durable in every target;
+    a stateful source persists it, and a restart resumes strictly after the last acked position.
+    """
+
+    def init(self, config: SourceConfig) -> dict[TableIdentifier, list[ColumnDefinition]]: ...
+
+    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]: ...
+
+    def baseline(self, tables: Sequence[TableIdentifier], row_callback: RowCallback) -> Position: ...
+
+    def stream(self, from_position: Position, handler: ChangeHandler) -> None: ...
+
+    def ack(self, position: Position) -> None: ...
+
+    def supports_resume(self) -> bool: ...
+
+    def last_acked_position(self) -> Position | None: ...
+
+    def compare_positions(self, a: Position, b: Position) -> int: ...
+
+    def position_to_string(self, position: Position) -> str: ...
+
+    def position_from_string(self, text: str) -> Position: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def get_lag(self) -> LagInfo: ...
+
+    def ordering_guarantee(self) -> OrderingGuarantee: ...
+
+    def state(self) -> SourceState: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """A source that can drop and recreate its replication state (slot, checkpoints)."""
+
+    def reset_source(self, drop_publication: bool = False) -> None: ...
+
+
+@runtime_checkable
+class StoppableSource(Protocol):
+    """A source whose blocking ``stream`` can be told to return (engine stop, reload)."""
+
+    def stop_stream(self) -> None: ...
+
+
+@runtime_checkable
+class BatchBaselineSource(Protocol):
+    """Optional fast path: rows delivered in lists instead of one callback per row."""
+
+    def baseline_batches(
+        self,
+        tables: Sequence[TableIdentifier],
+        batch_callback: Callable[[TableIdentifier, list[Row]], None],
+    ) -> Position: ...
+
+
+class SyncTarget(Protocol):
+    """Consumes one table's baseline rows and changes.
+
+    ``is_durable()`` is true when applied changes survive a restart of this process by
+    themselves (a database, an HTTP peer that answered 2xx). Memory targets are not durable: the
+    engine then acknowledges them no further than their latest completed snapshot.
+    """
+
+    def on_init(self, table: TableIdentifier, columns: Sequence[ColumnDefinition]) -> None: ...
+
+    def on_baseline_row(self, table: TableIdentifier, row: Row) -> None: ...
+
+    def on_baseline_complete(self, table: TableIdentifier) -> None: ...
+
+    def on_insert(self, table: TableIdentifier, row: Row) -> None: ...
+
+    def on_update(self, table: TableIdentifier, row: Row, identity: Row | None) -> None: ...
+
+    def on_delete(self, table: TableIdentifier, identity: Row) -> None: ...
+
+    def on_truncate(self, table: TableIdentifier) -> None: ...
+
+    def is_durable(self) -> bool: ...
+
+    def on_schema_change(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+    ) -> SchemaChangeResponse: ...
+
+    def export_snapshot(self) -> list[Row]: ...
+
+    def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None: ...
+
+    def supports_consistent_snapshot(self) -> bool: ...
+
+    def on_close(self, table: TableIdentifier) -> None: ...
+
+
+@runtime_checkable
+class PositionedTarget(Protocol):
+    """The engine calls ``set_change_position`` before applying changes of a new position."""
+
+    def set_change_position(self, position: Position) -> None: ...
+
+
+@runtime_checkable
+class DurablePositionTarget(Protocol):
+    """A target that buffers: it reports the highest position it has made durable (or None)."""
+
+    def durable_position(self) -> Position | None: ...
+
+
+@runtime_checkable
+class FlushableTarget(Protocol):
+    """A buffering target the engine asks to flush on idle heartbeats and at shutdown."""
+
+    def flush(self) -> None: ...
+
+
+@runtime_checkable
+class BatchTarget(Protocol):
+    """Optional fast path: apply a run of already filtered/transformed changes at once.
+
+    ``changes`` holds ``(action, new_row, identity)`` tuples in order.
+    """
+
+    def apply_batch(
+        self, table: TableIdentifier, changes: Sequence[tuple[Any, Row | None, Row | None]]
+    ) -> None: ...
+
+
+@runtime_checkable
+class BaselineBatchTarget(Protocol):
+    def on_baseline_rows(self, table: TableIdentifier, rows: Sequence[Row]) -> None: ...
+
+
+@runtime_checkable
+class CountableTarget(Protocol):
+    def count(self) -> int: ...
+
+
+@runtime_checkable
+class KeyedTarget(Protocol):
+    """A target that can enumerate ``(key, row)`` pairs (TTL scanning)."""
+
+    def items(self) -> Iterator[tuple[Any, Row]]: ...
+
+
+class PipelineFilter(Protocol):
+    def include(self, table: TableIdentifier, row: Row) -> bool: ...
+
+
+class PipelineTransform(Protocol):
+    """Returns the transformed row, or ``None`` to drop it."""
+
+    def transform(self, table: TableIdentifier, row: Row) -> Row | None: ...
+
+
+class SnapshotSerializer(Protocol):
+    def format_id(self) -> str: ...
+
+    def write(self, info: TableSnapshotInfo, rows: Iterable[Row], out: IO[bytes]) -> int: ...
+
+    def read(self, inp: IO[bytes]) -> tuple[TableSnapshotInfo, Iterator[Row]]: ...
+
+
+class SnapshotStore(Protocol):
+    """Stores snapshots. ``save`` is atomic: a snapshot is listed only once complete."""
+
+    def save(
+        self,
+        snapshot_id: str,
+        metadata: SnapshotMetadata,
+        tables: Mapping[TableIdentifier, Iterable[Row]],
+        serializer: SnapshotSerializer,
+    ) -> SnapshotDescriptor: ...
+
+    def load(
+        self, snapshot_id: str, serializer: SnapshotSerializer
+    ) -> tuple[SnapshotMetadata, dict[TableIdentifier, Iterator[Row]]]: ...
+
+    def describe(self, snapshot_id: str) -> SnapshotDescriptor: ...
+
+    def list(self, table: TableIdentifier | None = None) -> list[SnapshotDescriptor]: ...
+
+    def delete(self, snapshot_id: str) -> None: ...
+
+    def prune(self, keep: int, table: TableIdentifier | None = None) -> list[str]: ...
+
+
+class DeadLetterStore(Protocol):
+    def write(self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo) -> None: ...
+
+    def read(self, pipeline_id: str, limit: int = 0) -> list[DeadLetter]: ...
+
+    def replay(self, pipeline_id: str, target: SyncTarget) -> int: ...
+
+    def purge(self, pipeline_id: str) -> int: ...
+
+    def pipelines(self) -> list[str]: ...
+
+
+class EngineObserver(Protocol):
+    """Receives engine events synchronously from engine threads; must not block.
+
+    See ``laredo.observers.NullObserver`` for the full method list.
+    """
+
+    def __getattr__(self, name: str) -> Any: ...

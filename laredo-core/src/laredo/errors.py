@@ -1,0 +1,113 @@
+"""The one error hierarchy of Laredo.
+
+Every error pickles (the Spark runner ships them between processes). ``transient`` marks errors
+that a retry policy may retry; everything else is terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+class LaredoError(Exception):
+    """Base of all Laredo errors."""
+
+    transient: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, self.args)
+
+
+class TransientError(LaredoError):
+    """A failure that may succeed when retried (connection lost, timeout, throttling)."""
+
+    transient = True
+
+
+class TerminalError(LaredoError):
+    """A failure that will not go away by retrying."""
+
+
+class ConfigError(LaredoError, ValueError):
+    """Invalid configuration. ``problems`` lists every problem found, not just the first."""
+
+    def __init__(self, problems: str | Sequence[str]) -> None:
+        items = [problems] if isinstance(problems, str) else list(problems)
+        self.problems: list[str] = items
+        if len(items) == 1:
+            msg = items[0]
+        else:
+            msg = f"{len(items)} configuration problems:\n" + "\n".join(f"  - {p}" for p in items)
+        super().__init__(msg)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.problems,))
+
+
+class PluginNotFoundError(ConfigError):
+    """A plugin name that no installed package registers."""
+
+
+class MissingDependencyError(LaredoError, ImportError):
+    """An optional dependency is not installed. The message is the ``pip install`` line."""
+
+    def __init__(self, package: str, feature: str = "") -> None:
+        self.package = package
+        self.feature = feature
+        what = f" for {feature}" if feature else ""
+        super().__init__(f"missing dependency{what}: pip install {package}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.package, self.feature))
+
+
+class EngineStateError(LaredoError):
+    """An engine call that is not valid in the engine's current lifecycle state."""
+
+
+class SourceError(LaredoError):
+    """A source failed (connect, baseline, stream)."""
+
+
+class ReBaselineRequired(SourceError):
+    """Raised by ``SyncSource.stream`` to make the engine re-run the baseline of the source.
+
+    The engine replaces every target's state (truncate, then baseline): no stale rows survive.
+    """
+
+
+class TargetError(LaredoError):
+    """A target failed to apply a change."""
+
+
+class SnapshotError(LaredoError):
+    """A snapshot could not be written, read or restored."""
+
+
+class ValidationFailed(LaredoError):
+    """Table validation failed at startup (see ``ValidationError`` items)."""
+
+    def __init__(self, errors: Iterable[Any]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.errors,))
+
+
+def grpc_status_name(exc: BaseException) -> str:
+    """Map an error to a gRPC status code name (used by every gRPC service)."""
+    if isinstance(exc, PluginNotFoundError | ConfigError | ValueError):
+        return "INVALID_ARGUMENT"
+    if isinstance(exc, KeyError | LookupError):
+        return "NOT_FOUND"
+    if isinstance(exc, EngineStateError):
+        return "FAILED_PRECONDITION"
+    if isinstance(exc, MissingDependencyError):
+        return "UNIMPLEMENTED"
+    if isinstance(exc, TimeoutError):
+        return "DEADLINE_EXCEEDED"
+    if isinstance(exc, LaredoError) and exc.transient:
+        return "UNAVAILABLE"
+    return "INTERNAL"

@@ -1,0 +1,323 @@
+"""Plugin registries and the typed facade over pluggy.
+
+The ``laredo`` entry-point group is loaded lazily, once, on first use; ``check_pending()``
+then rejects misspelled hooks. Set ``LAREDO_DISABLE_PLUGIN_AUTOLOAD=1`` to skip entry points,
+and ``LAREDO_PLUGINS=a,b`` to load named entry points or modules explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+import pydantic
+
+from . import hookspecs
+from .errors import ConfigError, PluginNotFoundError
+
+logger = logging.getLogger(__name__)
+
+GROUP = "laredo"
+KINDS: dict[str, str] = {
+    "source": "laredo_register_sources",
+    "target": "laredo_register_targets",
+    "filter": "laredo_register_filters",
+    "transform": "laredo_register_transforms",
+    "compiler": "laredo_register_compilers",
+    "snapshot_store": "laredo_register_snapshot_stores",
+    "serializer": "laredo_register_serializers",
+    "dead_letter_store": "laredo_register_dead_letter_stores",
+    "observer": "laredo_register_observers",
+}
+
+# Which distribution provides a name we do not have (for "pip install ..." hints).
+KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
+    ("source", "postgresql"): "laredo-source-pg",
+    ("source", "kinesis"): "laredo-source-kinesis",
+    ("source", "fanout"): "laredo-target-fanout",
+    ("target", "indexed-memory"): "laredo-target-memory",
+    ("target", "compiled-memory"): "laredo-target-memory",
+    ("target", "replication-fanout"): "laredo-target-fanout",
+    ("target", "http-sync"): "laredo-target-http",
+    ("snapshot_store", "s3"): "laredo-snapshot-s3",
+    ("dead_letter_store", "s3"): "laredo-snapshot-s3",
+    ("observer", "prometheus"): "laredo-server",
+    ("observer", "opentelemetry"): "laredo-server",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One registration: ``kind/name -> (options model, factory)`` and who provided it."""
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    options: type[pydantic.BaseModel] | None
+    provider: str
+    description: str = ""
+
+
+def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> list[str]:
+    """One line per problem: ``key.path: message (got value)``."""
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "<options>")
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown option (check the spelling; see the plugin's documented options)"
+        elif "input" in err and err["type"] != "missing":
+            shown = repr(err["input"])
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            if "password" not in key.lower() and "secret" not in key.lower():
+                msg = f"{msg} (got {shown})"
+        out.append(f"{key}: {msg}")
+    return out
+
+
+class Registry:
+    """Holds one kind of plugin (sources, targets, ...). The registry owns name conflicts."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Entry] = {}
+        self.current_provider = "<unknown>"
+
+    def add(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        options: type[pydantic.BaseModel] | None = None,
+        description: str = "",
+    ) -> None:
+        """Register ``factory`` under ``name``; ``options`` validates keyword config first."""
+        existing = self._entries.get(name)
+        if existing is not None and existing.factory is not factory:
+            raise ConfigError(
+                f"{self.kind} plugin name {name!r} is registered twice: by "
+                f"{existing.provider} and by {self.current_provider}; uninstall one of them"
+            )
+        self._entries[name] = Entry(
+            self.kind, name, factory, options, self.current_provider, description
+        )
+
+    def get(self, name: str) -> Entry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            installed = ", ".join(sorted(self._entries)) or "none"
+            hint = ""
+            provider = KNOWN_PROVIDERS.get((self.kind, name))
+            if provider:
+                hint = f"; it is provided by pip install {provider}"
+            raise PluginNotFoundError(
+                f"unknown {self.kind.replace('_', ' ')} type {name!r}: installed types are "
+                f"{installed}{hint}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def entries(self) -> list[Entry]:
+        return [self._entries[n] for n in sorted(self._entries)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def validate(self, name: str, config: dict[str, Any], where: str = "") -> dict[str, Any]:
+        """Validate ``config`` against the plugin's model; all problems in one ConfigError."""
+        entry = self.get(name)
+        if entry.options is None:
+            return dict(config)
+        try:
+            model = entry.options.model_validate(config)
+        except pydantic.ValidationError as exc:
+            label = where or f"{self.kind} {name!r}"
+            raise ConfigError(
+                [f"{label}: {p}" for p in format_validation_error(exc)]
+            ) from None
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    def build(self, name: str, /, **config: Any) -> Any:
+        entry = self.get(name)
+        kwargs = self.validate(name, config)
+        return entry.factory(**kwargs)
+
+
+class PluginManager:
+    """Typed facade over ``pluggy.PluginManager``; engine code never calls ``pm.hook`` directly."""
+
+    def __init__(self, autoload: bool | None = None) -> None:
+        self._pm = pluggy.PluginManager("laredo")
+        self._pm.add_hookspecs(hookspecs)
+        self._autoload = autoload
+        self._loaded = False
+        self._lock = threading.RLock()
+        self._registries: dict[str, Registry] | None = None
+        self._providers: dict[int, str] = {}
+
+    # -- loading --------------------------------------------------------------------------
+    def load(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            autoload = self._autoload
+            if autoload is None:
+                autoload = not os.environ.get("LAREDO_DISABLE_PLUGIN_AUTOLOAD")
+            eps = importlib.metadata.entry_points(group=GROUP)
+            if autoload:
+                for ep in eps:
+                    self._load_entry_point(ep)
+            wanted = os.environ.get("LAREDO_PLUGINS", "").split(",")
+            for name in [w.strip() for w in wanted if w.strip()]:
+                match = [ep for ep in eps if ep.name == name]
+                if match:
+                    self._load_entry_point(match[0])
+                else:
+                    try:
+                        module = importlib.import_module(name)
+                    except ImportError as exc:
+                        raise ConfigError(
+                            f"LAREDO_PLUGINS names {name!r}, which is neither an installed "
+                            f"'laredo' entry point nor an importable module: {exc}"
+                        ) from exc
+                    self.register(module, provider=name)
+            self._pm.check_pending()
+            self._loaded = True
+
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
+        if self._pm.get_plugin(f"ep:{ep.name}") is not None:
+            return
+        try:
+            plugin = ep.load()
+        except Exception as exc:
+            dist = ep.dist.name if ep.dist else "?"
+            raise ConfigError(
+                f"laredo plugin {ep.name!r} from {dist} failed to import: {exc}; "
+                f"reinstall it or set LAREDO_DISABLE_PLUGIN_AUTOLOAD=1"
+            ) from exc
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else ep.value
+        self.register(plugin, name=f"ep:{ep.name}", provider=dist)
+
+    def register(self, plugin: Any, name: str | None = None, provider: str | None = None) -> None:
+        """Register a plugin object or module in-process (tests, applications)."""
+        with self._lock:
+            if self._pm.is_registered(plugin):
+                return
+            self._pm.register(plugin, name=name)
+            self._providers[id(plugin)] = provider or getattr(plugin, "__name__", repr(plugin))
+            self._pm.check_pending()
+            self._registries = None  # rebuild on next use
+
+    def unregister(self, plugin: Any) -> None:
+        with self._lock:
+            self._pm.unregister(plugin)
+            self._registries = None
+
+    # -- registries -----------------------------------------------------------------------
+    def registry(self, kind: str) -> Registry:
+        self.load()
+        with self._lock:
+            if self._registries is None:
+                self._registries = self._collect()
+            return self._registries[kind]
+
+    def _collect(self) -> dict[str, Registry]:
+        regs = {kind: Registry(kind) for kind in KINDS}
+        for kind, hook_name in KINDS.items():
+            caller = getattr(self._pm.hook, hook_name)
+            # Oldest registration first, so conflicts name the earlier provider first.
+            for impl in reversed(caller.get_hookimpls()):
+                regs[kind].current_provider = self._providers.get(id(impl.plugin), impl.plugin_name)
+                impl.function(registry=regs[kind])
+        return regs
+
+    def call_cli_hook(self, app: Any) -> None:
+        self.load()
+        self._pm.hook.laredo_register_cli_commands(app=app)
+
+    def call_services_hook(self, server: Any) -> None:
+        self.load()
+        self._pm.hook.laredo_register_services(server=server)
+
+    def list_plugins(self) -> list[dict[str, Any]]:
+        """Installed plugins: name, provider (distribution and version), hooks implemented."""
+        self.load()
+        out = []
+        for name, plugin in self._pm.list_name_plugin():
+            hooks = [h.name for h in self._pm.get_hookcallers(plugin) or []]
+            out.append(
+                {"name": name, "provider": self._providers.get(id(plugin), name), "hooks": hooks}
+            )
+        return out
+
+
+_manager: PluginManager | None = None
+_manager_lock = threading.Lock()
+
+
+def get_plugin_manager() -> PluginManager:
+    """The process-wide plugin manager (created and loaded lazily, once)."""
+    global _manager
+    with _manager_lock:
+        if _manager is None:
+            _manager = PluginManager()
+        return _manager
+
+
+def reset_plugin_manager() -> None:
+    """Forget the loaded plugins (tests; after installing a plugin at run time)."""
+    global _manager
+    with _manager_lock:
+        _manager = None
+
+
+def registry(kind: str) -> Registry:
+    return get_plugin_manager().registry(kind)
+
+
+def source(name: str, /, **config: Any) -> Any:
+    """Build a source by plugin type name, e.g. ``laredo.source("postgresql", connection=...)``."""
+    return registry("source").build(name, **config)
+
+
+def target(name: str, /, **config: Any) -> Any:
+    """Build a target by plugin type name, e.g. ``laredo.target("indexed-memory", ...)``."""
+    return registry("target").build(name, **config)
+
+
+def snapshot_store(name: str, /, **config: Any) -> Any:
+    return registry("snapshot_store").build(name, **config)
+
+
+def serializer(name: str, /, **config: Any) -> Any:
+    return registry("serializer").build(name, **config)
+
+
+def dead_letter_store(name: str, /, **config: Any) -> Any:
+    return registry("dead_letter_store").build(name, **config)
+
+
+def observer(name: str, /, **config: Any) -> Any:
+    return registry("observer").build(name, **config)
+
+
+def filter(name: str, /, **config: Any) -> Any:  # noqa: A001 - public builder name
+    return registry("filter").build(name, **config)
+
+
+def transform(name: str, /, **config: Any) -> Any:
+    return registry("transform").build(name, **config)
+
+
+def compiler(name: str, /, **config: Any) -> Any:
+    return registry("compiler").build(name, **config)

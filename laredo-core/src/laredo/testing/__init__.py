@@ -1,0 +1,4 @@
+"""Test helpers for Laredo and its plugins: a programmable source, a recording target and
+conformance suites that plugin packages subclass."""
+
+from __future__ import annotations

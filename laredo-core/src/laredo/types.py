@@ -1,0 +1,282 @@
+"""Value types of the data path: tables, columns, change events, states and snapshot metadata.
+
+Rows are plain ``dict[str, Any]`` of Python-typed values; the same Python types appear on every
+path (baseline, stream, snapshot restore, fan-out wire).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias
+
+Row: TypeAlias = dict[str, Any]
+Position: TypeAlias = Any
+"""Opaque source position; only the source compares, serialises and parses it."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TableIdentifier:
+    """A table, ``schema.table``. ``str()`` gives ``"schema.table"``."""
+
+    schema: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @classmethod
+    def parse(cls, text: str) -> TableIdentifier:
+        """Parse ``"schema.table"`` (split on the first dot); a bare name means ``public``."""
+        if "." not in text:
+            if not text:
+                raise ValueError("empty table name: write 'schema.table'")
+            return cls("public", text)
+        schema, _, table = text.partition(".")
+        if not schema or not table:
+            raise ValueError(f"invalid table {text!r}: write 'schema.table'")
+        return cls(schema, table)
+
+
+def Table(schema: str, table: str | None = None) -> TableIdentifier:  # noqa: N802 - seeds' name
+    """``Table("public", "users")`` or ``Table("public.users")``."""
+    if table is None:
+        return TableIdentifier.parse(schema)
+    return TableIdentifier(schema, table)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDefinition:
+    """A column. ``ordinal_position`` and ``primary_key_ordinal`` are 1-based (0 = unset / not PK)."""
+
+    name: str
+    type: str = "text"
+    ordinal_position: int = 0
+    nullable: bool = True
+    primary_key: bool = False
+    primary_key_ordinal: int = 0
+    type_oid: int = 0
+    default_value: str | None = None
+    max_length: int = 0
+
+
+def primary_key_columns(columns: list[ColumnDefinition] | tuple[ColumnDefinition, ...]) -> list[str]:
+    """Primary-key column names in key order."""
+    pk = [c for c in columns if c.primary_key]
+    pk.sort(key=lambda c: (c.primary_key_ordinal or 1_000_000, c.ordinal_position))
+    return [c.name for c in pk]
+
+
+class ChangeAction(enum.IntEnum):
+    INSERT = 0
+    UPDATE = 1
+    DELETE = 2
+    TRUNCATE = 3
+    SCHEMA_CHANGE = 4
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """One change of one table, carrying the position of its transaction's commit.
+
+    ``new_values`` is set for INSERT/UPDATE, ``old_values`` for DELETE (the identity: key columns,
+    or the whole old row under REPLICA IDENTITY FULL) and for UPDATE when the source sent one.
+    A target that reports ``position`` durable has made this change, and all before it, durable.
+    """
+
+    table: TableIdentifier
+    action: ChangeAction
+    position: Position
+    timestamp: datetime | None = None
+    new_values: Row | None = None
+    old_values: Row | None = None
+    xid: int = 0
+    commit_timestamp: datetime | None = None
+    unchanged_toast: frozenset[str] = frozenset()
+    """Columns whose value the source did not send (unchanged TOAST): keep the stored value."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    tables: list[TableIdentifier]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class SourceState(enum.Enum):
+    CONNECTING = "CONNECTING"
+    CONNECTED = "CONNECTED"
+    STREAMING = "STREAMING"
+    RECONNECTING = "RECONNECTING"
+    PAUSED = "PAUSED"
+    ERROR = "ERROR"
+    CLOSED = "CLOSED"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OrderingGuarantee(enum.Enum):
+    TOTAL_ORDER = "TOTAL_ORDER"
+    PER_TABLE_ORDER = "PER_TABLE_ORDER"
+    PER_PARTITION_ORDER = "PER_PARTITION_ORDER"
+    BEST_EFFORT = "BEST_EFFORT"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class LagInfo:
+    lag_bytes: int = 0
+    lag_time: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationError:
+    """A table validation problem, e.g. ``ValidationError(table, "TABLE_NOT_FOUND", "...")``."""
+
+    table: TableIdentifier | None
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        if self.table is not None:
+            return f"{self.table}: {self.code}: {self.message}"
+        return f"{self.code}: {self.message}"
+
+
+class SchemaChangeAction(enum.Enum):
+    CONTINUE = "CONTINUE"
+    RE_BASELINE = "RE_BASELINE"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChangeResponse:
+    action: SchemaChangeAction = SchemaChangeAction.CONTINUE
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChangeEvent:
+    old_columns: tuple[ColumnDefinition, ...]
+    new_columns: tuple[ColumnDefinition, ...]
+
+
+class PipelineState(enum.Enum):
+    INITIALIZING = "INITIALIZING"
+    BASELINING = "BASELINING"
+    STREAMING = "STREAMING"
+    PAUSED = "PAUSED"
+    ERROR = "ERROR"
+    STOPPED = "STOPPED"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class BufferPolicy(enum.Enum):
+    BLOCK = "block"
+    DROP_OLDEST = "drop_oldest"
+    ERROR = "error"
+
+
+class ErrorPolicy(enum.Enum):
+    ISOLATE = "isolate"
+    STOP_SOURCE = "stop_source"
+    STOP_ALL = "stop_all"
+
+
+class ValidationAction(enum.Enum):
+    WARN = "warn"
+    RE_BASELINE = "re_baseline"
+    FAIL = "fail"
+
+
+class SyncMode(enum.Enum):
+    FULL_SNAPSHOT = "FULL_SNAPSHOT"
+    DELTA = "DELTA"
+    DELTA_FROM_SNAPSHOT = "DELTA_FROM_SNAPSHOT"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDefinition:
+    """A secondary index over ``fields``; ``unique`` indexes map a key to one row."""
+
+    name: str
+    fields: tuple[str, ...]
+    unique: bool = False
+
+    def __init__(self, name: str, fields: Any, unique: bool = False) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "fields", (fields,) if isinstance(fields, str) else tuple(fields))
+        object.__setattr__(self, "unique", unique)
+
+
+Index = IndexDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    message: str
+    error_type: str = ""
+
+    @classmethod
+    def of(cls, exc: BaseException, prefix: str = "") -> ErrorInfo:
+        msg = f"{prefix}{exc}" if prefix else str(exc)
+        return cls(message=msg, error_type=type(exc).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TableSnapshotInfo:
+    """Per-table snapshot header. ``position`` is the source position the table's state is at."""
+
+    table: TableIdentifier
+    row_count: int
+    columns: tuple[ColumnDefinition, ...] = ()
+    target_type: str = ""
+    indexes: tuple[IndexDefinition, ...] = ()
+    position: str | None = None
+    pipeline_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMetadata:
+    """A snapshot: one consistent export of every pipeline's target.
+
+    ``source_positions`` maps source id to a serialised position (``position_to_string``): the
+    engine resumes each source after that position when it restores the snapshot.
+    """
+
+    snapshot_id: str
+    created_at: datetime
+    source_positions: dict[str, str]
+    tables: tuple[TableSnapshotInfo, ...]
+    format: str = "jsonl"
+    user_meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDescriptor:
+    snapshot_id: str
+    created_at: datetime
+    format: str
+    tables: tuple[TableSnapshotInfo, ...]
+    size_bytes: int = 0
+    source_positions: dict[str, str] = field(default_factory=dict)
+    user_meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A change that could not be applied after every retry."""
+
+    pipeline_id: str
+    change: ChangeEvent
+    error: ErrorInfo
+    written_at: datetime
+    position: str | None = None

@@ -1,0 +1,3 @@
+"""In-memory targets for Laredo."""
+
+from __future__ import annotations

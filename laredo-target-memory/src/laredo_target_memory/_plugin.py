@@ -1,0 +1,3 @@
+"""laredo-target-memory's plugin registration."""
+
+from __future__ import annotations

@@ -1,0 +1,67 @@
+"""The one test harness. ``./dev <session>`` bootstraps ``.venv`` and runs these sessions in it.
+
+Sessions run in the already-provisioned ``.venv`` (``venv_backend="none"``) so a fresh machine
+installs once; ``./dev`` owns installation (pinned by ``constraints.txt``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import nox
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+PY = sys.executable
+SRC_DIRS = [
+    "laredo-core/src",
+    "laredo-target-memory/src",
+]
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    session.run(PY, "-m", "pytest", *args, *session.posargs, external=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.run(PY, "-m", "ruff", "check", ".", external=True)
+    session.run(PY, "-m", "ruff", "format", "--check", ".", external=True)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.run(PY, "-m", "mypy", *SRC_DIRS, external=True)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole suite: unit, integration (real PostgreSQL/HTTP/...), e2e."""
+    _pytest(session, "-n", "2", "--dist", "loadfile")
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    _pytest(session, "-m", "not integration and not e2e and not spark")
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    _pytest(session, "-m", "integration")
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    _pytest(session, "-m", "e2e")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    session.run(PY, "benchmarks/run.py", *session.posargs, external=True)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job on an embedded default (see README)."""
+    session.run(PY, "examples/demo.py", *session.posargs, external=True)
