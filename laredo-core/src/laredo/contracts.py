@@ -139,7 +139,10 @@ class SyncTarget(Protocol):
 
     def on_insert(self, table: TableIdentifier, row: Row) -> None: ...
 
-    def on_update(self, table: TableIdentifier, row: Row, identity: Row | None) -> None: ...
+    def on_update(self, table: TableIdentifier, row: Row, identity: Row | None) -> None:
+        """Replace the row. A column absent from ``row`` (an unchanged TOAST value the source
+        did not send) keeps the value the target already stores; it is never dropped."""
+        ...
 
     def on_delete(self, table: TableIdentifier, identity: Row) -> None: ...
 
@@ -186,14 +189,15 @@ class FlushableTarget(Protocol):
 
 @runtime_checkable
 class BatchTarget(Protocol):
-    """Optional fast path: apply a run of already filtered/transformed changes at once.
+    """Optional fast path: apply a run of changes of one table at once, in order.
 
-    ``changes`` holds ``(action, new_row, identity)`` tuples in order.
+    ``events`` are already filtered and transformed (their ``new_values``/``old_values`` are
+    what the target should store). The engine calls it instead of the per-change methods.
+    On UPDATE, a column absent from ``new_values`` (listed in ``unchanged_toast``) keeps the
+    value the target already stores.
     """
 
-    def apply_batch(
-        self, table: TableIdentifier, changes: Sequence[tuple[Any, Row | None, Row | None]]
-    ) -> None: ...
+    def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None: ...
 
 
 @runtime_checkable
