@@ -21,6 +21,7 @@ from .contracts import (
     SyncSource,
     SyncTarget,
 )
+from .engine import Engine
 from .errors import (
     ConfigError,
     EngineStateError,
@@ -36,10 +37,11 @@ from .errors import (
 )
 from .hookspecs import hookimpl
 from .observers import CompositeObserver, LoggingObserver, NullObserver, RecordingObserver
+from .pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from .plugins import (
     compiler,
     dead_letter_store,
-    filter,  # noqa: A004 - public builder name
+    filter,
     get_plugin_manager,
     observer,
     serializer,
@@ -92,6 +94,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterStore",
     "DurablePositionTarget",
+    "Engine",
     "EngineObserver",
     "EngineStateError",
     "ErrorInfo",
@@ -104,7 +107,9 @@ __all__ = [
     "MissingDependencyError",
     "NullObserver",
     "OrderingGuarantee",
+    "Pipeline",
     "PipelineFilter",
+    "PipelineInfo",
     "PipelineState",
     "PipelineTransform",
     "PluginNotFoundError",
@@ -124,6 +129,7 @@ __all__ = [
     "SnapshotStore",
     "SourceConfig",
     "SourceError",
+    "SourceRunInfo",
     "SourceState",
     "SyncMode",
     "SyncSource",

@@ -81,6 +81,18 @@ class TargetError(LaredoError):
     """A target failed to apply a change."""
 
 
+class BatchApplyError(TargetError):
+    """Raised by ``apply_changes`` to say ``events[:index]`` were applied and ``events[index]``
+    failed (chain the cause). The engine then retries change by change from ``index``."""
+
+    def __init__(self, index: int, message: str = "") -> None:
+        self.index = index
+        super().__init__(message or f"batch apply failed at change #{index}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.index, str(self)))
+
+
 class SnapshotError(LaredoError):
     """A snapshot could not be written, read or restored."""
 

@@ -142,9 +142,7 @@ class Registry:
             model = entry.options.model_validate(config)
         except pydantic.ValidationError as exc:
             label = where or f"{self.kind} {name!r}"
-            raise ConfigError(
-                [f"{label}: {p}" for p in format_validation_error(exc)]
-            ) from None
+            raise ConfigError([f"{label}: {p}" for p in format_validation_error(exc)]) from None
         return {k: getattr(model, k) for k in type(model).model_fields}
 
     def build(self, name: str, /, **config: Any) -> Any:

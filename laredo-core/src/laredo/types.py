@@ -61,7 +61,9 @@ class ColumnDefinition:
     max_length: int = 0
 
 
-def primary_key_columns(columns: list[ColumnDefinition] | tuple[ColumnDefinition, ...]) -> list[str]:
+def primary_key_columns(
+    columns: list[ColumnDefinition] | tuple[ColumnDefinition, ...],
+) -> list[str]:
     """Primary-key column names in key order."""
     pk = [c for c in columns if c.primary_key]
     pk.sort(key=lambda c: (c.primary_key_ordinal or 1_000_000, c.ordinal_position))
@@ -189,6 +191,8 @@ class ErrorPolicy(enum.Enum):
     ISOLATE = "isolate"
     STOP_SOURCE = "stop_source"
     STOP_ALL = "stop_all"
+    DEAD_LETTER = "dead_letter"
+    """Write the change to the dead-letter store and continue (needs a dead-letter store)."""
 
 
 class ValidationAction(enum.Enum):

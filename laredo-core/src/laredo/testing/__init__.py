@@ -2,3 +2,8 @@
 conformance suites that plugin packages subclass."""
 
 from __future__ import annotations
+
+from .recording import RecordingTarget
+from .source import TestSource, columns
+
+__all__ = ["RecordingTarget", "TestSource", "columns"]

@@ -1,0 +1,152 @@
+"""``Pipeline``: binds a source's table to a target with filters, transforms and policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .types import (
+    BufferPolicy,
+    ErrorPolicy,
+    PipelineState,
+    Row,
+    TableIdentifier,
+    ValidationAction,
+)
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+@dataclass(eq=False)
+class Pipeline:
+    """One pipeline: ``source_id`` + ``table`` -> filters -> transforms -> buffer -> ``target``.
+
+    ``ttl`` is a callable ``row -> datetime | None`` (expiry time) and ``ttl_field`` names a
+    column holding a ``datetime`` (or ISO-8601 string); expired rows are never loaded, an update
+    to an expired value becomes a delete, and ``ttl_scan_interval`` sweeps stored rows.
+    ``validation_interval`` compares the engine's expected row count with the target's count.
+    """
+
+    source_id: str
+    table: TableIdentifier | str
+    target: Any
+    filters: Sequence[Any] = ()
+    transforms: Sequence[Any] = ()
+    buffer_size: int = 10_000
+    buffer_policy: BufferPolicy | str = BufferPolicy.BLOCK
+    error_policy: ErrorPolicy | str = ErrorPolicy.ISOLATE
+    max_retries: int = 5
+    retry_backoff: float | timedelta = 0.1
+    retry_max_backoff: float | timedelta = 5.0
+    ttl: Callable[[Row], datetime | None] | None = None
+    ttl_field: str | None = None
+    ttl_scan_interval: float | timedelta | None = None
+    validation_action: ValidationAction | str = ValidationAction.WARN
+    validation_interval: float | timedelta | None = None
+    id: str | None = None
+    target_type: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def problems(self, index: int) -> list[str]:
+        """Every configuration problem of this pipeline (empty when valid)."""
+        where = f"pipelines[{index}]"
+        out: list[str] = []
+        if not self.source_id:
+            out.append(f"{where}.source_id: empty; name the source this pipeline reads from")
+        if isinstance(self.table, str):
+            try:
+                self.table = TableIdentifier.parse(self.table)
+            except ValueError as exc:
+                out.append(f"{where}.table: {exc}")
+        elif not isinstance(self.table, TableIdentifier) or not self.table.table:
+            out.append(f"{where}.table: empty table name; use laredo.Table('schema', 'table')")
+        if self.target is None:
+            out.append(f"{where}.target: missing; give a target such as IndexedTarget()")
+        else:
+            missing = [
+                m
+                for m in ("on_init", "on_baseline_row", "on_insert", "on_update", "on_delete")
+                if not callable(getattr(self.target, m, None))
+            ]
+            if missing:
+                out.append(
+                    f"{where}.target: {type(self.target).__name__} is not a SyncTarget "
+                    f"(missing {', '.join(missing)})"
+                )
+        if not isinstance(self.buffer_size, int) or self.buffer_size <= 0:
+            out.append(
+                f"{where}.buffer_size: must be a positive integer (got {self.buffer_size!r})"
+            )
+        for name, enum_type in (
+            ("buffer_policy", BufferPolicy),
+            ("error_policy", ErrorPolicy),
+            ("validation_action", ValidationAction),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, enum_type):
+                try:
+                    setattr(self, name, enum_type(str(value).lower().replace("-", "_")))
+                except ValueError:
+                    allowed = ", ".join(e.value for e in enum_type)  # type: ignore[attr-defined]
+                    out.append(f"{where}.{name}: unknown value {value!r}; use one of {allowed}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            out.append(f"{where}.max_retries: must be >= 0 (got {self.max_retries!r})")
+        for name in ("ttl_scan_interval", "validation_interval"):
+            v = _seconds(getattr(self, name))
+            if v is not None and v <= 0:
+                out.append(f"{where}.{name}: must be positive (got {getattr(self, name)!r})")
+        return out
+
+    @property
+    def table_id(self) -> TableIdentifier:
+        assert isinstance(self.table, TableIdentifier)
+        return self.table
+
+    def resolved_target_type(self) -> str:
+        if self.target_type:
+            return self.target_type
+        declared = getattr(self.target, "target_type", None)
+        if isinstance(declared, str) and declared:
+            return declared
+        return type(self.target).__name__
+
+    def pipeline_id(self) -> str:
+        return self.id or f"{self.source_id}:{self.table}:{self.resolved_target_type()}"
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineInfo:
+    id: str
+    source_id: str
+    table: TableIdentifier
+    target_type: str
+    state: PipelineState
+    row_count: int | None
+    buffer_depth: int
+    buffer_capacity: int
+    error: str | None = None
+    applied_position: str | None = None
+    durable_position: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRunInfo:
+    id: str
+    source_type: str
+    supports_resume: bool
+    ordering_guarantee: str
+    state: str
+    lag_bytes: int
+    lag_time: timedelta | None
+    acked_position: str | None
+    current_position: str | None
+    pipelines: tuple[str, ...]
+    error: str | None = None

@@ -1,0 +1,250 @@
+"""Parquet snapshot serializer (format id ``parquet``), an optional extra:
+``pip install laredo-core[parquet]`` (pyarrow).
+
+One Parquet file per table. A column is stored with a native Parquet type when every non-null
+value of it has the same Python type that reads back unchanged:
+
+=================================  ==========================================
+Python values                      Parquet / Arrow type
+=================================  ==========================================
+``bool``                           ``bool``
+``int`` within int64               ``int64``
+``float``                          ``float64``
+``str``                            ``string``
+``bytes``                          ``binary``
+``date``                           ``date32``
+``time`` (naive)                   ``time64[us]``
+``timedelta``                      ``duration[us]``
+``datetime`` all naive             ``timestamp[us]``
+``datetime`` all one zone          ``timestamp[us, tz]`` (fixed offset or zone name)
+only ``None``                      ``null``
+=================================  ==========================================
+
+Every other column (Decimal, UUID, dicts, lists, mixed types) is a ``string`` column holding
+the typed JSON encoding of :mod:`laredo.serialization` per value; the file's key-value metadata
+names those columns, so the round trip gives back the same Python types. File metadata keys:
+``laredo.table_info`` (the table header as JSON), ``laredo.json_columns`` (JSON list of encoded
+columns) and ``laredo.absent`` (present only when rows have different key sets: a hidden
+``__laredo_absent`` column then lists, per row, the columns that row does not have).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Iterator
+from datetime import date, datetime, time, timedelta, timezone
+from typing import IO, Any, Literal
+from zoneinfo import ZoneInfo
+
+import pydantic
+from pydantic import ConfigDict
+
+from laredo.errors import MissingDependencyError, SnapshotError
+from laredo.serialization import (
+    decode_table_info,
+    encode_table_info,
+    encode_value,
+    object_hook,
+)
+from laredo.types import Row, TableSnapshotInfo
+
+__all__ = ["ParquetSerializer", "ParquetSerializerOptions"]
+
+_INFO_KEY = b"laredo.table_info"
+_JSON_KEY = b"laredo.json_columns"
+_ABSENT_KEY = b"laredo.absent"
+_ABSENT_COL = "__laredo_absent"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow as pa  # noqa: PLC0415 - optional extra, imported on first use
+        import pyarrow.parquet as pq  # noqa: PLC0415
+    except ImportError:
+        raise MissingDependencyError("laredo-core[parquet]", "Parquet snapshots") from None
+    return pa, pq
+
+
+def _tz_name(tz: Any) -> str | None:
+    """The Arrow time zone string that reads back as this exact tzinfo, if there is one."""
+    if isinstance(tz, ZoneInfo):
+        return tz.key
+    if isinstance(tz, timezone):
+        off = tz.utcoffset(None)
+        if off is None or tz.tzname(None) != timezone(off).tzname(None):
+            return None  # a named fixed offset would lose its name
+        total = int(off.total_seconds())
+        if total % 60 or off.microseconds:
+            return None
+        sign = "-" if total < 0 else "+"
+        total = abs(total)
+        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
+    return None
+
+
+def _arrow_type(pa: Any, values: list[Any]) -> Any:
+    """The native Arrow type for a column, or None when it must be JSON-encoded."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return pa.null()
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is bool:
+        return pa.bool_()
+    if kind is int:
+        ok = all(v is None or _INT64_MIN <= v <= _INT64_MAX for v in values)
+        return pa.int64() if ok else None
+    if kind is float:
+        return pa.float64()
+    if kind is str:
+        return pa.string()
+    if kind is bytes:
+        return pa.binary()
+    if kind is date:
+        return pa.date32()
+    if kind is time:
+        return pa.time64("us") if all(v is None or v.tzinfo is None for v in values) else None
+    if kind is timedelta:
+        return pa.duration("us")
+    if kind is datetime:
+        zones = {v.tzinfo for v in values if v is not None}
+        if zones == {None}:
+            return pa.timestamp("us")
+        if len(zones) == 1:
+            name = _tz_name(zones.pop())
+            if name is not None:
+                return pa.timestamp("us", tz=name)
+        return None
+    return None
+
+
+class ParquetSerializerOptions(pydantic.BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    row_group_size: int = pydantic.Field(default=100_000, gt=0)
+    compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
+
+
+class ParquetSerializer:
+    """Writes and reads one Parquet file per table; see the module docstring for the format."""
+
+    def __init__(self, row_group_size: int = 100_000, compression: str = "zstd") -> None:
+        self.row_group_size = row_group_size
+        self.compression = compression
+
+    def format_id(self) -> str:
+        return "parquet"
+
+    def write(self, info: TableSnapshotInfo, rows: Iterable[Row], out: IO[bytes]) -> int:
+        """Write the rows as one Parquet file; returns the number of rows written."""
+        pa, pq = _pyarrow()
+        rows = rows if isinstance(rows, list) else list(rows)
+        names: dict[str, None] = {}
+        for row in rows:
+            for k in row:
+                if k not in names:
+                    names[k] = None
+        if _ABSENT_COL in names:
+            raise SnapshotError(f"{info.table}: column name {_ABSENT_COL!r} is reserved")
+        width = len(names)
+        ragged = any(len(row) != width for row in rows) or (width == 0 and bool(rows))
+        arrays: list[Any] = []
+        fields: list[Any] = []
+        json_cols: list[str] = []
+        for name in names:
+            values = [row.get(name) for row in rows]
+            typ = _arrow_type(pa, values)
+            if typ is None:
+                try:
+                    encoded = [None if v is None else _json(v) for v in values]
+                except TypeError as exc:
+                    raise SnapshotError(f"{info.table}: column {name!r}: {exc}") from None
+                arrays.append(pa.array(encoded, type=pa.string()))
+                fields.append(pa.field(name, pa.string()))
+                json_cols.append(name)
+            else:
+                arrays.append(pa.array(values, type=typ))
+                fields.append(pa.field(name, typ))
+        meta: dict[bytes, bytes | str] = {
+            _INFO_KEY: json.dumps({**encode_table_info(info), "row_count": len(rows)}),
+            _JSON_KEY: json.dumps(json_cols),
+        }
+        if ragged:
+            absent = [[k for k in names if k not in row] or None for row in rows]
+            arrays.append(pa.array(absent, type=pa.list_(pa.string())))
+            fields.append(pa.field(_ABSENT_COL, pa.list_(pa.string())))
+            meta[_ABSENT_KEY] = b"1"
+        schema = pa.schema(fields, metadata=meta)
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        try:
+            pq.write_table(
+                table, out, row_group_size=self.row_group_size, compression=self.compression
+            )
+        except (pa.ArrowException, OSError) as exc:
+            raise SnapshotError(f"{info.table}: cannot write Parquet: {exc}") from exc
+        return len(rows)
+
+    def read(self, inp: IO[bytes]) -> tuple[TableSnapshotInfo, Iterator[Row]]:
+        """Read the schema and header now; rows are decoded lazily, one row group at a time."""
+        pa, pq = _pyarrow()
+        name = getattr(inp, "name", None)
+        label = name if isinstance(name, str) else "<stream>"
+        if not _seekable(inp):
+            inp = io.BytesIO(inp.read())
+        try:
+            pf = pq.ParquetFile(inp)
+            meta = pf.schema_arrow.metadata or {}
+        except (pa.ArrowException, OSError) as exc:
+            raise SnapshotError(f"{label}: not a readable Parquet file: {exc}") from None
+        try:
+            info = decode_table_info(json.loads(meta[_INFO_KEY]))
+            json_cols = set(json.loads(meta.get(_JSON_KEY, b"[]")))
+        except (KeyError, ValueError) as exc:
+            raise SnapshotError(
+                f"{label}: Parquet file without a valid laredo.table_info header: {exc}"
+            ) from None
+        if pf.metadata.num_rows != info.row_count:
+            raise SnapshotError(
+                f"{label}: the header promises {info.row_count} rows but the file has "
+                f"{pf.metadata.num_rows}"
+            )
+        return info, _rows(pa, pf, json_cols, label)
+
+
+def _json(v: Any) -> str:
+    return json.dumps(encode_value(v), separators=(",", ":"), ensure_ascii=False)
+
+
+def _seekable(inp: Any) -> bool:
+    try:
+        return bool(inp.seekable())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _rows(pa: Any, pf: Any, json_cols: set[str], label: str) -> Iterator[Row]:
+    decode = json.JSONDecoder(object_hook=object_hook).decode
+    done = 0
+    try:
+        for group in range(pf.num_row_groups):
+            batch = pf.read_row_group(group)
+            names = batch.column_names
+            columns: list[list[Any]] = []
+            for col_name in names:
+                values = batch.column(col_name).to_pylist()
+                if col_name in json_cols:
+                    values = [None if v is None else decode(v) for v in values]
+                columns.append(values)
+            absent_idx = names.index(_ABSENT_COL) if _ABSENT_COL in names else -1
+            for values in zip(*columns, strict=True):
+                row = dict(zip(names, values, strict=True))
+                if absent_idx >= 0:
+                    missing = row.pop(_ABSENT_COL)
+                    for k in missing or ():
+                        del row[k]
+                done += 1
+                yield row
+    except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+        raise SnapshotError(f"{label}: row {done + 1}: malformed Parquet data: {exc}") from None

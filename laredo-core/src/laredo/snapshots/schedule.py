@@ -1,0 +1,110 @@
+"""Snapshot retention helpers: which snapshots to delete for a keep count and a maximum age.
+
+The engine's scheduler calls :func:`apply_retention` after each snapshot; the rules are pure
+functions over ``SnapshotDescriptor`` lists so every store behaves the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from laredo.errors import ConfigError
+from laredo.types import SnapshotDescriptor, TableIdentifier
+
+__all__ = ["apply_retention", "parse_duration", "snapshots_to_delete"]
+
+_UNITS = {
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration(value: Any, what: str = "duration") -> timedelta:
+    """``timedelta``, seconds (``int``/``float``), or text like ``"7d"``, ``"24h"``,
+    ``"1h30m"``, ``"500ms"`` (units ms, s, m, h, d, w) as a ``timedelta``."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ConfigError(f"{what}: expected a duration like '24h', got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ConfigError(f"{what}: must not be negative, got {value!r}")
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        pos = 0
+        total = 0.0
+        for m in _PART.finditer(text):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if text and pos == len(text):
+            return timedelta(seconds=total)
+    raise ConfigError(
+        f"{what}: invalid duration {value!r}: write e.g. '7d', '24h', '1h30m', '90s' or '500ms'"
+    )
+
+
+def snapshots_to_delete(
+    snapshots: Sequence[SnapshotDescriptor],
+    keep_count: int | None = None,
+    max_age: Any = None,
+    now: datetime | None = None,
+    min_keep: int = 1,
+) -> list[str]:
+    """Ids to delete, newest-first order of ``snapshots`` is not assumed.
+
+    * ``keep_count``: keep only the ``keep_count`` newest (``None`` or 0: no count limit).
+    * ``max_age``: delete snapshots created more than ``max_age`` before ``now``
+      (``timedelta`` or text such as ``"7d"``; ``None``: no age limit). The ``min_keep`` newest
+      snapshots (default 1) are never deleted for age alone, so a source that has been idle
+      longer than ``max_age`` still has something to restore from.
+    """
+    if keep_count is not None and keep_count < 0:
+        raise ConfigError(f"snapshot retention keep_count must be >= 0, got {keep_count}")
+    ordered = sorted(snapshots, key=lambda d: (d.created_at.timestamp(), d.snapshot_id))
+    ordered.reverse()
+    age = None if max_age is None else parse_duration(max_age, "snapshot retention max_age")
+    now = now or datetime.now(UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    doomed = []
+    for i, d in enumerate(ordered):
+        if keep_count and i >= keep_count:
+            doomed.append(d.snapshot_id)
+            continue
+        if age is not None and i >= min_keep:
+            created = d.created_at if d.created_at.tzinfo else d.created_at.replace(tzinfo=UTC)
+            if now - created > age:
+                doomed.append(d.snapshot_id)
+    return doomed
+
+
+def apply_retention(
+    store: Any,
+    keep_count: int | None = None,
+    max_age: Any = None,
+    table: TableIdentifier | None = None,
+    now: datetime | None = None,
+    min_keep: int = 1,
+) -> list[str]:
+    """Delete what :func:`snapshots_to_delete` selects from ``store.list(table)``; returns the
+    deleted ids. A snapshot that is already gone is skipped."""
+    doomed = snapshots_to_delete(store.list(table), keep_count, max_age, now, min_keep)
+    deleted = []
+    for sid in doomed:
+        try:
+            store.delete(sid)
+        except LookupError:
+            continue
+        deleted.append(sid)
+    return deleted

@@ -1,0 +1,71 @@
+"""laredo-snapshot-s3's plugin registration: snapshot store ``s3`` and dead-letter store ``s3``.
+
+Only pydantic models live here; boto3 is imported when a store is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laredo.hookspecs import hookimpl
+from laredo.plugins import Registry
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class S3SnapshotStoreOptions(BaseModel):
+    """Options of ``laredo.snapshot_store("s3", ...)`` (credentials: the AWS chain)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str = Field(min_length=1, description="S3 bucket holding the snapshots")
+    prefix: str = Field("", description="key prefix, e.g. 'laredo/snapshots'")
+    region: str | None = Field(None, description="AWS region (default: the AWS chain's)")
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, moto)")
+    profile: str | None = Field(None, description="AWS shared-config profile name")
+    part_size: int = Field(
+        8 * 1024 * 1024, ge=5 * 1024 * 1024, description="multipart part size in bytes"
+    )
+
+
+class S3DeadLetterStoreOptions(BaseModel):
+    """Options of ``laredo.dead_letter_store("s3", ...)``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str = Field(min_length=1)
+    prefix: str = "dead-letters"
+    region: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+
+
+def _snapshot_store(**kwargs: Any) -> Any:
+    from .store import S3SnapshotStore
+
+    return S3SnapshotStore(**kwargs)
+
+
+def _dead_letter_store(**kwargs: Any) -> Any:
+    from .dead_letters import S3DeadLetterStore
+
+    return S3DeadLetterStore(**kwargs)
+
+
+@hookimpl
+def laredo_register_snapshot_stores(registry: Registry) -> None:
+    registry.add(
+        "s3",
+        _snapshot_store,
+        options=S3SnapshotStoreOptions,
+        description="snapshots in S3 (streaming multipart upload, metadata written last)",
+    )
+
+
+@hookimpl
+def laredo_register_dead_letter_stores(registry: Registry) -> None:
+    registry.add(
+        "s3",
+        _dead_letter_store,
+        options=S3DeadLetterStoreOptions,
+        description="one S3 object per dead letter",
+    )

@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable, Iterator
+from decimal import Decimal
+from typing import IO, Any
+
+import laredo
+import pytest
+from laredo.errors import ConfigError, SnapshotError
+from laredo.snapshots.jsonl import JsonlSerializer
+from laredo.types import ColumnDefinition, Row, SnapshotMetadata, TableIdentifier, TableSnapshotInfo
+from laredo_snapshot_s3 import S3SnapshotStore, SnapshotNotFoundError
+from laredo_snapshot_s3._s3io import MIN_PART_SIZE, S3UploadWriter
+
+pytestmark = pytest.mark.integration
+
+USERS = TableIdentifier("public", "users")
+ORDERS = TableIdentifier("shop", "orders")
+
+
+def meta(sid: str, created: dt.datetime, *tables: TableIdentifier, **user: Any) -> SnapshotMetadata:
+    return SnapshotMetadata(
+        snapshot_id=sid,
+        created_at=created,
+        source_positions={"pg": "0/16B6C50"},
+        tables=tuple(
+            TableSnapshotInfo(
+                t, 0, columns=(ColumnDefinition("id", "int8", 1, False, True, 1),), position="p"
+            )
+            for t in tables
+        ),
+        user_meta=dict(user),
+    )
+
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def store(moto_server: Any, s3_bucket: str) -> S3SnapshotStore:
+    return S3SnapshotStore(s3_bucket, prefix="snaps/", endpoint_url=moto_server.endpoint_url)
+
+
+def typed_rows(n: int) -> list[Row]:
+    return [
+        {
+            "id": i,
+            "name": f"user {i}",
+            "balance": Decimal(f"{i}.50"),
+            "seen": T0 + dt.timedelta(seconds=i),
+            "uid": uuid.UUID(int=i),
+            "blob": bytes([i % 256]),
+            "score": i / 4,
+            "tags": ["a", "b"],
+            "none": None,
+        }
+        for i in range(n)
+    ]
+
+
+def test_save_load_roundtrip_keeps_types_and_layout(
+    store: S3SnapshotStore, moto_server: Any
+) -> None:
+    rows = typed_rows(50)
+    desc = store.save(
+        "snap-1",
+        meta("ignored", T0, USERS, ORDERS, who="me"),
+        {USERS: rows, ORDERS: []},
+        JsonlSerializer(),
+    )
+    assert desc.snapshot_id == "snap-1"
+    assert desc.format == "jsonl"
+    assert desc.size_bytes > 0
+    assert {t.table: t.row_count for t in desc.tables} == {USERS: 50, ORDERS: 0}
+    keys = sorted(
+        o["Key"] for o in moto_server.client("s3").list_objects_v2(Bucket=store.bucket)["Contents"]
+    )
+    assert keys == [
+        "snaps/snap-1/metadata.json",
+        "snaps/snap-1/public.users.jsonl",
+        "snaps/snap-1/shop.orders.jsonl",
+    ]
+    m, tables = store.load("snap-1", JsonlSerializer())
+    assert m.user_meta == {"who": "me"}
+    assert m.source_positions == {"pg": "0/16B6C50"}
+    assert list(tables[USERS]) == rows
+    assert list(tables[ORDERS]) == []
+    d2 = store.describe("snap-1")
+    assert d2.size_bytes == desc.size_bytes
+    assert d2.tables == desc.tables
+
+
+def test_list_newest_first_filter_prune_delete(store: S3SnapshotStore) -> None:
+    ser = JsonlSerializer()
+    for i, tables in enumerate([(USERS,), (USERS, ORDERS), (ORDERS,), (USERS,)]):
+        store.save(
+            f"s{i}",
+            meta(f"s{i}", T0 + dt.timedelta(hours=i), *tables),
+            {t: [{"id": 1}] for t in tables},
+            ser,
+        )
+    assert [d.snapshot_id for d in store.list()] == ["s3", "s2", "s1", "s0"]
+    assert [d.snapshot_id for d in store.list(USERS)] == ["s3", "s1", "s0"]
+    assert [d.snapshot_id for d in store.list(ORDERS)] == ["s2", "s1"]
+    assert store.prune(2, USERS) == ["s0"]
+    assert [d.snapshot_id for d in store.list()] == ["s3", "s2", "s1"]
+    assert store.prune(1) == ["s2", "s1"]
+    store.delete("s3")
+    assert store.list() == []
+    with pytest.raises(SnapshotNotFoundError):
+        store.delete("s3")
+    with pytest.raises(SnapshotNotFoundError):
+        store.describe("s3")
+    with pytest.raises(KeyError):
+        store.load("s3", ser)
+
+
+def test_duplicate_and_invalid_ids_are_rejected(store: S3SnapshotStore) -> None:
+    store.save("dup", meta("dup", T0, USERS), {USERS: [{"id": 1}]}, JsonlSerializer())
+    with pytest.raises(SnapshotError, match="already exists"):
+        store.save("dup", meta("dup", T0, USERS), {USERS: []}, JsonlSerializer())
+    with pytest.raises(ConfigError, match="invalid snapshot id"):
+        store.save("a/b", meta("a/b", T0, USERS), {USERS: []}, JsonlSerializer())
+
+
+class FailingSerializer(JsonlSerializer):
+    """Writes a real table, then fails in the middle of the second one."""
+
+    def write(self, info: TableSnapshotInfo, rows: Iterable[Row], out: IO[bytes]) -> int:
+        if info.table == ORDERS:
+            out.write(b'{"partial": true}\n')
+            raise RuntimeError("disk on fire")
+        return super().write(info, rows, out)
+
+
+def test_failed_save_is_never_listed_and_leaves_nothing(
+    store: S3SnapshotStore, moto_server: Any
+) -> None:
+    with pytest.raises(SnapshotError, match="disk on fire"):
+        store.save(
+            "broken",
+            meta("broken", T0, USERS, ORDERS),
+            {USERS: [{"id": 1}], ORDERS: [{"id": 2}]},
+            FailingSerializer(),
+        )
+    assert store.list() == []
+    with pytest.raises(SnapshotNotFoundError):
+        store.describe("broken")
+    listing = moto_server.client("s3").list_objects_v2(Bucket=store.bucket)
+    assert listing.get("Contents", []) == []
+
+
+def test_table_objects_without_metadata_are_ignored(
+    store: S3SnapshotStore, moto_server: Any
+) -> None:
+    """A crash between the table uploads and metadata.json leaves orphans nobody lists."""
+    s3 = moto_server.client("s3")
+    s3.put_object(Bucket=store.bucket, Key="snaps/crashed/public.users.jsonl", Body=b"{}\n")
+    store.save("ok", meta("ok", T0, USERS), {USERS: [{"id": 1}]}, JsonlSerializer())
+    s3.put_object(Bucket=store.bucket, Key="snaps/garbled/metadata.json", Body=b"{not json")
+    assert [d.snapshot_id for d in store.list()] == ["ok"]
+    with pytest.raises(SnapshotNotFoundError):
+        store.describe("crashed")
+
+
+class CountingRows:
+    """A sized iterable that records how many rows were pulled."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Row]:
+        pad = "x" * 100
+        for i in range(self.n):
+            yield {"id": i, "pad": pad}
+
+
+def test_large_table_goes_multipart_and_reads_back(moto_server: Any, s3_bucket: str) -> None:
+    store = S3SnapshotStore(
+        s3_bucket, prefix="big", endpoint_url=moto_server.endpoint_url, part_size=MIN_PART_SIZE
+    )
+    n = 110_000  # ~12.8 MB of JSONL: three parts of 5 MiB
+    desc = store.save("big", meta("big", T0, USERS), {USERS: CountingRows(n)}, JsonlSerializer())
+    head = moto_server.client("s3").head_object(Bucket=s3_bucket, Key="big/big/public.users.jsonl")
+    assert head["ETag"].strip('"').endswith("-3"), head["ETag"]  # a 3-part multipart upload
+    assert desc.size_bytes > 2 * MIN_PART_SIZE
+    _, tables = store.load("big", JsonlSerializer())
+    count = 0
+    for i, row in enumerate(tables[USERS]):
+        assert row["id"] == i
+        count += 1
+    assert count == n
+
+
+def test_upload_writer_buffers_at_most_one_part(moto_server: Any, s3_bucket: str) -> None:
+    s3 = moto_server.client("s3")
+    w = S3UploadWriter(s3, s3_bucket, "w/obj", part_size=MIN_PART_SIZE)
+    chunk = os.urandom(1024 * 1024 + 7)
+    expected = bytearray()
+    for _ in range(12):
+        w.write(chunk)
+        expected += chunk
+        assert len(w._buf) < MIN_PART_SIZE
+    assert w.multipart
+    w.close()
+    assert s3.get_object(Bucket=s3_bucket, Key="w/obj")["Body"].read() == bytes(expected)
+    # A small object is a single PutObject; an aborted upload leaves nothing behind.
+    with S3UploadWriter(s3, s3_bucket, "w/small", part_size=MIN_PART_SIZE) as small:
+        small.write(b"hello")
+    assert s3.get_object(Bucket=s3_bucket, Key="w/small")["Body"].read() == b"hello"
+    aborted = S3UploadWriter(s3, s3_bucket, "w/aborted", part_size=MIN_PART_SIZE)
+    aborted.write(os.urandom(MIN_PART_SIZE + 10))
+    aborted.abort()
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+    assert "w/aborted" not in keys
+    assert s3.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", []) == []
+
+
+def test_plugin_builds_store_and_validates_options(moto_server: Any, s3_bucket: str) -> None:
+    store = laredo.snapshot_store("s3", bucket=s3_bucket, endpoint_url=moto_server.endpoint_url)
+    assert isinstance(store, S3SnapshotStore)
+    store.save("p", meta("p", T0, USERS), {USERS: [{"id": 1}]}, JsonlSerializer())
+    assert [d.snapshot_id for d in store.list()] == ["p"]
+    with pytest.raises(ConfigError) as err:
+        laredo.snapshot_store("s3", bukket="x", part_size=1)
+    text = str(err.value)
+    assert "bukket" in text and "bucket" in text and "part_size" in text
+
+
+def test_missing_bucket_is_a_clear_error(moto_server: Any) -> None:
+    store = S3SnapshotStore("no-such-bucket-laredo", endpoint_url=moto_server.endpoint_url)
+    with pytest.raises(SnapshotError, match=r"no-such-bucket-laredo|NoSuchBucket"):
+        store.save("x", meta("x", T0, USERS), {USERS: [{"id": 1}]}, JsonlSerializer())
+
+
+def test_plugin_import_does_not_import_boto3() -> None:
+    code = (
+        "import sys, laredo_snapshot_s3._plugin, laredo_snapshot_s3, laredo_snapshot_s3.testing;"
+        "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules, 'boto imported';"
+        "assert 'moto' not in sys.modules, 'moto imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,25 @@
+"""Registers the ``postgresql`` source with Laredo's plugin manager (entry point ``laredo``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laredo.hookspecs import hookimpl
+
+
+def _factory(**kwargs: Any) -> Any:
+    from .source import PostgresSource  # noqa: PLC0415 - psycopg is imported lazily
+
+    return PostgresSource(**kwargs)
+
+
+@hookimpl
+def laredo_register_sources(registry: Any) -> None:
+    from .options import PostgresSourceOptions  # noqa: PLC0415
+
+    registry.add(
+        "postgresql",
+        _factory,
+        options=PostgresSourceOptions,
+        description="PostgreSQL logical replication (pgoutput) with a consistent baseline",
+    )

@@ -1,0 +1,36 @@
+"""PostgreSQL WAL positions (LSNs): ``int`` in memory, ``%X/%08X`` as text."""
+
+from __future__ import annotations
+
+__all__ = ["format_lsn", "parse_lsn"]
+
+_MAX_PART = 0xFFFFFFFF
+
+
+def format_lsn(lsn: int) -> str:
+    """``0x1A2B3C4D5E`` -> ``"1A/2B3C4D5E"``."""
+    if not isinstance(lsn, int) or isinstance(lsn, bool) or lsn < 0 or lsn >> 64:
+        raise ValueError(f"invalid LSN {lsn!r}: expected an int in [0, 2**64)")
+    return f"{lsn >> 32:X}/{lsn & _MAX_PART:08X}"
+
+
+def parse_lsn(text: str) -> int:
+    """Parse ``"hi/lo"`` hex (either case, padding optional) into an int.
+
+    Raises ``ValueError`` naming the input for "", "noslash", "/", "/0", "0/", bad hex, or a
+    part wider than 32 bits.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"invalid LSN {text!r}: expected a string like '16/B374D848'")
+    hi, sep, lo = text.strip().partition("/")
+    if not sep or not hi or not lo or "/" in lo:
+        raise ValueError(f"invalid LSN {text!r}: expected 'XXX/XXXXXXXX' (two hex parts)")
+    try:
+        if not all(c in "0123456789abcdefABCDEF" for c in hi + lo):
+            raise ValueError
+        h, low = int(hi, 16), int(lo, 16)
+    except ValueError:
+        raise ValueError(f"invalid LSN {text!r}: parts must be hexadecimal") from None
+    if h > _MAX_PART or low > _MAX_PART:
+        raise ValueError(f"invalid LSN {text!r}: each part must fit in 32 bits")
+    return (h << 32) | low

@@ -1,0 +1,145 @@
+"""Configuration models of the ``postgresql`` source (pydantic v2, unknown keys rejected)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .dsn import mask_dsn
+
+__all__ = [
+    "PUBLISH_OPERATIONS",
+    "PostgresSourceOptions",
+    "PublicationOptions",
+    "PublicationTableOptions",
+    "ReconnectOptions",
+]
+
+PUBLISH_OPERATIONS = ("insert", "update", "delete", "truncate")
+
+
+class PublicationTableOptions(BaseModel):
+    """Per-table publication settings (PostgreSQL 15+): a row filter and a column list."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    row_filter: str | None = None
+    """SQL boolean expression, e.g. ``"active = true"`` (becomes ``WHERE (...)``)."""
+    columns: tuple[str, ...] | None = None
+    """Published columns (must include the replica identity columns)."""
+
+
+class PublicationOptions(BaseModel):
+    """The publication the stream reads.
+
+    ``create=False`` (default): the publication must already exist. ``create=True``: create it
+    when missing, then keep it in sync with the configured tables: add missing tables, update
+    row filters / column lists, change ``publish`` operations. Tables not configured here are
+    dropped from the publication only when Laredo created it (it carries a marker comment) or
+    when ``drop_unconfigured=True``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    """Defaults to ``<slot_name>_pub``."""
+    create: bool = False
+    publish: tuple[str, ...] = PUBLISH_OPERATIONS
+    tables: dict[str, PublicationTableOptions] = Field(default_factory=dict)
+    """Keyed by ``"schema.table"``."""
+    drop_unconfigured: bool = False
+
+    @field_validator("publish", mode="before")
+    @classmethod
+    def _split_publish(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(p.strip().lower() for p in value.split(",") if p.strip())
+        return value
+
+    @field_validator("publish")
+    @classmethod
+    def _check_publish(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [p for p in value if p not in PUBLISH_OPERATIONS]
+        if bad:
+            raise ValueError(
+                f"unknown publish operation(s) {bad}: use any of {', '.join(PUBLISH_OPERATIONS)}"
+            )
+        if not value:
+            raise ValueError("publish must name at least one operation")
+        return tuple(p for p in PUBLISH_OPERATIONS if p in value)
+
+    @field_validator("tables")
+    @classmethod
+    def _check_tables(
+        cls, value: dict[str, PublicationTableOptions]
+    ) -> dict[str, PublicationTableOptions]:
+        for key in value:
+            schema, dot, table = key.partition(".")
+            if not dot or not schema or not table:
+                raise ValueError(f"publication table key {key!r} must be 'schema.table'")
+        return value
+
+
+class ReconnectOptions(BaseModel):
+    """Exponential backoff for stateful reconnects; the attempt count resets after success."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(10, ge=1)
+    initial_backoff: float = Field(1.0, gt=0)
+    """Seconds."""
+    max_backoff: float = Field(30.0, gt=0)
+    multiplier: float = Field(2.0, ge=1.0)
+
+
+class PostgresSourceOptions(BaseModel):
+    """Options of ``laredo.source("postgresql", ...)`` (and ``type = postgresql`` in HOCON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connection: str
+    """Any libpq connection string (URI or ``key=value``). Never logged unmasked."""
+    slot_mode: Literal["ephemeral", "stateful"] = "ephemeral"
+    slot_name: str = "laredo_slot"
+    publication: PublicationOptions = Field(default_factory=PublicationOptions)
+    reconnect: ReconnectOptions = Field(default_factory=ReconnectOptions)
+    always_baseline: bool = False
+    """Stateful mode: baseline on every start anyway (the slot is re-created for alignment)."""
+    lease: bool = True
+    """Stateful mode: hold a PostgreSQL advisory lock keyed by the slot so exactly one process
+    consumes it; another instance waits in ``init`` and takes over when the holder goes away."""
+    lease_timeout: float | None = None
+    """Seconds to wait for the lease in ``init`` (None: wait until ``close()``)."""
+    status_interval: float = Field(10.0, gt=0)
+    """Seconds between standby status updates when nothing else is sent."""
+    batch_size: int = Field(10_000, ge=1)
+    """Largest chunk of one transaction passed to ``on_changes``; baseline fetch size."""
+    proto_version: Literal[1, 2] = 1
+    on_slot_invalidated: Literal["rebaseline", "fail"] = "rebaseline"
+    """``rebaseline``: drop and re-create an invalidated slot, then re-baseline.
+    ``fail``: report ``SLOT_INVALIDATED`` at validation and leave the slot alone."""
+    connect_timeout: float = Field(10.0, gt=0)
+
+    @field_validator("connection")
+    @classmethod
+    def _check_connection(cls, value: str) -> str:
+        if not value or not value.strip():
+            raise ValueError("connection must be a libpq connection string (URI or key=value)")
+        # Parse errors are raised by PostgresSource itself, with the password masked: a
+        # pydantic error here would echo the raw input (and its password).
+        return value
+
+    @field_validator("slot_name")
+    @classmethod
+    def _check_slot(cls, value: str) -> str:
+        if not value or len(value) > 63 or not all(c.islower() or c.isdigit() or c == "_" for c in value):
+            raise ValueError(
+                f"slot_name {value!r} must be 1-63 characters of lower-case letters, digits "
+                "and underscores (PostgreSQL's rule for replication slot names)"
+            )
+        return value
+
+    def __repr_args__(self) -> Any:
+        for key, value in super().__repr_args__():
+            yield key, (mask_dsn(value) if key == "connection" else value)

@@ -1,0 +1,162 @@
+"""A real HTTP receiver on 127.0.0.1 for the HTTP sync target's tests.
+
+``receiver`` records every request (path, headers, parsed JSON body, the status it answered) and
+answers from a programmable script: ``receiver.script(500, 500, 200)`` makes the next three
+requests get those statuses; ``Reply(status, delay, headers)`` adds a delay or headers; once the
+script is used up every request gets 200. ``receiver.stop()`` closes the listening socket and
+kills open connections (a crash of the receiver); ``receiver.restart()`` listens again on the same
+port.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    headers: dict[str, str]
+    body: Any
+    status: int
+    at: float
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._script: deque[Reply] = deque()
+        self.requests: list[Request] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.default = Reply()
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length)
+                reply = receiver._next()
+                if reply.delay:
+                    time.sleep(reply.delay)
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw
+                receiver._record(
+                    Request(self.path, dict(self.headers), body, reply.status, time.monotonic())
+                )
+                self.send_response(reply.status)
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        server.block_on_close = False
+        self._server = server
+        self.port = server.server_address[1]
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop listening (the receiver is gone: new connections are refused)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def _next(self) -> Reply:
+        with self._lock:
+            return self._script.popleft() if self._script else self.default
+
+    def _record(self, req: Request) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+    @staticmethod
+    def reply(
+        status: int = 200, delay: float = 0.0, headers: dict[str, str] | None = None
+    ) -> Reply:
+        return Reply(status, delay, headers or {})
+
+    def script(self, *replies: int | Reply) -> None:
+        with self._lock:
+            for r in replies:
+                self._script.append(Reply(r) if isinstance(r, int) else r)
+
+    def ok_requests(self, path: str | None = None) -> list[Request]:
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if 200 <= r.status < 300 and (path is None or r.path == path)
+            ]
+
+    def all_requests(self, path: str | None = None) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if path is None or r.path == path]
+
+    def changes(self) -> list[dict[str, Any]]:
+        """Every change the receiver accepted (2xx), in arrival order."""
+        return [c for r in self.ok_requests("/changes") for c in r.body["changes"]]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Any]:
+    """``wait_for(cond, timeout=10, what="...")`` polls ``cond`` until truthy."""
+    return _wait_for
+
+
+def _wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.005)

@@ -1,0 +1,484 @@
+"""Machinery shared by the in-memory targets: keys, the write path, locking and listeners.
+
+Concurrency model
+-----------------
+* One data lock (``_lock``) guards the stored state. Writers take it once per call: once per
+  ``apply_changes`` batch or ``on_baseline_rows`` chunk, never once per row. Readers take it for
+  the few dictionary look-ups they need and copy the result after releasing it, so a reader sees
+  the state before or after a whole batch (usually one source transaction), never half of one.
+* Stored rows are never mutated in place: an update stores a new dict. That is what lets readers
+  copy outside the lock and ``export_snapshot`` be consistent.
+* Listeners run on the writer's thread *after* the data lock is released (readers are not blocked
+  by slow listeners), under a re-entrant dispatch lock that every writer holds for the whole call,
+  so listeners see changes in exactly the order they were applied, and a listener registered with
+  ``replay_existing=True`` receives the existing rows before any later change. A listener may read
+  the target; it must not write to it from another thread while being called.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
+from typing import Any, Generic, TypeVar
+
+from laredo.errors import ConfigError, TargetError
+from laredo.types import (
+    ChangeAction,
+    ChangeEvent,
+    ColumnDefinition,
+    Position,
+    Row,
+    TableIdentifier,
+    TableSnapshotInfo,
+    primary_key_columns,
+)
+
+logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
+"""What listeners receive: a row (IndexedTarget) or a compiled object (CompiledTarget)."""
+
+Listener = Callable[[Any, Any], None]
+Pending = list[tuple[Any, Any]] | None
+
+_INSERT = ChangeAction.INSERT
+_UPDATE = ChangeAction.UPDATE
+_DELETE = ChangeAction.DELETE
+_TRUNCATE = ChangeAction.TRUNCATE
+
+MISSING: Any = object()
+
+
+def key_getter(fields: Sequence[str]) -> Callable[[Mapping[str, Any]], Any]:
+    """``row -> key``: the raw value for a one-field key, a tuple for a composite key.
+
+    Raises ``KeyError(field)`` when the row lacks a field (callers turn it into a TargetError).
+    """
+    return itemgetter(*fields)
+
+
+class Subscription:
+    """A registered listener; ``active`` turns false at unsubscribe (checked before each call)."""
+
+    __slots__ = ("active", "fn")
+
+    def __init__(self, fn: Listener) -> None:
+        self.fn = fn
+        self.active = True
+
+
+class MemoryTargetBase(Generic[V]):
+    """Base of ``IndexedTarget`` and ``CompiledTarget``: see the module docstring for locking."""
+
+    plugin_name = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dispatch_lock = threading.RLock()
+        self._subs: tuple[Subscription, ...] = ()
+        self._rows: dict[Any, Row] = {}
+        self._table: TableIdentifier | None = None
+        self._columns: tuple[ColumnDefinition, ...] = ()
+        self._key_fields: tuple[str, ...] = ()
+        self._key_of: Callable[[Mapping[str, Any]], Any] = _not_initialised
+        self._position: Position | None = None
+        self._baseline_complete = False
+        self._closed = False
+        self.listener_errors = 0
+        """How many listener calls raised (each is logged and skipped)."""
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _explicit_key_fields(self) -> tuple[str, ...]:
+        """Key fields that win over the primary key (CompiledTarget's ``key_fields``)."""
+        return ()
+
+    def _fallback_key_fields(self) -> tuple[str, ...]:
+        """Key fields to use when the columns carry no primary key."""
+        raise NotImplementedError
+
+    def _configured_fields(self) -> list[tuple[str, str]]:
+        """``(description, field)`` pairs to check against the table's columns at ``on_init``."""
+        raise NotImplementedError
+
+    def _no_key_hint(self) -> str:
+        raise NotImplementedError
+
+    def _put(self, key: Any, row: Row, pending: Pending, moved_from: Any = MISSING) -> None:
+        """Store ``row`` (a dict this target owns) under ``key``; called with the lock held.
+
+        ``moved_from`` is the row's previous key when an UPDATE changed the key.
+        """
+        raise NotImplementedError
+
+    def _discard(self, key: Any, pending: Pending) -> None:
+        """Remove the row under ``key`` if any; called with the lock held."""
+        raise NotImplementedError
+
+    def _clear(self, pending: Pending) -> None:
+        """Remove everything; called with the lock held."""
+        raise NotImplementedError
+
+    def _rebuild(self) -> None:
+        """Re-key and re-index every stored row after the key definition changed (lock held)."""
+        raise NotImplementedError
+
+    def _replace_state(self, rows: Iterable[Row]) -> Callable[[], list[Any]]:
+        """Build a new state from ``rows`` without the lock; return a function that installs
+        it (called with the lock held) and returns the values to replay to listeners."""
+        raise NotImplementedError
+
+    def _listener_values(self) -> list[Any]:
+        """Current values as listeners see them (lock held)."""
+        raise NotImplementedError
+
+    def _out(self, value: Any) -> Any:
+        """What a listener receives for a stored value (rows are copied)."""
+        return value
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_init(self, table: TableIdentifier, columns: Sequence[ColumnDefinition]) -> None:
+        """Set the table and its columns; derive the key and check configured fields.
+
+        The key is the primary key from the column definitions (``primary_key_ordinal`` order),
+        falling back to the configured fields. Raises ``ConfigError`` listing every problem.
+        Stored rows are kept (the engine truncates before a re-baseline); when the key changes
+        they are re-keyed.
+        """
+        columns = tuple(columns)
+        problems: list[str] = []
+        pk = tuple(primary_key_columns(columns))
+        key_fields = self._explicit_key_fields() or pk or self._fallback_key_fields()
+        if not key_fields:
+            problems.append(
+                f"table {table}: table has no primary key; set {self._no_key_hint()} "
+                f"(the columns that identify a row) on the {self.plugin_name} target"
+            )
+        names = [c.name for c in columns]
+        if names:
+            known = set(names)
+            for what, field in self._configured_fields():
+                if field not in known:
+                    problems.append(
+                        f"table {table}: {what} {field!r} is not a column of the table "
+                        f"(columns: {', '.join(names)})"
+                    )
+        if problems:
+            raise ConfigError(problems)
+        with self._dispatch_lock, self._lock:
+            changed = key_fields != self._key_fields
+            self._table = table
+            self._columns = columns
+            self._key_fields = key_fields
+            self._key_of = key_getter(key_fields)
+            self._baseline_complete = False
+            needs_rebuild = self._on_columns(columns)
+            if (changed or needs_rebuild) and self._rows:
+                self._rebuild()
+
+    def _on_columns(self, columns: tuple[ColumnDefinition, ...]) -> bool:
+        """Hook: key and columns known (lock held). Return true to re-index stored rows."""
+        return False
+
+    def on_baseline_row(self, table: TableIdentifier, row: Row) -> None:
+        self._write(self._insert, row)
+
+    def on_baseline_rows(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
+        """Fast path: a chunk of baseline rows under one lock acquisition."""
+        with self._dispatch_lock:
+            subs = self._subs
+            pending: Pending = [] if subs else None
+            try:
+                with self._lock:
+                    insert = self._insert
+                    for row in rows:
+                        insert(row, pending)
+            finally:
+                if pending:
+                    self._dispatch(subs, pending)
+
+    def on_baseline_complete(self, table: TableIdentifier) -> None:
+        self._baseline_complete = True
+
+    def on_insert(self, table: TableIdentifier, row: Row) -> None:
+        self._write(self._insert, row)
+
+    def on_update(self, table: TableIdentifier, row: Row, identity: Row | None) -> None:
+        """Replace the row. Columns absent from ``row`` keep their stored values (unchanged
+        TOAST). When ``identity`` holds a different key the row moves to its new key."""
+        with self._dispatch_lock:
+            subs = self._subs
+            pending: Pending = [] if subs else None
+            try:
+                with self._lock:
+                    self._update(row, identity, pending, None)
+            finally:
+                if pending:
+                    self._dispatch(subs, pending)
+
+    def on_delete(self, table: TableIdentifier, identity: Row) -> None:
+        """Delete by the key fields in ``identity``; deleting a missing row does nothing."""
+        self._write(self._delete, identity)
+
+    def on_truncate(self, table: TableIdentifier) -> None:
+        """Remove every row. Listeners receive ``(None, None)``."""
+        self._write(self._truncate, None)
+
+    def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None:
+        """Fast path: apply ``events`` in order under one lock acquisition.
+
+        Readers see the state before or after the whole batch. If an event fails (e.g. a row
+        without its key fields) the events before it stay applied and the error names it.
+        """
+        with self._dispatch_lock:
+            subs = self._subs
+            pending: Pending = [] if subs else None
+            try:
+                with self._lock:
+                    insert = self._insert
+                    update = self._update
+                    for ev in events:
+                        action = ev.action
+                        if action is _INSERT:
+                            insert(ev.new_values, pending)  # type: ignore[arg-type]
+                        elif action is _UPDATE:
+                            update(ev.new_values, ev.old_values, pending, ev.unchanged_toast)  # type: ignore[arg-type]
+                        elif action is _DELETE:
+                            self._delete(ev.old_values or ev.new_values, pending)
+                        elif action is _TRUNCATE:
+                            self._truncate(None, pending)
+                    if events:
+                        self._position = events[-1].position
+            finally:
+                if pending:
+                    self._dispatch(subs, pending)
+
+    def set_change_position(self, position: Position) -> None:
+        """Record the source position of the changes being applied (see ``position``)."""
+        self._position = position
+
+    @property
+    def position(self) -> Position | None:
+        """The source position of the last change applied (None before any change)."""
+        return self._position
+
+    @property
+    def table(self) -> TableIdentifier | None:
+        return self._table
+
+    @property
+    def columns(self) -> tuple[ColumnDefinition, ...]:
+        return self._columns
+
+    @property
+    def key_fields(self) -> tuple[str, ...]:
+        """The fields that identify a row (empty before ``on_init``)."""
+        return self._key_fields
+
+    @property
+    def baseline_complete(self) -> bool:
+        return self._baseline_complete
+
+    def is_durable(self) -> bool:
+        """Always false: memory state survives a restart only through an engine snapshot."""
+        return False
+
+    def supports_consistent_snapshot(self) -> bool:
+        return True
+
+    def on_close(self, table: TableIdentifier) -> None:
+        """Marks the target closed; stored rows stay readable."""
+        self._closed = True
+
+    # ------------------------------------------------------------------ reads
+    def count(self) -> int:
+        return len(self._rows)
+
+    def items(self) -> Iterator[tuple[Any, Row]]:
+        """``(key, row copy)`` pairs as of the call (the engine's TTL scan uses it)."""
+        with self._lock:
+            pairs = list(self._rows.items())
+        for key, row in pairs:
+            yield key, dict(row)
+
+    def export_snapshot(self) -> list[Row]:
+        """Copies of every stored row, consistent as of one instant."""
+        with self._lock:
+            rows = list(self._rows.values())
+        return [dict(r) for r in rows]
+
+    def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
+        """Replace the whole state with ``rows`` (indexes rebuilt). All or nothing: a bad row
+        raises ``TargetError`` naming it and leaves the previous state in place.
+
+        If ``on_init`` was not called yet, the snapshot's table and columns initialise it.
+        Listeners receive ``(None, None)`` then ``(None, value)`` for every restored row.
+        """
+        if self._table is None:
+            self.on_init(info.table, info.columns)
+        install = self._replace_state(rows)
+        with self._dispatch_lock:
+            subs = self._subs
+            with self._lock:
+                values = install()
+                self._baseline_complete = True
+            if subs:
+                pending: list[tuple[Any, Any]] = [(None, None)]
+                pending.extend((None, v) for v in values)
+                self._dispatch(subs, pending)
+
+    def _arity(self, what: str, fields: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        names = ", ".join(fields) or "<not initialised>"
+        raise ValueError(
+            f"table {self._table}: {what} takes {len(fields)} value(s) ({names}); got {len(values)}"
+        )
+
+    # ------------------------------------------------------------------ listeners
+    def listen(self, fn: Listener, replay_existing: bool = False) -> Callable[[], None]:
+        """Call ``fn(old, new)`` after every change; returns an ``unsubscribe()`` function.
+
+        INSERT gives ``(None, new)``, UPDATE ``(old, new)``, DELETE ``(old, None)``, TRUNCATE
+        ``(None, None)``. With ``replay_existing`` every current value is first delivered as an
+        insert, with no gap or duplicate against later changes. Calls happen on the writer's
+        thread after the data lock is released, in apply order; an exception from ``fn`` is
+        logged and counted in ``listener_errors``. After ``unsubscribe()`` returns, ``fn`` is
+        not called again.
+        """
+        sub = Subscription(fn)
+        with self._dispatch_lock:
+            with self._lock:
+                self._subs = (*self._subs, sub)
+                existing = self._listener_values() if replay_existing else []
+            if existing:
+                self._dispatch((sub,), [(None, v) for v in existing])
+
+        def unsubscribe() -> None:
+            with self._dispatch_lock, self._lock:
+                sub.active = False
+                self._subs = tuple(s for s in self._subs if s is not sub)
+
+        return unsubscribe
+
+    def _dispatch(self, subs: tuple[Subscription, ...], pending: list[tuple[Any, Any]]) -> None:
+        out = self._out
+        for old, new in pending:
+            for sub in subs:
+                if not sub.active:
+                    continue
+                try:
+                    sub.fn(out(old), out(new))
+                except Exception:
+                    self.listener_errors += 1
+                    logger.exception(
+                        "listener %r of %s target for %s raised; skipped",
+                        sub.fn,
+                        self.plugin_name,
+                        self._table,
+                        extra={"table": str(self._table)},
+                    )
+
+    # ------------------------------------------------------------------ write path
+    def _write(self, op: Callable[[Any, Pending], None], arg: Any) -> None:
+        with self._dispatch_lock:
+            subs = self._subs
+            pending: Pending = [] if subs else None
+            try:
+                with self._lock:
+                    op(arg, pending)
+            finally:
+                if pending:
+                    self._dispatch(subs, pending)
+
+    def _key(self, row: Mapping[str, Any] | None, what: str) -> Any:
+        try:
+            return self._key_of(row)  # type: ignore[arg-type]
+        except KeyError as exc:
+            raise TargetError(
+                f"table {self._table}: {what} is missing key field {exc.args[0]!r} "
+                f"(key fields: {', '.join(self._key_fields)}; got fields: "
+                f"{', '.join(map(str, row or ())) or 'none'})"
+            ) from None
+        except TypeError:
+            if row is None:
+                raise TargetError(f"table {self._table}: {what} has no values") from None
+            if self._table is None:
+                raise TargetError(
+                    f"{self.plugin_name} target: on_init was not called before the first row"
+                ) from None
+            raise
+
+    def _insert(self, row: Row, pending: Pending) -> None:
+        try:
+            key = self._key_of(row)
+        except (KeyError, TypeError):
+            key = self._key(row, "INSERT row")
+        try:
+            self._put(key, dict(row), pending)
+        except TypeError:
+            self._check_hashable(key)
+            raise
+
+    def _update(
+        self,
+        new: Row,
+        identity: Row | None,
+        pending: Pending,
+        unchanged: frozenset[str] | None,
+    ) -> None:
+        key = self._key(new, "UPDATE row")
+        old_key = key
+        if identity:
+            try:
+                old_key = self._key_of(identity)
+            except KeyError:
+                old_key = key
+        rows = self._rows
+        try:
+            stored = rows.get(old_key)
+        except TypeError:
+            self._check_hashable(old_key)
+            raise
+        if stored is None:
+            row = dict(new)
+        elif unchanged:
+            row = {**stored, **new}
+            for col in unchanged:
+                if col in stored:
+                    row[col] = stored[col]
+        elif stored.keys() <= new.keys():
+            row = dict(new)
+        else:
+            row = {**stored, **new}
+        try:
+            if stored is not None and old_key != key:
+                self._put(key, row, pending, old_key)
+            else:
+                self._put(key, row, pending)
+        except TypeError:
+            self._check_hashable(key)
+            raise
+
+    def _delete(self, identity: Row | None, pending: Pending) -> None:
+        key = self._key(identity, "DELETE identity")
+        try:
+            self._discard(key, pending)
+        except TypeError:
+            self._check_hashable(key)
+            raise
+
+    def _truncate(self, _arg: Any, pending: Pending) -> None:
+        self._clear(pending)
+
+    def _check_hashable(self, key: Any) -> None:
+        try:
+            hash(key)
+        except TypeError:
+            raise TargetError(
+                f"table {self._table}: key {key!r} (fields {', '.join(self._key_fields)}) is "
+                f"not hashable; key fields must hold scalar values"
+            ) from None
+
+
+def _not_initialised(row: Mapping[str, Any]) -> Any:
+    raise TypeError("not initialised")

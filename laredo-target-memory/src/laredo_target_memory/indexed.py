@@ -1,0 +1,519 @@
+"""``IndexedTarget``: raw rows in memory, keyed by primary key, with secondary indexes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+from laredo.errors import ConfigError, TargetError
+from laredo.types import (
+    ColumnDefinition,
+    IndexDefinition,
+    Row,
+    SchemaChangeAction,
+    SchemaChangeResponse,
+    TableIdentifier,
+    primary_key_columns,
+)
+
+from ._base import MISSING, MemoryTargetBase, Pending, key_getter
+
+logger = logging.getLogger(__name__)
+
+LOOKUP_INDEX = "lookup"
+"""Name under which the ``lookup_fields`` index is reachable through ``lookup_all``."""
+
+
+class _Dups(list[Any]):
+    """Several keys under one value of a unique index (transient inside a source transaction,
+    or NULLs). ``get`` answers with the most recent one."""
+
+    __slots__ = ()
+
+
+class _Index:
+    """A secondary index: ``value(s) -> primary key`` (unique) or ``-> {pk: None}`` (non-unique)."""
+
+    __slots__ = ("_get", "fields", "map", "name", "nfields", "unique")
+
+    def __init__(self, name: str, fields: tuple[str, ...], unique: bool) -> None:
+        self.name = name
+        self.fields = fields
+        self.nfields = len(fields)
+        self.unique = unique
+        self.map: dict[Any, Any] = {}
+        self._get = itemgetter(*fields)
+
+    def fresh(self) -> _Index:
+        return type(self)(self.name, self.fields, self.unique)
+
+    def key(self, row: Mapping[str, Any]) -> Any:
+        """The index value of ``row``; a missing field counts as None."""
+        try:
+            return self._get(row)
+        except KeyError:
+            if self.nfields == 1:
+                return row.get(self.fields[0])
+            return tuple([row.get(f) for f in self.fields])
+
+    def replace(self, pk: Any, old: Row | None, new: Row | None) -> None:
+        if new is None:
+            if old is not None:
+                self.remove(self.key(old), pk)
+            return
+        nk = self.key(new)
+        if old is not None:
+            ok = self.key(old)
+            if ok == nk:
+                return
+            self.add(nk, pk)
+            self.remove(ok, pk)
+        else:
+            self.add(nk, pk)
+
+    def add(self, ikey: Any, pk: Any) -> None:
+        raise NotImplementedError
+
+    def remove(self, ikey: Any, pk: Any) -> None:
+        raise NotImplementedError
+
+    def keys_for(self, ikey: Any) -> list[Any]:
+        raise NotImplementedError
+
+
+class _UniqueIndex(_Index):
+    __slots__ = ()
+
+    def add(self, ikey: Any, pk: Any) -> None:
+        m = self.map
+        cur = m.get(ikey, MISSING)
+        if cur is MISSING:
+            m[ikey] = pk
+        elif type(cur) is _Dups:
+            if pk not in cur:
+                cur.append(pk)
+        elif cur != pk:
+            m[ikey] = _Dups((cur, pk))
+
+    def remove(self, ikey: Any, pk: Any) -> None:
+        m = self.map
+        cur = m.get(ikey, MISSING)
+        if cur is MISSING:
+            return
+        if type(cur) is _Dups:
+            if pk in cur:
+                cur.remove(pk)
+                if len(cur) == 1:
+                    m[ikey] = cur[0]
+        elif cur == pk:
+            del m[ikey]
+
+    def get(self, ikey: Any) -> Any:
+        cur = self.map.get(ikey, MISSING)
+        if type(cur) is _Dups:
+            return cur[-1]
+        return cur
+
+    def keys_for(self, ikey: Any) -> list[Any]:
+        cur = self.map.get(ikey, MISSING)
+        if cur is MISSING:
+            return []
+        if type(cur) is _Dups:
+            return list(cur)
+        return [cur]
+
+
+class _MultiIndex(_Index):
+    __slots__ = ()
+
+    def add(self, ikey: Any, pk: Any) -> None:
+        bucket = self.map.get(ikey)
+        if bucket is None:
+            self.map[ikey] = {pk: None}
+        else:
+            bucket[pk] = None
+
+    def remove(self, ikey: Any, pk: Any) -> None:
+        bucket = self.map.get(ikey)
+        if bucket is not None:
+            bucket.pop(pk, None)
+            if not bucket:
+                del self.map[ikey]
+
+    def keys_for(self, ikey: Any) -> list[Any]:
+        bucket = self.map.get(ikey)
+        return list(bucket) if bucket else []
+
+
+def _make_index(d: IndexDefinition) -> _Index:
+    cls = _UniqueIndex if d.unique else _MultiIndex
+    return cls(d.name, tuple(d.fields), d.unique)
+
+
+def normalize_indexes(indexes: Iterable[Any], problems: list[str]) -> list[IndexDefinition]:
+    """Accept ``laredo.Index`` objects, mappings ``{name, fields, unique}`` or any object with
+    those attributes (the plugin's pydantic models); report every bad entry into ``problems``."""
+    out: list[IndexDefinition] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(indexes):
+        where = f"indexes[{i}]"
+        if isinstance(raw, IndexDefinition):
+            d = raw
+        else:
+            get: Callable[[str, Any], Any]
+            if isinstance(raw, Mapping):
+                unknown = set(raw) - {"name", "fields", "unique"}
+                if unknown:
+                    problems.append(
+                        f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
+                        f"an index has name, fields and unique"
+                    )
+                get = raw.get
+            else:
+
+                def get(attr: str, default: Any, _o: Any = raw) -> Any:
+                    return getattr(_o, attr, default)
+
+            name, fields = get("name", None), get("fields", None)
+            if not isinstance(name, str) or not name:
+                problems.append(f"{where}.name: an index needs a non-empty name")
+                continue
+            if isinstance(fields, str):
+                fields = [fields]
+            if not isinstance(fields, list | tuple):
+                problems.append(f"{where} ({name}).fields: must be a list of column names")
+                continue
+            d = IndexDefinition(name, fields, bool(get("unique", False)))
+        if not d.fields or not all(isinstance(f, str) and f for f in d.fields):
+            problems.append(f"{where} ({d.name}).fields: must be a non-empty list of column names")
+            continue
+        if d.name in seen or d.name == LOOKUP_INDEX:
+            why = "reserved for lookup_fields" if d.name == LOOKUP_INDEX else "used twice"
+            problems.append(f"{where}: index name {d.name!r} is {why}; pick another name")
+            continue
+        seen.add(d.name)
+        out.append(d)
+    return out
+
+
+class IndexedTarget(MemoryTargetBase[Row]):
+    """Keeps a table's rows in memory, keyed by primary key, with secondary indexes.
+
+    ``IndexedTarget(lookup_fields=["email"], indexes=[laredo.Index("by_team", ["team_id"])])``
+
+    * Key: the primary key from the column definitions, else ``lookup_fields``. A single-column
+      key is stored as the raw value, a composite one as a tuple; ``get(*values)`` takes the key
+      values in key order.
+    * ``lookup(*values)`` finds one row by ``lookup_fields`` (a unique index; without
+      ``lookup_fields`` it is ``get``). ``lookup_all(index, *values)`` lists the rows of any
+      index (``"lookup"`` names the lookup index), ``lookup_by(index, *values)`` gives one.
+    * Every read returns copies: mutating a returned row does not change the target. Copies are
+      shallow: treat nested JSON values (dicts, lists) as read-only.
+    * Reads are consistent while a writer applies changes: they see whole batches.
+    * Unique indexes tolerate transient duplicates (two rows swapping a value inside one
+      transaction): the most recently written row answers, and deleting one keeps the other.
+    * ``listen(fn, replay_existing=False)`` calls ``fn(old, new)`` per change; truncate gives
+      ``(None, None)``.
+    * Not durable: the engine keeps it across restarts through snapshots.
+    """
+
+    plugin_name = "indexed-memory"
+
+    def __init__(
+        self,
+        lookup_fields: Sequence[str] | str = (),
+        indexes: Iterable[IndexDefinition | Mapping[str, Any] | Any] = (),
+    ) -> None:
+        super().__init__()
+        problems: list[str] = []
+        if isinstance(lookup_fields, str):
+            lookup_fields = [lookup_fields]
+        lf = tuple(lookup_fields or ())
+        for i, f in enumerate(lf):
+            if not isinstance(f, str) or not f:
+                problems.append(f"lookup_fields[{i}]: must be a non-empty column name (got {f!r})")
+        if len(set(lf)) != len(lf):
+            problems.append(f"lookup_fields: a field is listed twice ({', '.join(map(str, lf))})")
+        defs = normalize_indexes(indexes or (), problems)
+        if problems:
+            raise ConfigError([f"indexed-memory target: {p}" for p in problems])
+        self._lookup_fields: tuple[str, ...] = lf
+        self._index_defs: tuple[IndexDefinition, ...] = tuple(defs)
+        self._lookup_index: _UniqueIndex | None = None
+        self._indexes: tuple[_Index, ...] = tuple(_make_index(d) for d in defs)
+        self._by_name: dict[str, _Index] = {i.name: i for i in self._indexes}
+
+    # ------------------------------------------------------------------ configuration
+    @property
+    def lookup_fields(self) -> tuple[str, ...]:
+        return self._lookup_fields
+
+    @property
+    def indexes(self) -> tuple[IndexDefinition, ...]:
+        """The configured secondary index definitions (snapshot headers record them)."""
+        return self._index_defs
+
+    def index_names(self) -> list[str]:
+        return list(self._by_name)
+
+    def _fallback_key_fields(self) -> tuple[str, ...]:
+        return self._lookup_fields
+
+    def _no_key_hint(self) -> str:
+        return "lookup_fields"
+
+    def _configured_fields(self) -> list[tuple[str, str]]:
+        out = [("lookup field", f) for f in self._lookup_fields]
+        for d in self._index_defs:
+            out.extend((f"index {d.name!r} field", f) for f in d.fields)
+        return out
+
+    def _on_columns(self, columns: tuple[ColumnDefinition, ...]) -> bool:
+        want_lookup = bool(self._lookup_fields) and self._lookup_fields != self._key_fields
+        had_lookup = self._lookup_index is not None
+        if want_lookup == had_lookup and (
+            not had_lookup or self._lookup_index.fields == self._lookup_fields  # type: ignore[union-attr]
+        ):
+            return False
+        self._install_indexes(*self._fresh_indexes())
+        return True
+
+    def _fresh_indexes(self) -> tuple[tuple[_Index, ...], _UniqueIndex | None]:
+        lookup = None
+        if self._lookup_fields and self._lookup_fields != self._key_fields:
+            lookup = _UniqueIndex(LOOKUP_INDEX, self._lookup_fields, True)
+        secondary = tuple(_make_index(d) for d in self._index_defs)
+        return ((lookup, *secondary) if lookup else secondary), lookup
+
+    def _install_indexes(self, indexes: tuple[_Index, ...], lookup: _UniqueIndex | None) -> None:
+        self._indexes = indexes
+        self._lookup_index = lookup
+        self._by_name = {i.name: i for i in indexes}
+
+    # ------------------------------------------------------------------ storage (lock held)
+    def _put(self, key: Any, row: Row, pending: Pending, moved_from: Any = MISSING) -> None:
+        rows = self._rows
+        if moved_from is not MISSING:
+            prev = rows[moved_from]
+            clash = rows.get(key)
+            if clash is not None:  # another row already lives under the new key
+                self._discard(key, pending)
+            self._reindex(key, None, row)
+            del rows[moved_from]
+            for idx in self._indexes:
+                idx.remove(idx.key(prev), moved_from)
+            rows[key] = row
+            if pending is not None:
+                pending.append((prev, row))
+            return
+        old = rows.get(key)
+        if self._indexes:
+            self._reindex(key, old, row)
+        rows[key] = row
+        if pending is not None:
+            pending.append((old, row))
+
+    def _reindex(self, key: Any, old: Row | None, new: Row) -> None:
+        indexes = self._indexes
+        done = 0
+        try:
+            for idx in indexes:
+                idx.replace(key, old, new)
+                done += 1
+        except TypeError:
+            for undo in indexes[:done]:
+                undo.replace(key, new, old)
+            bad = indexes[done]
+            raise TargetError(
+                f"table {self._table}: index {bad.name!r} on {', '.join(bad.fields)}: value "
+                f"{bad.key(new)!r} is not hashable; index only scalar columns"
+            ) from None
+
+    def _discard(self, key: Any, pending: Pending) -> None:
+        old = self._rows.pop(key, None)
+        if old is None:
+            return
+        for idx in self._indexes:
+            idx.remove(idx.key(old), key)
+        if pending is not None:
+            pending.append((old, None))
+
+    def _clear(self, pending: Pending) -> None:
+        self._rows = {}
+        for idx in self._indexes:
+            idx.map = {}
+        if pending is not None:
+            pending.append((None, None))
+
+    def _build(
+        self, rows: Iterable[Row], copy: bool
+    ) -> tuple[dict[Any, Row], tuple[_Index, ...], _UniqueIndex | None]:
+        key_of = self._key_of
+        new_rows: dict[Any, Row] = {}
+        indexes, lookup = self._fresh_indexes()
+        for n, row in enumerate(rows):
+            try:
+                key = key_of(row)
+            except (KeyError, TypeError):
+                key = self._key(row, f"row {n}")
+            if copy:
+                row = dict(row)
+            try:
+                old = new_rows.get(key)
+            except TypeError:
+                self._check_hashable(key)
+                raise
+            for idx in indexes:
+                try:
+                    idx.replace(key, old, row)
+                except TypeError:
+                    raise TargetError(
+                        f"table {self._table}: row {n}: index {idx.name!r} value "
+                        f"{idx.key(row)!r} is not hashable; index only scalar columns"
+                    ) from None
+            new_rows[key] = row
+        return new_rows, indexes, lookup
+
+    def _rebuild(self) -> None:
+        rows, indexes, lookup = self._build(list(self._rows.values()), copy=False)
+        self._rows = rows
+        self._install_indexes(indexes, lookup)
+
+    def _replace_state(self, rows: Iterable[Row]) -> Callable[[], list[Any]]:
+        new_rows, indexes, lookup = self._build(rows, copy=True)
+
+        def install() -> list[Any]:
+            self._rows = new_rows
+            self._install_indexes(indexes, lookup)
+            return list(new_rows.values())
+
+        return install
+
+    def _listener_values(self) -> list[Any]:
+        return list(self._rows.values())
+
+    def _out(self, value: Any) -> Any:
+        return None if value is None else dict(value)
+
+    # ------------------------------------------------------------------ reads
+    def get(self, *key_values: Any) -> Row | None:
+        """The row with this primary key (values in key order), or None. A copy."""
+        n = len(self._key_fields)
+        if len(key_values) != n:
+            self._arity("get()", self._key_fields, key_values)
+        key = key_values[0] if n == 1 else key_values
+        with self._lock:
+            row = self._rows.get(key)
+        return None if row is None else dict(row)
+
+    def lookup(self, *values: Any) -> Row | None:
+        """The row whose ``lookup_fields`` equal ``values``, or None. A copy."""
+        idx = self._lookup_index
+        if idx is None:
+            if len(values) != len(self._lookup_fields or self._key_fields):
+                self._arity("lookup()", self._lookup_fields or self._key_fields, values)
+            return self.get(*values)
+        if len(values) != idx.nfields:
+            self._arity("lookup()", idx.fields, values)
+        ikey = values[0] if idx.nfields == 1 else values
+        with self._lock:
+            pk = idx.get(ikey)
+            row = None if pk is MISSING else self._rows.get(pk)
+        return None if row is None else dict(row)
+
+    def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
+        """Every row whose index ``index_name`` fields equal ``values`` (copies, in insertion
+        order). Works for unique and non-unique indexes; ``"lookup"`` is the lookup index."""
+        idx = self._index(index_name)
+        if len(values) != idx.nfields:
+            self._arity(f"lookup_all({index_name!r})", idx.fields, values)
+        ikey = values[0] if idx.nfields == 1 else values
+        with self._lock:
+            get = self._rows.get
+            found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
+        return [dict(r) for r in found]
+
+    def lookup_by(self, index_name: str, *values: Any) -> Row | None:
+        """One row of index ``index_name`` (the only one for a unique index), or None."""
+        found = self.lookup_all(index_name, *values)
+        return found[-1] if found else None
+
+    def all(self) -> list[Row]:
+        """Copies of every row, as of one instant."""
+        return self.export_snapshot()
+
+    def _index(self, name: str) -> _Index:
+        idx = self._by_name.get(name)
+        if idx is None:
+            if name == LOOKUP_INDEX and self._lookup_fields:
+                return _KeyIndexView(self._key_fields)
+            known = ", ".join(self._by_name) or "none"
+            raise LookupError(
+                f"table {self._table}: indexed-memory target has no index {name!r} "
+                f"(indexes: {known})"
+            )
+        return idx
+
+    # ------------------------------------------------------------------ schema
+    def on_schema_change(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+    ) -> SchemaChangeResponse:
+        """Added columns: CONTINUE. A dropped or retyped column, or a changed key: RE_BASELINE."""
+        return schema_change_response(self, table, old_columns, new_columns, allow_added=True)
+
+
+class _KeyIndexView(_Index):
+    """``lookup_all("lookup", ...)`` when the lookup fields are the primary key."""
+
+    __slots__ = ()
+
+    def __init__(self, fields: tuple[str, ...]) -> None:
+        super().__init__(LOOKUP_INDEX, fields, True)
+
+    def keys_for(self, ikey: Any) -> list[Any]:
+        return [ikey]
+
+
+def schema_change_response(
+    target: MemoryTargetBase[Any],
+    table: TableIdentifier,
+    old_columns: Sequence[ColumnDefinition],
+    new_columns: Sequence[ColumnDefinition],
+    *,
+    allow_added: bool,
+) -> SchemaChangeResponse:
+    """Shared schema-change policy; on CONTINUE the target's columns are updated."""
+    old_by = {c.name: c for c in old_columns}
+    new_by = {c.name: c for c in new_columns}
+    reasons = []
+    for name, col in old_by.items():
+        nc = new_by.get(name)
+        if nc is None:
+            reasons.append(f"column {name!r} was dropped")
+        elif (nc.type, nc.type_oid) != (col.type, col.type_oid):
+            reasons.append(f"column {name!r} changed type {col.type} -> {nc.type}")
+    added = [n for n in new_by if n not in old_by]
+    if added and not allow_added:
+        reasons.append(f"column(s) {', '.join(added)} were added")
+    new_pk = tuple(primary_key_columns(tuple(new_columns)))
+    if new_pk and new_pk != target.key_fields:
+        reasons.append(f"key changed {', '.join(target.key_fields)} -> {', '.join(new_pk)}")
+    missing = [f for _, f in target._configured_fields() if f not in new_by]
+    if missing:
+        reasons.append(f"configured field(s) {', '.join(missing)} no longer exist")
+    if reasons:
+        return SchemaChangeResponse(
+            SchemaChangeAction.RE_BASELINE, f"table {table}: " + "; ".join(reasons)
+        )
+    with target._lock:
+        target._columns = tuple(new_columns)
+    msg = f"table {table}: added column(s) {', '.join(added)}" if added else ""
+    return SchemaChangeResponse(SchemaChangeAction.CONTINUE, msg)
+
+
+__all__ = ["LOOKUP_INDEX", "IndexedTarget", "key_getter"]
