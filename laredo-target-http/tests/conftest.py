@@ -11,6 +11,7 @@ port.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -37,11 +38,13 @@ class Request:
     body: Any
     status: int
     at: float
+    client: tuple[str, int]
 
 
 class Receiver:
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
         self._script: deque[Reply] = deque()
         self.requests: list[Request] = []
         self._server: ThreadingHTTPServer | None = None
@@ -60,6 +63,16 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                with receiver._lock:
+                    receiver._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with receiver._lock:
+                    receiver._conns.discard(self.connection)
+                super().finish()
+
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
@@ -74,7 +87,14 @@ class Receiver:
                 except ValueError:
                     body = raw
                 receiver._record(
-                    Request(self.path, dict(self.headers), body, reply.status, time.monotonic())
+                    Request(
+                        self.path,
+                        dict(self.headers),
+                        body,
+                        reply.status,
+                        time.monotonic(),
+                        self.client_address,
+                    )
                 )
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
@@ -97,6 +117,17 @@ class Receiver:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        self.drop_connections()
+
+    def drop_connections(self) -> None:
+        """Close every open client connection (as a server closing idle keep-alives does)."""
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def restart(self) -> None:
         self.stop()

@@ -59,9 +59,7 @@ def laredo_register_filters(registry: Registry) -> None:
 
 @hookimpl
 def laredo_register_transforms(registry: Registry) -> None:
-    registry.add(
-        "drop-fields", DropFields, options=DropFieldsOptions, description="remove fields"
-    )
+    registry.add("drop-fields", DropFields, options=DropFieldsOptions, description="remove fields")
     registry.add(
         "rename-fields",
         RenameFields,

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,21 @@ class ControlRequest:
     kind: str  # "export" | "reload" | "ttl" | "call"
     future: Future[Any]
     payload: Any = None
+
+
+def _with(ev: ChangeEvent, action: ChangeAction, new: Row | None, old: Row | None) -> ChangeEvent:
+    """``dataclasses.replace`` without its per-call introspection (hot path)."""
+    return ChangeEvent(
+        ev.table,
+        action,
+        ev.position,
+        ev.timestamp,
+        new,
+        old,
+        ev.xid,
+        ev.commit_timestamp,
+        ev.unchanged_toast,
+    )
 
 
 def _ttl_from_field(field: str) -> Callable[[Row], datetime | None]:
@@ -357,20 +372,20 @@ class PipelineRuntime:
                 if new is None:
                     if action is UPDATE:
                         ident = self._transform_identity(ev.old_values or row)
-                        out.append(replace(ev, action=DELETE, new_values=None, old_values=ident))
+                        out.append(_with(ev, DELETE, None, ident))
                         self.expected_rows -= 1
                     continue
                 if new is not row or (action is UPDATE and self.transforms):
                     old = ev.old_values
                     if old is not None and self.transforms:
                         old = self._transform_identity(old)
-                    ev = replace(ev, new_values=new, old_values=old)
+                    ev = _with(ev, action, new, old)
                 if action is INSERT:
                     self.expected_rows += 1
                 out.append(ev)
             elif action is DELETE:
                 if self.transforms and ev.old_values is not None:
-                    ev = replace(ev, old_values=self._transform_identity(ev.old_values))
+                    ev = _with(ev, action, None, self._transform_identity(ev.old_values))
                 self.expected_rows -= 1
                 out.append(ev)
             else:

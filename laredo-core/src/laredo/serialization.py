@@ -196,7 +196,7 @@ def object_hook(d: dict[str, Any]) -> Any:
         raise ValueError(f"unknown type tag {tag!r} (written by a newer Laredo?)")
     try:
         return decoder(d)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
         raise ValueError(f"malformed {tag!r} value {d.get('v')!r}: {exc}") from None
 
 

@@ -8,14 +8,14 @@ from laredo.hookspecs import hookimpl
 
 
 def _factory(**kwargs: Any) -> Any:
-    from .source import PostgresSource  # noqa: PLC0415 - psycopg is imported lazily
+    from .source import PostgresSource
 
     return PostgresSource(**kwargs)
 
 
 @hookimpl
 def laredo_register_sources(registry: Any) -> None:
-    from .options import PostgresSourceOptions  # noqa: PLC0415
+    from .options import PostgresSourceOptions
 
     registry.add(
         "postgresql",

@@ -86,11 +86,11 @@ class ReconnectOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_attempts: int = Field(10, ge=1)
-    initial_backoff: float = Field(1.0, gt=0)
+    max_attempts: int = Field(default=10, ge=1)
+    initial_backoff: float = Field(default=1.0, gt=0)
     """Seconds."""
-    max_backoff: float = Field(30.0, gt=0)
-    multiplier: float = Field(2.0, ge=1.0)
+    max_backoff: float = Field(default=30.0, gt=0)
+    multiplier: float = Field(default=2.0, ge=1.0)
 
 
 class PostgresSourceOptions(BaseModel):
@@ -111,15 +111,15 @@ class PostgresSourceOptions(BaseModel):
     consumes it; another instance waits in ``init`` and takes over when the holder goes away."""
     lease_timeout: float | None = None
     """Seconds to wait for the lease in ``init`` (None: wait until ``close()``)."""
-    status_interval: float = Field(10.0, gt=0)
+    status_interval: float = Field(default=10.0, gt=0)
     """Seconds between standby status updates when nothing else is sent."""
-    batch_size: int = Field(10_000, ge=1)
+    batch_size: int = Field(default=10_000, ge=1)
     """Largest chunk of one transaction passed to ``on_changes``; baseline fetch size."""
     proto_version: Literal[1, 2] = 1
     on_slot_invalidated: Literal["rebaseline", "fail"] = "rebaseline"
     """``rebaseline``: drop and re-create an invalidated slot, then re-baseline.
     ``fail``: report ``SLOT_INVALIDATED`` at validation and leave the slot alone."""
-    connect_timeout: float = Field(10.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
 
     @field_validator("connection")
     @classmethod
@@ -133,7 +133,8 @@ class PostgresSourceOptions(BaseModel):
     @field_validator("slot_name")
     @classmethod
     def _check_slot(cls, value: str) -> str:
-        if not value or len(value) > 63 or not all(c.islower() or c.isdigit() or c == "_" for c in value):
+        ok = all(c.islower() or c.isdigit() or c == "_" for c in value)
+        if not value or len(value) > 63 or not ok:
             raise ValueError(
                 f"slot_name {value!r} must be 1-63 characters of lower-case letters, digits "
                 "and underscores (PostgreSQL's rule for replication slot names)"

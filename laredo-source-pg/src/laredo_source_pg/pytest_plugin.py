@@ -63,7 +63,7 @@ class PgTestDb:
 
     def connect(self, **kwargs: Any) -> Any:
         """A new autocommit ``psycopg.Connection`` to this database (the caller closes it)."""
-        import psycopg  # noqa: PLC0415
+        import psycopg
 
         kwargs.setdefault("autocommit", True)
         return psycopg.connect(self.dsn, **kwargs)

@@ -76,6 +76,9 @@ class MemoryTargetBase(Generic[V]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._version = 0
+        """Even when no write is in progress; bumped before and after every write (with the
+        lock held), so readers can read without the lock and retry under it on a change."""
         self._dispatch_lock = threading.RLock()
         self._subs: tuple[Subscription, ...] = ()
         self._rows: dict[Any, Row] = {}
@@ -167,15 +170,19 @@ class MemoryTargetBase(Generic[V]):
         if problems:
             raise ConfigError(problems)
         with self._dispatch_lock, self._lock:
-            changed = key_fields != self._key_fields
-            self._table = table
-            self._columns = columns
-            self._key_fields = key_fields
-            self._key_of = key_getter(key_fields)
-            self._baseline_complete = False
-            needs_rebuild = self._on_columns(columns)
-            if (changed or needs_rebuild) and self._rows:
-                self._rebuild()
+            self._version += 1
+            try:
+                changed = key_fields != self._key_fields
+                self._table = table
+                self._columns = columns
+                self._key_fields = key_fields
+                self._key_of = key_getter(key_fields)
+                self._baseline_complete = False
+                needs_rebuild = self._on_columns(columns)
+                if (changed or needs_rebuild) and self._rows:
+                    self._rebuild()
+            finally:
+                self._version += 1
 
     def _on_columns(self, columns: tuple[ColumnDefinition, ...]) -> bool:
         """Hook: key and columns known (lock held). Return true to re-index stored rows."""
@@ -191,9 +198,13 @@ class MemoryTargetBase(Generic[V]):
             pending: Pending = [] if subs else None
             try:
                 with self._lock:
-                    insert = self._insert
-                    for row in rows:
-                        insert(row, pending)
+                    self._version += 1
+                    try:
+                        insert = self._insert
+                        for row in rows:
+                            insert(row, pending)
+                    finally:
+                        self._version += 1
             finally:
                 if pending:
                     self._dispatch(subs, pending)
@@ -212,7 +223,11 @@ class MemoryTargetBase(Generic[V]):
             pending: Pending = [] if subs else None
             try:
                 with self._lock:
-                    self._update(row, identity, pending, None)
+                    self._version += 1
+                    try:
+                        self._update(row, identity, pending, None)
+                    finally:
+                        self._version += 1
             finally:
                 if pending:
                     self._dispatch(subs, pending)
@@ -236,20 +251,24 @@ class MemoryTargetBase(Generic[V]):
             pending: Pending = [] if subs else None
             try:
                 with self._lock:
-                    insert = self._insert
-                    update = self._update
-                    for ev in events:
-                        action = ev.action
-                        if action is _INSERT:
-                            insert(ev.new_values, pending)  # type: ignore[arg-type]
-                        elif action is _UPDATE:
-                            update(ev.new_values, ev.old_values, pending, ev.unchanged_toast)  # type: ignore[arg-type]
-                        elif action is _DELETE:
-                            self._delete(ev.old_values or ev.new_values, pending)
-                        elif action is _TRUNCATE:
-                            self._truncate(None, pending)
-                    if events:
-                        self._position = events[-1].position
+                    self._version += 1
+                    try:
+                        insert = self._insert
+                        update = self._update
+                        for ev in events:
+                            action = ev.action
+                            if action is _INSERT:
+                                insert(ev.new_values, pending)  # type: ignore[arg-type]
+                            elif action is _UPDATE:
+                                update(ev.new_values, ev.old_values, pending, ev.unchanged_toast)  # type: ignore[arg-type]
+                            elif action is _DELETE:
+                                self._delete(ev.old_values or ev.new_values, pending)
+                            elif action is _TRUNCATE:
+                                self._truncate(None, pending)
+                        if events:
+                            self._position = events[-1].position
+                    finally:
+                        self._version += 1
             finally:
                 if pending:
                     self._dispatch(subs, pending)
@@ -300,13 +319,13 @@ class MemoryTargetBase(Generic[V]):
         with self._lock:
             pairs = list(self._rows.items())
         for key, row in pairs:
-            yield key, dict(row)
+            yield key, row.copy()
 
     def export_snapshot(self) -> list[Row]:
         """Copies of every stored row, consistent as of one instant."""
         with self._lock:
             rows = list(self._rows.values())
-        return [dict(r) for r in rows]
+        return [r.copy() for r in rows]
 
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
         """Replace the whole state with ``rows`` (indexes rebuilt). All or nothing: a bad row
@@ -321,8 +340,12 @@ class MemoryTargetBase(Generic[V]):
         with self._dispatch_lock:
             subs = self._subs
             with self._lock:
-                values = install()
-                self._baseline_complete = True
+                self._version += 1
+                try:
+                    values = install()
+                    self._baseline_complete = True
+                finally:
+                    self._version += 1
             if subs:
                 pending: list[tuple[Any, Any]] = [(None, None)]
                 pending.extend((None, v) for v in values)
@@ -385,7 +408,11 @@ class MemoryTargetBase(Generic[V]):
             pending: Pending = [] if subs else None
             try:
                 with self._lock:
-                    op(arg, pending)
+                    self._version += 1
+                    try:
+                        op(arg, pending)
+                    finally:
+                        self._version += 1
             finally:
                 if pending:
                     self._dispatch(subs, pending)
@@ -426,13 +453,17 @@ class MemoryTargetBase(Generic[V]):
         pending: Pending,
         unchanged: frozenset[str] | None,
     ) -> None:
-        key = self._key(new, "UPDATE row")
-        old_key = key
+        try:
+            key = self._key_of(new)
+        except (KeyError, TypeError):
+            key = self._key(new, "UPDATE row")
         if identity:
             try:
                 old_key = self._key_of(identity)
             except KeyError:
                 old_key = key
+        else:
+            old_key = key
         rows = self._rows
         try:
             stored = rows.get(old_key)
@@ -460,7 +491,10 @@ class MemoryTargetBase(Generic[V]):
             raise
 
     def _delete(self, identity: Row | None, pending: Pending) -> None:
-        key = self._key(identity, "DELETE identity")
+        try:
+            key = self._key_of(identity)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            key = self._key(identity, "DELETE identity")
         try:
             self._discard(key, pending)
         except TypeError:

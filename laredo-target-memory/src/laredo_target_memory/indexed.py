@@ -58,20 +58,31 @@ class _Index:
                 return row.get(self.fields[0])
             return tuple([row.get(f) for f in self.fields])
 
-    def replace(self, pk: Any, old: Row | None, new: Row | None) -> None:
-        if new is None:
-            if old is not None:
-                self.remove(self.key(old), pk)
-            return
-        nk = self.key(new)
+    def replace(self, pk: Any, old: Row | None, new: Row) -> None:
+        """Move ``pk`` from ``old``'s index value to ``new``'s (``old`` None: add)."""
+        get = self._get
+        try:
+            nk = get(new)
+        except KeyError:
+            nk = self.key(new)
         if old is not None:
-            ok = self.key(old)
+            try:
+                ok = get(old)
+            except KeyError:
+                ok = self.key(old)
             if ok == nk:
                 return
             self.add(nk, pk)
             self.remove(ok, pk)
         else:
             self.add(nk, pk)
+
+    def undo(self, pk: Any, old: Row | None, new: Row) -> None:
+        """Reverse ``replace(pk, old, new)``."""
+        if old is not None:
+            self.replace(pk, new, old)
+        else:
+            self.remove(self.key(new), pk)
 
     def add(self, ikey: Any, pk: Any) -> None:
         raise NotImplementedError
@@ -87,15 +98,14 @@ class _UniqueIndex(_Index):
     __slots__ = ()
 
     def add(self, ikey: Any, pk: Any) -> None:
-        m = self.map
-        cur = m.get(ikey, MISSING)
-        if cur is MISSING:
-            m[ikey] = pk
-        elif type(cur) is _Dups:
+        cur = self.map.setdefault(ikey, pk)
+        if cur is pk or cur == pk:
+            return
+        if type(cur) is _Dups:
             if pk not in cur:
                 cur.append(pk)
-        elif cur != pk:
-            m[ikey] = _Dups((cur, pk))
+        else:
+            self.map[ikey] = _Dups((cur, pk))
 
     def remove(self, ikey: Any, pk: Any) -> None:
         m = self.map
@@ -324,7 +334,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 done += 1
         except TypeError:
             for undo in indexes[:done]:
-                undo.replace(key, new, old)
+                undo.undo(key, old, new)
             bad = indexes[done]
             raise TargetError(
                 f"table {self._table}: index {bad.name!r} on {', '.join(bad.fields)}: value "
@@ -395,7 +405,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
         return list(self._rows.values())
 
     def _out(self, value: Any) -> Any:
-        return None if value is None else dict(value)
+        return None if value is None else value.copy()
 
     # ------------------------------------------------------------------ reads
     def get(self, *key_values: Any) -> Row | None:
@@ -404,12 +414,17 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if len(key_values) != n:
             self._arity("get()", self._key_fields, key_values)
         key = key_values[0] if n == 1 else key_values
-        with self._lock:
-            row = self._rows.get(key)
-        return None if row is None else dict(row)
+        # Optimistic read: no lock unless a write ran meanwhile (see _base.MemoryTargetBase).
+        v = self._version
+        row = self._rows.get(key)
+        if v & 1 or v != self._version:
+            with self._lock:
+                row = self._rows.get(key)
+        return None if row is None else row.copy()
 
     def lookup(self, *values: Any) -> Row | None:
         """The row whose ``lookup_fields`` equal ``values``, or None. A copy."""
+        v = self._version  # optimistic read, as in get()
         idx = self._lookup_index
         if idx is None:
             if len(values) != len(self._lookup_fields or self._key_fields):
@@ -418,10 +433,14 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if len(values) != idx.nfields:
             self._arity("lookup()", idx.fields, values)
         ikey = values[0] if idx.nfields == 1 else values
-        with self._lock:
-            pk = idx.get(ikey)
-            row = None if pk is MISSING else self._rows.get(pk)
-        return None if row is None else dict(row)
+        pk = idx.get(ikey)
+        row = None if pk is MISSING else self._rows.get(pk)
+        if v & 1 or v != self._version:
+            with self._lock:
+                idx = self._lookup_index or idx
+                pk = idx.get(ikey)
+                row = None if pk is MISSING else self._rows.get(pk)
+        return None if row is None else row.copy()
 
     def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
         """Every row whose index ``index_name`` fields equal ``values`` (copies, in insertion
@@ -431,9 +450,10 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._arity(f"lookup_all({index_name!r})", idx.fields, values)
         ikey = values[0] if idx.nfields == 1 else values
         with self._lock:
+            idx = self._by_name.get(index_name, idx)  # a restore may have swapped indexes
             get = self._rows.get
             found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
-        return [dict(r) for r in found]
+        return [r.copy() for r in found]
 
     def lookup_by(self, index_name: str, *values: Any) -> Row | None:
         """One row of index ``index_name`` (the only one for a unique index), or None."""

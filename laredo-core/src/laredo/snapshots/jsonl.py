@@ -113,6 +113,11 @@ class JsonlSerializer:
                         f"{name}: line {count + 1}: expected a JSON object, "
                         f"got {type(row).__name__}"
                     )
+                if count > expected:
+                    raise SnapshotError(
+                        f"{name}: line {count + 1}: the header promises {expected} rows but "
+                        "the file has more: it was modified"
+                    )
                 yield row
         except UnicodeDecodeError as exc:
             raise SnapshotError(f"{name}: line {count + 1}: not UTF-8 text: {exc}") from None

@@ -17,6 +17,7 @@ percent-encoded.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import json
 import logging
@@ -116,7 +117,7 @@ def _fsync_dir(path: Path) -> None:
 def _serializer_for(fmt: str, given: Any) -> Any:
     if given is not None and given.format_id() == fmt:
         return given
-    from laredo.plugins import registry  # noqa: PLC0415 - only when formats differ
+    from laredo.plugins import registry
 
     try:
         return registry("serializer").build(fmt)
@@ -190,12 +191,12 @@ class LocalSnapshotStore:
             doc = encode_metadata(meta)
             doc["files"] = files
             meta_path = tmp / METADATA
-            with open(meta_path, "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=2, ensure_ascii=False)
-                f.write("\n")
-                f.flush()
+            with open(meta_path, "w", encoding="utf-8") as mf:
+                json.dump(doc, mf, indent=2, ensure_ascii=False)
+                mf.write("\n")
+                mf.flush()
                 if self.fsync:
-                    os.fsync(f.fileno())
+                    os.fsync(mf.fileno())
             if self.fsync:
                 _fsync_dir(tmp)
             os.rename(tmp, final)
@@ -205,13 +206,15 @@ class LocalSnapshotStore:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(exc, SnapshotError) or not isinstance(exc, Exception):
                 raise
-            raise SnapshotError(f"cannot save snapshot {snapshot_id!r} to {self.base}: {exc}") from exc
+            raise SnapshotError(
+                f"cannot save snapshot {snapshot_id!r} to {self.base}: {exc}"
+            ) from exc
         logger.info("saved snapshot %s to %s", snapshot_id, final)
         return self._descriptor(meta, sum(f["size_bytes"] for f in files.values()))
 
     def remove_stale_temp(self, older_than: float = 3600.0) -> list[str]:
         """Remove ``.tmp-`` directories left by crashed writes older than ``older_than`` s."""
-        removed = []
+        removed: builtins.list[str] = []
         now = time.time()
         if not self.base.is_dir():
             return removed
@@ -264,10 +267,8 @@ class LocalSnapshotStore:
     def _size(self, snapshot_id: str) -> int:
         total = 0
         for entry in (self.base / snapshot_id).iterdir():
-            try:
+            with contextlib.suppress(OSError):
                 total += entry.stat().st_size
-            except OSError:
-                pass
         return total
 
     def describe(self, snapshot_id: str) -> SnapshotDescriptor:
@@ -356,10 +357,8 @@ class LocalSnapshotStore:
             raise SnapshotError(f"prune: keep must be >= 0, got {keep}")
         doomed = [d.snapshot_id for d in self.list(table)[keep:]]
         for sid in doomed:
-            try:
+            with contextlib.suppress(SnapshotNotFoundError):
                 self.delete(sid)
-            except SnapshotNotFoundError:
-                pass
         return doomed
 
 

@@ -60,8 +60,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _pyarrow() -> Any:
     try:
-        import pyarrow as pa  # noqa: PLC0415 - optional extra, imported on first use
-        import pyarrow.parquet as pq  # noqa: PLC0415
+        import pyarrow as pa
+        import pyarrow.parquet as pq
     except ImportError:
         raise MissingDependencyError("laredo-core[parquet]", "Parquet snapshots") from None
     return pa, pq

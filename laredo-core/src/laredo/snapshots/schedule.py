@@ -56,6 +56,7 @@ def parse_duration(value: Any, what: str = "duration") -> timedelta:
 
 def snapshots_to_delete(
     snapshots: Sequence[SnapshotDescriptor],
+    *,
     keep_count: int | None = None,
     max_age: Any = None,
     now: datetime | None = None,
@@ -91,6 +92,7 @@ def snapshots_to_delete(
 
 def apply_retention(
     store: Any,
+    *,
     keep_count: int | None = None,
     max_age: Any = None,
     table: TableIdentifier | None = None,
@@ -99,7 +101,9 @@ def apply_retention(
 ) -> list[str]:
     """Delete what :func:`snapshots_to_delete` selects from ``store.list(table)``; returns the
     deleted ids. A snapshot that is already gone is skipped."""
-    doomed = snapshots_to_delete(store.list(table), keep_count, max_age, now, min_keep)
+    doomed = snapshots_to_delete(
+        store.list(table), keep_count=keep_count, max_age=max_age, now=now, min_keep=min_keep
+    )
     deleted = []
     for sid in doomed:
         try:

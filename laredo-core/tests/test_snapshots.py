@@ -1,0 +1,317 @@
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sys
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import laredo
+from laredo.errors import MissingDependencyError, SnapshotError
+from laredo.snapshots.jsonl import JsonlSerializer
+from laredo.snapshots.local import LocalSnapshotStore, SnapshotNotFoundError, table_file_name
+from laredo.snapshots.parquet import ParquetSerializer
+from laredo.snapshots.schedule import apply_retention, parse_duration, snapshots_to_delete
+from laredo.testing.snapshot_conformance import SnapshotStoreConformance, typed_rows
+from laredo.types import (
+    SnapshotDescriptor,
+    SnapshotMetadata,
+    TableIdentifier,
+    TableSnapshotInfo,
+)
+
+USERS = TableIdentifier("public", "users")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class TestLocalStoreJsonl(SnapshotStoreConformance):
+    @pytest.fixture
+    def make_store(self, tmp_path: Path) -> Any:
+        return lambda: LocalSnapshotStore(tmp_path / "snaps")
+
+
+class TestLocalStoreParquet(SnapshotStoreConformance):
+    @pytest.fixture
+    def make_store(self, tmp_path: Path) -> Any:
+        return lambda: LocalSnapshotStore(tmp_path / "snaps", fsync=False)
+
+    @pytest.fixture
+    def serializer(self) -> Any:
+        return ParquetSerializer()
+
+
+def _meta(sid: str = "s1", rows: int = 0, created_at: datetime = T0) -> SnapshotMetadata:
+    return SnapshotMetadata(sid, created_at, {"pg": "1"}, (TableSnapshotInfo(USERS, rows),))
+
+
+def _jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    buf = io.BytesIO()
+    JsonlSerializer().write(TableSnapshotInfo(USERS, 0), rows, buf)
+    return buf.getvalue()
+
+
+# -- JSONL serializer -----------------------------------------------------------------------
+
+
+def test_jsonl_format_is_header_then_one_row_per_line() -> None:
+    data = _jsonl_bytes([{"id": 1, "d": Decimal("1.5")}, {"id": 2, "d": None}])
+    lines = data.decode().split("\n")
+    assert lines[-1] == ""
+    header = json.loads(lines[0])
+    assert header["table"] == {"schema": "public", "table": "users"}
+    assert header["row_count"] == 2
+    assert json.loads(lines[1]) == {"id": 1, "d": {"$t": "decimal", "v": "1.5"}}
+    assert json.loads(lines[2]) == {"id": 2, "d": None}
+    assert len(lines) == 4
+
+
+def _read_all(data: bytes, name: str = "t.jsonl") -> list[dict[str, Any]]:
+    buf = io.BytesIO(data)
+    buf.name = name  # type: ignore[attr-defined]
+    _, rows = JsonlSerializer().read(buf)
+    return list(rows)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "line", "words"),
+    [
+        (lambda d: d[:-1], 4, "no newline"),  # last newline lost
+        (lambda d: d[: d.rindex(b"\n", 0, len(d) - 1) + 1], 4, "promises 3 rows"),  # line lost
+        (lambda d: d[:-6] + b"\n", 4, "malformed row"),  # cut mid-row
+        (lambda d: d.replace(b'{"id":2}', b"[2]", 1), 3, "expected a JSON object"),
+        (lambda d: d.replace(b'"id":2', b'"id":2,,', 1), 3, "malformed row"),
+        (lambda d: d.replace(b'"decimal"', b'"weird"', 1), 2, "unknown type tag"),
+        (lambda d: d.replace(b'"1.5"', b'"x.y"', 1), 2, "malformed 'decimal'"),
+        (lambda d: d + b'{"id":4}\n', 5, "promises 3 rows but the file has more"),
+        (lambda d: d[:30], 1, "header"),
+        (lambda d: b"", 1, "empty file"),
+        (lambda d: d.replace(b"users", b"us\xffers", 1), 1, "UTF-8"),
+    ],
+)
+def test_jsonl_malformed_or_truncated_file_names_file_and_line(
+    mutate: Any, line: int, words: str
+) -> None:
+    good = _jsonl_bytes([{"id": 1, "d": Decimal("1.5")}, {"id": 2}, {"id": 3}])
+    assert len(_read_all(good)) == 3
+    with pytest.raises(SnapshotError) as err:
+        _read_all(mutate(good), "/data/snap/public.users.jsonl")
+    msg = str(err.value)
+    assert "/data/snap/public.users.jsonl" in msg
+    assert f"line {line}" in msg or (line == 1 and "empty file" in msg)
+    assert words.lower() in msg.lower()
+
+
+def test_jsonl_reads_lazily_and_counts_rows() -> None:
+    data = _jsonl_bytes([{"id": i} for i in range(5000)])
+    buf = io.BytesIO(data)
+    info, rows = JsonlSerializer().read(buf)
+    assert info.row_count == 5000
+    assert next(rows) == {"id": 0}
+    assert sum(1 for _ in rows) == 4999
+
+
+def test_jsonl_unserialisable_value_names_table_and_type() -> None:
+    with pytest.raises(SnapshotError, match=r"public\.users.*complex"):
+        _jsonl_bytes([{"id": 1}, {"id": 2, "c": 1j}])
+
+
+# -- Parquet serializer ---------------------------------------------------------------------
+
+
+def test_parquet_stores_native_columns_and_json_fallback() -> None:
+    import pyarrow.parquet as pq
+
+    rows = typed_rows(4)
+    buf = io.BytesIO()
+    ParquetSerializer().write(TableSnapshotInfo(USERS, 0), rows, buf)
+    buf.seek(0)
+    schema = pq.read_schema(buf)
+    types = {f.name: str(f.type) for f in schema}
+    assert types["id"] == "int64"
+    assert types["name"] == "string"
+    assert types["score"] == "double"
+    assert types["active"] == "bool"
+    assert types["created"] == "timestamp[us]"
+    assert types["created_tz"] == "timestamp[us, tz=+02:00]"
+    assert types["day"] == "date32[day]"
+    assert types["took"] == "duration[us]"
+    assert types["blob"] == "binary"
+    json_cols = json.loads(schema.metadata[b"laredo.json_columns"])
+    assert set(json_cols) == {"price", "uid", "doc", "arr", "big", "ip"}
+
+
+def test_parquet_ragged_rows_keep_missing_keys_missing() -> None:
+    rows = [{"a": 1, "b": None}, {"a": 2}, {"b": "x"}, {}]
+    buf = io.BytesIO()
+    ParquetSerializer().write(TableSnapshotInfo(USERS, 0), rows, buf)
+    buf.seek(0)
+    _, it = ParquetSerializer().read(buf)
+    assert list(it) == rows
+
+
+def test_parquet_garbage_is_a_snapshot_error() -> None:
+    buf = io.BytesIO(b"PAR1 this is not parquet")
+    buf.name = "/x/public.users.parquet"  # type: ignore[attr-defined]
+    with pytest.raises(SnapshotError, match="public.users.parquet"):
+        ParquetSerializer().read(buf)
+
+
+def test_parquet_without_pyarrow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(MissingDependencyError) as err:
+        ParquetSerializer().write(TableSnapshotInfo(USERS, 0), [], io.BytesIO())
+    assert "pip install laredo-core[parquet]" in str(err.value)
+
+
+# -- local store specifics ------------------------------------------------------------------
+
+
+def test_local_layout_and_plugin_registration(tmp_path: Path) -> None:
+    store = laredo.snapshot_store("local", path=str(tmp_path))
+    assert isinstance(store, LocalSnapshotStore)
+    ser = laredo.serializer("jsonl")
+    odd = TableIdentifier("we.ird", "a/b")
+    meta = SnapshotMetadata(
+        "s1", T0, {}, (TableSnapshotInfo(USERS, 0), TableSnapshotInfo(odd, 0))
+    )
+    store.save("s1", meta, {USERS: [{"id": 1}], odd: [{"id": 2}]}, ser)
+    files = sorted(p.name for p in (tmp_path / "s1").iterdir())
+    assert files == sorted(["metadata.json", "public.users.jsonl", "we%2Eird.a%2Fb.jsonl"])
+    assert table_file_name(odd, "jsonl") == "we%2Eird.a%2Fb.jsonl"
+    doc = json.loads((tmp_path / "s1" / "metadata.json").read_text())
+    assert doc["snapshot_id"] == "s1" and doc["format"] == "jsonl"
+    _, loaded = store.load("s1", ser)
+    assert list(loaded[odd]) == [{"id": 2}]
+    assert "parquet" in laredo.get_plugin_manager().registry("serializer")
+
+
+def test_leftover_temp_dir_is_not_listed_and_is_cleaned(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path)
+    (tmp_path / ".tmp-half").mkdir()
+    (tmp_path / ".tmp-half" / "public.users.jsonl").write_text("{")
+    assert store.list() == []
+    assert store.remove_stale_temp(older_than=0) == [".tmp-half"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unreadable_metadata_is_skipped_with_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    store.save("good", _meta("good"), {USERS: [{"id": 1}]}, ser)
+    store.save("bad", _meta("bad"), {USERS: [{"id": 1}]}, ser)
+    (tmp_path / "bad" / "metadata.json").write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="laredo.snapshots.local"):
+        assert [d.snapshot_id for d in store.list()] == ["good"]
+    assert "bad" in caplog.text and "metadata" in caplog.text
+    with pytest.raises(SnapshotError, match=r"bad.metadata\.json"):
+        store.load("bad", ser)
+
+
+def test_truncated_table_file_is_rejected_at_load(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    store.save("s", _meta("s"), {USERS: [{"id": i} for i in range(100)]}, ser)
+    path = tmp_path / "s" / "public.users.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SnapshotError, match=r"public\.users\.jsonl.*truncated"):
+        store.load("s", ser)
+
+
+def test_corrupt_row_same_size_fails_while_reading_naming_file_and_line(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    store.save("s", _meta("s"), {USERS: [{"id": i} for i in range(10)]}, ser)
+    path = tmp_path / "s" / "public.users.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'{"id":5}', b'{"id":5!'))
+    _, loaded = store.load("s", ser)
+    with pytest.raises(SnapshotError) as err:
+        list(loaded[USERS])
+    assert str(path) in str(err.value) and "line 7" in str(err.value)
+
+
+def test_missing_table_file_and_wrong_header(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    store.save("s", _meta("s"), {USERS: [{"id": 1}]}, ser)
+    (tmp_path / "s" / "public.users.jsonl").unlink()
+    with pytest.raises(SnapshotError, match="missing"):
+        store.load("s", ser)
+
+
+def test_load_uses_the_snapshot_format_not_the_given_serializer(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    store.save("s", _meta("s"), {USERS: [{"id": 1}]}, ParquetSerializer())
+    meta, loaded = store.load("s", JsonlSerializer())
+    assert meta.format == "parquet"
+    assert list(loaded[USERS]) == [{"id": 1}]
+
+
+def test_invalid_ids_and_missing_snapshots(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path)
+    for bad in ["", "../x", ".tmp-x", "a/b"]:
+        with pytest.raises(SnapshotError, match="invalid snapshot id"):
+            store.save(bad, _meta(), {USERS: []}, JsonlSerializer())
+    with pytest.raises(SnapshotNotFoundError) as err:
+        store.delete("nope")
+    assert isinstance(err.value, LookupError)
+    assert laredo.errors.grpc_status_name(err.value) == "NOT_FOUND"
+
+
+def test_metadata_tables_without_rows_are_rejected(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path)
+    with pytest.raises(SnapshotError, match="public.users"):
+        store.save("s", _meta("s"), {}, JsonlSerializer())
+    assert store.list() == []
+
+
+# -- retention ------------------------------------------------------------------------------
+
+
+def _desc(sid: str, age_hours: float) -> SnapshotDescriptor:
+    return SnapshotDescriptor(sid, T0 - timedelta(hours=age_hours), "jsonl", ())
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("7d", 604800), ("24h", 86400), ("1h30m", 5400), ("90s", 90), ("500ms", 0.5), (5, 5)],
+)
+def test_parse_duration(text: Any, seconds: float) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "7", "d", "1x", "-1h", True, None, -3])
+def test_parse_duration_rejects(bad: Any) -> None:
+    with pytest.raises(laredo.ConfigError, match="duration"):
+        parse_duration(bad)
+
+
+def test_retention_keep_count_and_max_age() -> None:
+    snaps = [_desc("a", 1), _desc("b", 30), _desc("c", 50), _desc("d", 2), _desc("e", 100)]
+    assert snapshots_to_delete(snaps, keep_count=3, now=T0) == ["c", "e"]
+    assert snapshots_to_delete(snaps, max_age="1d", now=T0) == ["b", "c", "e"]
+    assert snapshots_to_delete(snaps, keep_count=4, max_age="40h", now=T0) == ["c", "e"]
+    assert snapshots_to_delete(snaps, now=T0) == []
+    # the newest survives max_age even when it is older than the limit
+    assert snapshots_to_delete([_desc("old", 100)], max_age="1h", now=T0) == []
+    assert snapshots_to_delete([_desc("old", 100)], max_age="1h", now=T0, min_keep=0) == ["old"]
+    with pytest.raises(laredo.ConfigError):
+        snapshots_to_delete(snaps, keep_count=-1)
+
+
+def test_apply_retention_on_local_store(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    for i, age in enumerate([1, 5, 48, 72]):
+        sid = f"s{i}"
+        store.save(sid, _meta(sid, created_at=T0 - timedelta(hours=age)), {USERS: []}, ser)
+    deleted = apply_retention(store, keep_count=3, max_age=timedelta(days=1), now=T0)
+    assert sorted(deleted) == ["s2", "s3"]
+    assert [d.snapshot_id for d in store.list()] == ["s0", "s1"]

@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+from laredo.errors import ConfigError
+from laredo.types import ChangeAction, TableIdentifier
+from laredo_source_pg.dsn import mask_dsn
+from laredo_source_pg.lsn import format_lsn, parse_lsn
+from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder
+from laredo_source_pg.source import PostgresSource
+
+
+def test_lsn_round_trip_and_format() -> None:
+    assert format_lsn(0x1A2B3C4D5E) == "1A/2B3C4D5E"
+    assert parse_lsn("1A/2B3C4D5E") == 0x1A2B3C4D5E
+    assert parse_lsn("1a/2b3c4d5e") == 0x1A2B3C4D5E
+    assert parse_lsn("0/10") > parse_lsn("0/2")
+    assert format_lsn(parse_lsn("0/1")) == "0/00000001"
+    for lsn in (0, 1, 2**32, 2**64 - 1):
+        assert parse_lsn(format_lsn(lsn)) == lsn
+
+
+@pytest.mark.parametrize("bad", ["", "noslash", "/", "/0", "0/", "xyz/1", "1/2/3", "100000000/0", "0/100000000", " 1 /2"])
+def test_lsn_rejects_bad_input(bad: str) -> None:
+    with pytest.raises(ValueError, match="invalid LSN"):
+        parse_lsn(bad)
+
+
+def test_format_lsn_rejects_non_int() -> None:
+    with pytest.raises(ValueError):
+        format_lsn(-1)
+    with pytest.raises(ValueError):
+        format_lsn("0/1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("dsn", "secret"),
+    [
+        ("postgresql://bob:s3cr3t@db:5432/app", "s3cr3t"),
+        ("postgres://bob:s3cr3t@db/app?sslmode=require", "s3cr3t"),
+        ("host=db password=s3cr3t dbname=app", "s3cr3t"),
+        ("host=db password='s3 cr\\'3t' dbname=app", "cr"),
+        ("postgresql://db/app?password=s3cr3t&x=1", "s3cr3t"),
+    ],
+)
+def test_mask_dsn(dsn: str, secret: str) -> None:
+    masked = mask_dsn(dsn)
+    assert secret not in masked
+    assert "***" in masked
+
+
+def test_source_repr_and_config_errors_mask_password() -> None:
+    src = PostgresSource("postgresql://bob:hunter2@localhost/app")
+    assert "hunter2" not in repr(src)
+    with pytest.raises(ConfigError) as info:
+        PostgresSource("postgresql://bob:hunter2@localhost/app", slot_mode="sometimes")
+    assert "hunter2" not in str(info.value)
+    assert "slot_mode" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        PostgresSource("host=x password=hunter2 = = =")
+    assert "hunter2" not in str(info.value)
+    assert "connection" in str(info.value)
+
+
+def test_config_errors_list_every_problem() -> None:
+    with pytest.raises(ConfigError) as info:
+        PostgresSource(
+            "host=x",
+            slot_name="Bad-Name",
+            publication={"create": True, "publish": "insert,upsert", "bogus": 1},
+            reconnect={"max_attempts": 0},
+        )
+    text = str(info.value)
+    for needle in ("slot_name", "publish", "bogus", "max_attempts"):
+        assert needle in text, text
+    assert len(info.value.problems) >= 4
+
+
+def test_plugin_registered_by_name() -> None:
+    import laredo
+
+    src = laredo.source(
+        "postgresql",
+        connection="host=localhost dbname=app",
+        slot_mode="stateful",
+        slot_name="s1",
+        publication={"name": "pub1", "tables": {"public.users": {"row_filter": "id > 0"}}},
+        reconnect={"max_attempts": 3},
+    )
+    assert isinstance(src, PostgresSource)
+    assert src.supports_resume()
+    assert src.publication_name == "pub1"
+    assert src.options.reconnect.max_attempts == 3
+    assert src.options.publication.create is False  # seeds' default: use an existing one
+    with pytest.raises(ConfigError, match="unknown option"):
+        laredo.source("postgresql", connection="host=x", slot_nmae="typo")
+
+
+def test_defaults() -> None:
+    src = PostgresSource("host=localhost")
+    assert src.slot_name == "laredo_slot"
+    assert src.publication_name == "laredo_slot_pub"
+    assert not src.supports_resume()
+    assert src.last_acked_position() is None
+    assert str(src.state()) == "CLOSED"
+    assert src.compare_positions(1, 2) == -1
+    assert src.compare_positions(5, 5) == 0
+    assert src.compare_positions("0/10", "0/2") == 1
+    assert src.compare_positions(None, 0) == -1
+    assert src.position_to_string(src.position_from_string("16/b374d848")) == "16/B374D848"
+    src.close()  # safe before init
+    assert str(src.state()) == "CLOSED"
+
+
+# -- decoder on hand-built messages ---------------------------------------------------------
+
+
+def _s(text: str) -> bytes:
+    return text.encode() + b"\0"
+
+
+def _relation(relid: int, cols: list[tuple[str, int, bool]], ident: bytes = b"d") -> bytes:
+    out = b"R" + struct.pack(">I", relid) + _s("public") + _s("t") + ident
+    out += struct.pack(">h", len(cols))
+    for name, oid, key in cols:
+        out += bytes([1 if key else 0]) + _s(name) + struct.pack(">Ii", oid, -1)
+    return out
+
+
+def _tuple(values: list[bytes | None | str]) -> bytes:
+    out = struct.pack(">h", len(values))
+    for v in values:
+        if v is None:
+            out += b"n"
+        elif v == "u":
+            out += b"u"
+        else:
+            assert isinstance(v, bytes)
+            out += b"t" + struct.pack(">I", len(v)) + v
+    return out
+
+
+def _decoder() -> PgOutputDecoder:
+    loaders = {23: int, 25: lambda b: bytes(b).decode()}
+    return PgOutputDecoder(
+        lambda oid: loaders[oid],
+        lambda s, n: TableIdentifier(s, n) if n == "t" else None,
+        {TableIdentifier("public", "t"): (("id", 23), ("body", 25), ("note", 25))},
+    )
+
+
+def test_decoder_assembles_transactions_only_at_commit() -> None:
+    d = _decoder()
+    cols = [("id", 23, True), ("body", 25, False), ("note", 25, False)]
+    assert d.feed(b"B" + struct.pack(">QqI", 100, 0, 7)) is None
+    assert d.feed(_relation(1, cols)) is None
+    assert d.feed(b"I" + struct.pack(">I", 1) + b"N" + _tuple([b"1", b"x", None])) is None
+    upd = b"U" + struct.pack(">I", 1) + b"N" + _tuple([b"1", "u", b"n2"])
+    assert d.feed(upd) is None
+    dele = b"D" + struct.pack(">I", 1) + b"K" + _tuple([b"1", None, None])
+    assert d.feed(dele) is None
+    assert d.in_transaction
+    tx = d.feed(b"C" + struct.pack(">bQQq", 0, 90, 120, 0))
+    assert tx is not None and not d.in_transaction
+    assert tx.end_lsn == 120 and tx.xid == 7
+    (t, a1, new1, _, _), (_, a2, new2, old2, unch2), (_, a3, _, old3, _) = tx.items
+    assert (a1, a2, a3) == (ChangeAction.INSERT, ChangeAction.UPDATE, ChangeAction.DELETE)
+    assert new1 == {"id": 1, "body": "x", "note": None}
+    assert new2 == {"id": 1, "note": "n2"}  # TOAST-unchanged column left out...
+    assert unch2 == frozenset({"body"})  # ...and named
+    assert old2 is None
+    assert old3 == {"id": 1}  # key columns only
+
+
+def test_decoder_partial_transaction_is_dropped_on_reset() -> None:
+    d = _decoder()
+    d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))
+    d.feed(_relation(1, [("id", 23, True), ("body", 25, False), ("note", 25, False)]))
+    d.feed(b"I" + struct.pack(">I", 1) + b"N" + _tuple([b"1", b"x", None]))
+    d.reset_session()
+    assert not d.in_transaction
+    with pytest.raises(DecodeError, match="before its Relation"):
+        d.feed(b"B" + struct.pack(">QqI", 100, 0, 8))
+        d.feed(b"I" + struct.pack(">I", 1) + b"N" + _tuple([b"2", b"y", None]))
+
+
+def test_decoder_skips_untracked_and_reports_schema_change() -> None:
+    d = _decoder()
+    d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))
+    other = b"R" + struct.pack(">I", 2) + _s("public") + _s("other") + b"d" + struct.pack(">h", 0)
+    d.feed(other)
+    d.feed(b"I" + struct.pack(">I", 2) + b"N" + b"garbage that is never decoded")
+    d.feed(_relation(1, [("id", 23, True), ("body", 25, False), ("note", 25, False), ("x", 23, False)]))
+    tx = d.feed(b"C" + struct.pack(">bQQq", 0, 90, 120, 0))
+    assert tx is not None
+    assert len(tx.items) == 1 and tx.changes == 0
+    assert [c.name for c in tx.items[0].relation.columns] == ["id", "body", "note", "x"]
