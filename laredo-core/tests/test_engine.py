@@ -17,11 +17,19 @@ ORDERS = Table("public", "orders")
 
 def make_source(**kw: object) -> TestSource:
     src = TestSource(**kw)  # type: ignore[arg-type]
-    src.add_table(USERS, columns("id", "name", "email"), [
-        {"id": 1, "name": "alice", "email": "a@x"},
-        {"id": 2, "name": "bob", "email": "b@x"},
-    ])
-    src.add_table(ORDERS, columns("id", "user_id", "total"), [{"id": 10, "user_id": 1, "total": Decimal("9.50")}])
+    src.add_table(
+        USERS,
+        columns("id", "name", "email"),
+        [
+            {"id": 1, "name": "alice", "email": "a@x"},
+            {"id": 2, "name": "bob", "email": "b@x"},
+        ],
+    )
+    src.add_table(
+        ORDERS,
+        columns("id", "user_id", "total"),
+        [{"id": 10, "user_id": 1, "total": Decimal("9.50")}],
+    )
     return src
 
 
@@ -62,14 +70,23 @@ def test_config_errors_are_all_reported() -> None:
             snapshot_schedule=-1,
         )
     text = str(ei.value)
-    for needle in ("unknown source 'nope'", "target: missing", "buffer_size", "buffer_policy", "max_retries",
-                   "snapshot_schedule", "duplicate pipeline id"):
+    for needle in (
+        "unknown source 'nope'",
+        "target: missing",
+        "buffer_size",
+        "buffer_policy",
+        "max_retries",
+        "snapshot_schedule",
+        "duplicate pipeline id",
+    ):
         assert needle in text, needle
 
 
 def test_lifecycle_errors() -> None:
     src = make_source()
-    eng = laredo.Engine(sources={"s": src}, pipelines=[laredo.Pipeline("s", USERS, RecordingTarget())])
+    eng = laredo.Engine(
+        sources={"s": src}, pipelines=[laredo.Pipeline("s", USERS, RecordingTarget())]
+    )
     with pytest.raises(laredo.EngineStateError):
         eng.stop()
     with pytest.raises(laredo.EngineStateError):
@@ -93,7 +110,11 @@ def test_lifecycle_errors() -> None:
 def test_baseline_then_stream_in_order(obs: laredo.RecordingObserver) -> None:
     src = make_source()
     users, orders = RecordingTarget(), RecordingTarget()
-    eng = run(src, [laredo.Pipeline("s", USERS, users), laredo.Pipeline("s", ORDERS, orders)], observers=[obs])
+    eng = run(
+        src,
+        [laredo.Pipeline("s", USERS, users), laredo.Pipeline("s", ORDERS, orders)],
+        observers=[obs],
+    )
     assert eng.await_ready(5)
     assert users.count() == 2 and orders.count() == 1
     assert orders.get(10)["total"] == Decimal("9.50")
@@ -103,17 +124,22 @@ def test_baseline_then_stream_in_order(obs: laredo.RecordingObserver) -> None:
     src.insert(ORDERS, {"id": 11, "user_id": 3, "total": Decimal("1")})
     assert wait(lambda: users.count() == 2 and orders.count() == 2)
     assert users.get(1)["name"] == "alice2" and users.get(2) is None
-    assert [c[0] for c in users.calls if c[0].startswith("on_") and c[0] not in ("on_init",)][-3:] == [
-        "on_insert", "on_update", "on_delete"]
+    assert [c[0] for c in users.calls if c[0].startswith("on_") and c[0] not in ("on_init",)][
+        -3:
+    ] == ["on_insert", "on_update", "on_delete"]
     # orders pipeline saw only its own table
     assert all(c[1] == ORDERS for c in orders.calls)
     # acked position reaches the last change: every target is durable
     assert wait(lambda: src.acked == src.position)
     assert obs.count("source_connected") == 1
     assert obs.count("baseline_started") == 2 and obs.count("baseline_completed") == 2
-    states = [(a[1], a[2]) for a in obs.of("pipeline_state_changed") if a[0].startswith("s:public.users")]
-    assert states[:2] == [(PipelineState.INITIALIZING, PipelineState.BASELINING),
-                          (PipelineState.BASELINING, PipelineState.STREAMING)]
+    states = [
+        (a[1], a[2]) for a in obs.of("pipeline_state_changed") if a[0].startswith("s:public.users")
+    ]
+    assert states[:2] == [
+        (PipelineState.INITIALIZING, PipelineState.BASELINING),
+        (PipelineState.BASELINING, PipelineState.STREAMING),
+    ]
     assert obs.count("ack_advanced") >= 1
     eng.stop()
     assert {p.state for p in eng.pipelines()} == {PipelineState.STOPPED}
@@ -132,7 +158,9 @@ def test_ack_is_minimum_over_pipelines_and_waits_for_non_durable() -> None:
         orig(table, row)
 
     slow.on_insert = blocked_insert  # type: ignore[method-assign]
-    eng = run(src, [laredo.Pipeline("s", USERS, fast), laredo.Pipeline("s", USERS, slow, id="slow")])
+    eng = run(
+        src, [laredo.Pipeline("s", USERS, fast), laredo.Pipeline("s", USERS, slow, id="slow")]
+    )
     assert eng.await_ready(5)
     base = src.position
     assert wait(lambda: src.acked == base)
@@ -162,10 +190,18 @@ def test_idle_heartbeats_and_unrelated_tables_advance_ack() -> None:
 def test_filters_and_transforms_apply_to_baseline_and_stream() -> None:
     src = make_source()
     t = RecordingTarget()
-    eng = run(src, [laredo.Pipeline(
-        "s", USERS, t,
-        filters=[laredo.filters.FieldPrefix("name", "a")],
-        transforms=[laredo.transforms.DropFields(["email"])])])
+    eng = run(
+        src,
+        [
+            laredo.Pipeline(
+                "s",
+                USERS,
+                t,
+                filters=[laredo.filters.FieldPrefix("name", "a")],
+                transforms=[laredo.transforms.DropFields(["email"])],
+            )
+        ],
+    )
     assert eng.await_ready(5)
     assert [r["name"] for r in t.rows()] == ["alice"]
     assert "email" not in t.rows()[0]
@@ -181,7 +217,9 @@ def test_filters_and_transforms_apply_to_baseline_and_stream() -> None:
 def test_delete_with_key_only_identity_reaches_filtered_target() -> None:
     src = make_source()
     t = RecordingTarget()
-    eng = run(src, [laredo.Pipeline("s", USERS, t, filters=[laredo.filters.FieldEquals("name", "alice")])])
+    eng = run(
+        src, [laredo.Pipeline("s", USERS, t, filters=[laredo.filters.FieldEquals("name", "alice")])]
+    )
     assert eng.await_ready(5)
     src.delete(USERS, {"id": 1})  # DEFAULT replica identity: key columns only
     assert wait(lambda: t.get(1) is None)
@@ -245,10 +283,15 @@ def test_retry_then_success_and_dead_letter_isolate(obs: laredo.RecordingObserve
     flaky = RecordingTarget()
     broken = RecordingTarget()
     dl = MemoryDeadLetterStore()
-    eng = run(src, [
-        laredo.Pipeline("s", USERS, flaky, retry_backoff=0.001),
-        laredo.Pipeline("s", ORDERS, broken, max_retries=2, retry_backoff=0.001),
-    ], observers=[obs], dead_letter_store=dl)
+    eng = run(
+        src,
+        [
+            laredo.Pipeline("s", USERS, flaky, retry_backoff=0.001),
+            laredo.Pipeline("s", ORDERS, broken, max_retries=2, retry_backoff=0.001),
+        ],
+        observers=[obs],
+        dead_letter_store=dl,
+    )
     assert eng.await_ready(5)
     flaky.fail_times = 2
     src.insert(USERS, {"id": 7, "name": "g", "email": ""})
@@ -271,8 +314,13 @@ def test_retry_then_success_and_dead_letter_isolate(obs: laredo.RecordingObserve
 def test_stop_source_policy_fails_every_pipeline_of_the_source() -> None:
     src = make_source()
     a, b = RecordingTarget(), RecordingTarget()
-    eng = run(src, [laredo.Pipeline("s", USERS, a, error_policy="stop_source", max_retries=0),
-                    laredo.Pipeline("s", ORDERS, b)])
+    eng = run(
+        src,
+        [
+            laredo.Pipeline("s", USERS, a, error_policy="stop_source", max_retries=0),
+            laredo.Pipeline("s", ORDERS, b),
+        ],
+    )
     assert eng.await_ready(5)
     a.fail_always = True
     src.insert(USERS, {"id": 9, "name": "i", "email": ""})
@@ -371,8 +419,13 @@ def test_source_init_error_never_ready(obs: laredo.RecordingObserver) -> None:
 
 def test_validation_errors_fail_only_that_pipeline() -> None:
     src = make_source()
-    eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget()),
-                    laredo.Pipeline("s", Table("public", "missing"), RecordingTarget())])
+    eng = run(
+        src,
+        [
+            laredo.Pipeline("s", USERS, RecordingTarget()),
+            laredo.Pipeline("s", Table("public", "missing"), RecordingTarget()),
+        ],
+    )
     assert wait(lambda: eng.is_ready("s", USERS))
     p = [x for x in eng.pipelines() if x.table.table == "missing"][0]
     assert p.state is PipelineState.ERROR and "TABLE_NOT_FOUND" in (p.error or "")
@@ -397,7 +450,9 @@ def test_resume_with_durable_target_skips_baseline(obs: laredo.RecordingObserver
     eng2.stop()
 
 
-def test_volatile_target_on_resumable_source_without_snapshot_rebaselines(obs: laredo.RecordingObserver) -> None:
+def test_volatile_target_on_resumable_source_without_snapshot_rebaselines(
+    obs: laredo.RecordingObserver,
+) -> None:
     src = make_source(supports_resume=True)
     eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))])
     assert eng.await_ready(5)
@@ -443,7 +498,9 @@ def test_snapshot_bounds_ack_and_restore_resumes(tmp_path, obs: laredo.Recording
 def test_malformed_snapshot_falls_back_to_baseline(tmp_path, obs: laredo.RecordingObserver) -> None:  # type: ignore[no-untyped-def]
     store = laredo.snapshot_store("local", path=str(tmp_path))
     src = make_source(supports_resume=True)
-    eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))], snapshot_store=store)
+    eng = run(
+        src, [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))], snapshot_store=store
+    )
     assert eng.await_ready(5)
     snap = eng.create_snapshot()
     eng.stop()
@@ -461,15 +518,26 @@ def test_malformed_snapshot_falls_back_to_baseline(tmp_path, obs: laredo.Recordi
 def test_snapshot_on_shutdown_and_meta_reject(tmp_path) -> None:  # type: ignore[no-untyped-def]
     store = laredo.snapshot_store("local", path=str(tmp_path))
     src = make_source(supports_resume=True)
-    eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))], snapshot_store=store,
-              snapshot_on_shutdown=True, snapshot_user_meta={"schema_version": 1})
+    eng = run(
+        src,
+        [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))],
+        snapshot_store=store,
+        snapshot_on_shutdown=True,
+        snapshot_user_meta={"schema_version": 1},
+    )
     assert eng.await_ready(5)
     eng.stop()
     snaps = store.list()
     assert len(snaps) == 1
     obs = laredo.RecordingObserver()
-    eng2 = run(src, [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))], snapshot_store=store,
-               snapshot_user_meta={"schema_version": 2}, snapshot_meta_policy="reject", observers=[obs])
+    eng2 = run(
+        src,
+        [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))],
+        snapshot_store=store,
+        snapshot_user_meta={"schema_version": 2},
+        snapshot_meta_policy="reject",
+        observers=[obs],
+    )
     assert eng2.await_ready(5)
     assert obs.count("snapshot_failed") == 1 and obs.count("baseline_started") == 1
     eng2.stop()
@@ -478,14 +546,22 @@ def test_snapshot_on_shutdown_and_meta_reject(tmp_path) -> None:  # type: ignore
 def test_ttl_field_and_scan(obs: laredo.RecordingObserver) -> None:
     now = datetime.now(UTC)
     src = TestSource()
-    src.add_table(USERS, columns("id", "exp"), [
-        {"id": 1, "exp": now - timedelta(hours=1)},
-        {"id": 2, "exp": now + timedelta(hours=1)},
-        {"id": 3, "exp": None},
-        {"id": 4, "exp": now + timedelta(milliseconds=300)},
-    ])
+    src.add_table(
+        USERS,
+        columns("id", "exp"),
+        [
+            {"id": 1, "exp": now - timedelta(hours=1)},
+            {"id": 2, "exp": now + timedelta(hours=1)},
+            {"id": 3, "exp": None},
+            {"id": 4, "exp": now + timedelta(milliseconds=300)},
+        ],
+    )
     t = RecordingTarget()
-    eng = run(src, [laredo.Pipeline("s", USERS, t, ttl_field="exp", ttl_scan_interval=0.1)], observers=[obs])
+    eng = run(
+        src,
+        [laredo.Pipeline("s", USERS, t, ttl_field="exp", ttl_scan_interval=0.1)],
+        observers=[obs],
+    )
     assert eng.await_ready(5)
     assert {r["id"] for r in t.rows()} == {2, 3, 4}
     src.insert(USERS, {"id": 5, "exp": now - timedelta(seconds=1)})
@@ -508,10 +584,20 @@ def test_validation_after_baseline(obs: laredo.RecordingObserver) -> None:
 def test_schema_change_responses() -> None:
     src = make_source()
     cont = RecordingTarget()
-    rebase = RecordingTarget(schema_response=laredo.SchemaChangeResponse(laredo.SchemaChangeAction.RE_BASELINE))
-    err = RecordingTarget(schema_response=laredo.SchemaChangeResponse(laredo.SchemaChangeAction.ERROR, "no"))
-    eng = run(src, [laredo.Pipeline("s", USERS, cont), laredo.Pipeline("s", USERS, rebase, id="rb"),
-                    laredo.Pipeline("s", USERS, err, id="err")])
+    rebase = RecordingTarget(
+        schema_response=laredo.SchemaChangeResponse(laredo.SchemaChangeAction.RE_BASELINE)
+    )
+    err = RecordingTarget(
+        schema_response=laredo.SchemaChangeResponse(laredo.SchemaChangeAction.ERROR, "no")
+    )
+    eng = run(
+        src,
+        [
+            laredo.Pipeline("s", USERS, cont),
+            laredo.Pipeline("s", USERS, rebase, id="rb"),
+            laredo.Pipeline("s", USERS, err, id="err"),
+        ],
+    )
     assert eng.await_ready(5)
     src.schema_change(USERS, columns("id", "name", "email", "age"))
     src.insert(USERS, {"id": 3, "name": "c", "email": "", "age": 3})
@@ -550,7 +636,9 @@ def test_async_wrappers() -> None:
     import asyncio
 
     src = make_source()
-    eng = laredo.Engine(sources={"s": src}, pipelines=[laredo.Pipeline("s", USERS, RecordingTarget())])
+    eng = laredo.Engine(
+        sources={"s": src}, pipelines=[laredo.Pipeline("s", USERS, RecordingTarget())]
+    )
 
     async def main() -> bool:
         await eng.astart()
@@ -572,7 +660,11 @@ def test_batch_target_fast_path_and_partial_failure() -> None:
 
         def apply_changes(self, table, events):  # type: ignore[no-untyped-def]
             for i, ev in enumerate(events):
-                if self.fail_at is not None and ev.new_values and ev.new_values["id"] == self.fail_at:
+                if (
+                    self.fail_at is not None
+                    and ev.new_values
+                    and ev.new_values["id"] == self.fail_at
+                ):
                     self.fail_at = None
                     raise BatchApplyError(i)
                 self.on_insert(table, ev.new_values)
@@ -583,10 +675,14 @@ def test_batch_target_fast_path_and_partial_failure() -> None:
     eng = run(src, [laredo.Pipeline("s", USERS, t, retry_backoff=0.001)])
     assert eng.await_ready(5)
     t.fail_at = 102
-    src.transaction([("INSERT", USERS, {"id": i, "name": "", "email": ""}, None) for i in range(100, 105)])
+    src.transaction(
+        [("INSERT", USERS, {"id": i, "name": "", "email": ""}, None) for i in range(100, 105)]
+    )
     assert wait(lambda: t.count() == 7)
     ids = [c[2]["id"] for c in t.calls if c[0] == "on_insert"]
     assert ids == [100, 101, 102, 103, 104]  # no duplicate, no gap, in order
-    src.transaction([("INSERT", USERS, {"id": i, "name": "", "email": ""}, None) for i in range(200, 210)])
+    src.transaction(
+        [("INSERT", USERS, {"id": i, "name": "", "email": ""}, None) for i in range(200, 210)]
+    )
     assert wait(lambda: t.batches and t.batches[-1] == 10)
     eng.stop()

@@ -34,7 +34,9 @@ def test_first_party_plugins_register_through_entry_points() -> None:
     providers = {p["provider"].split()[0] for p in pm.list_plugins()}
     assert "laredo-core" in providers and "laredo-target-memory" in providers
     assert {"field-equals", "field-prefix", "field-regex"} <= set(pm.registry("filter").names())
-    assert {"drop-fields", "rename-fields", "add-timestamp"} <= set(pm.registry("transform").names())
+    assert {"drop-fields", "rename-fields", "add-timestamp"} <= set(
+        pm.registry("transform").names()
+    )
     assert "local" in pm.registry("snapshot_store").names()
     assert {"jsonl"} <= set(pm.registry("serializer").names())
     assert {"memory", "local"} <= set(pm.registry("dead_letter_store").names())
@@ -137,16 +139,25 @@ def csv_plugin_installed() -> Iterator[None]:
         yield
     finally:
         if uv:
-            subprocess.run([uv, "pip", "uninstall", "--python", sys.executable, "-q", "laredo-source-csv"],
-                           check=False, capture_output=True)
+            subprocess.run(
+                [uv, "pip", "uninstall", "--python", sys.executable, "-q", "laredo-source-csv"],
+                check=False,
+                capture_output=True,
+            )
         else:
-            subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "laredo-source-csv"],
-                           check=False, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "uninstall", "-y", "-q", "laredo-source-csv"],
+                check=False,
+                capture_output=True,
+            )
         reset_plugin_manager()
 
 
-def test_third_party_plugin_installed_with_pip_builds_by_name(csv_plugin_installed: None, tmp_path: pathlib.Path) -> None:
+def test_third_party_plugin_installed_with_pip_builds_by_name(
+    csv_plugin_installed: None, tmp_path: pathlib.Path
+) -> None:
     (tmp_path / "public.users.csv").write_text("id,name\n1,alice\n2,bob\n")
+    (tmp_path / "changes.log").write_text("")  # the guide's source tails from the end
     with pytest.raises(laredo.ConfigError, match="directory"):
         laredo.source("csv")
     src = laredo.source("csv", directory=str(tmp_path), poll_interval=0.01)
@@ -180,8 +191,12 @@ def test_every_hook_is_documented() -> None:
 def test_errors_pickle() -> None:
     import pickle
 
-    for exc in (laredo.ConfigError(["a", "b"]), laredo.MissingDependencyError("pyarrow", "parquet"),
-                laredo.SourceError("x"), laredo.ReBaselineRequired("y")):
+    for exc in (
+        laredo.ConfigError(["a", "b"]),
+        laredo.MissingDependencyError("pyarrow", "parquet"),
+        laredo.SourceError("x"),
+        laredo.ReBaselineRequired("y"),
+    ):
         back = pickle.loads(pickle.dumps(exc))
         assert type(back) is type(exc) and str(back) == str(exc)
     assert "pip install pyarrow" in str(laredo.MissingDependencyError("pyarrow"))

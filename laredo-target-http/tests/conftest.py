@@ -41,6 +41,13 @@ class Request:
     client: tuple[str, int]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # connections the tests drop on purpose
+
+
 class Receiver:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -103,12 +110,12 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(reply.body)
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _QuietServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server
         self.port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

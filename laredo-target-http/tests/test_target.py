@@ -408,6 +408,20 @@ def test_durable_position_is_exact(receiver: Any, make_target: Any) -> None:
     assert t.durable_position() == 40  # 50 is still buffered
 
 
+def test_transaction_split_by_a_batch_is_not_durable_halfway(
+    receiver: Any, make_target: Any
+) -> None:
+    t = make_target(batch_size=2)
+    # The batch [10, 10] goes, the third change of 10 waits in the buffer; the engine then moves
+    # on to 20. Position 10 is complete but not delivered, so it is not durable yet.
+    t.apply_changes(T, [ins(10, 1), ins(10, 2), ins(10, 3)])
+    t.set_change_position(20)
+    assert len(receiver.changes()) == 2
+    assert t.durable_position() is None
+    t.flush()
+    assert t.durable_position() == 10
+
+
 def test_durable_position_never_ahead_of_the_receiver(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=2, retry_count=0)
     t.apply_changes(T, [ins(1, 1), ins(2, 2)])

@@ -43,6 +43,10 @@ class ChangeBuffer:
         self.dropped = 0
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def depth(self) -> int:
         return self._depth
 
@@ -63,7 +67,7 @@ class ChangeBuffer:
                         if stop is not None and stop.is_set():
                             return
                         self._cond.wait(0.1)
-                    if self._closed:
+                    if self.closed:
                         return
                 elif self.policy is BufferPolicy.DROP_OLDEST:
                     self._drop_oldest(self._depth + n - self.capacity)

@@ -8,6 +8,7 @@ must make ``state``, ``get_lag``, ``ack``, ``pause`` and ``resume`` safe to call
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -254,11 +255,11 @@ class SnapshotStore(Protocol):
 
     def describe(self, snapshot_id: str) -> SnapshotDescriptor: ...
 
-    def list(self, table: TableIdentifier | None = None) -> list[SnapshotDescriptor]: ...
+    def list(self, table: TableIdentifier | None = None) -> builtins.list[SnapshotDescriptor]: ...
 
     def delete(self, snapshot_id: str) -> None: ...
 
-    def prune(self, keep: int, table: TableIdentifier | None = None) -> list[str]: ...
+    def prune(self, keep: int, table: TableIdentifier | None = None) -> builtins.list[str]: ...
 
 
 class DeadLetterStore(Protocol):

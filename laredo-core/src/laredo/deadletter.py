@@ -239,14 +239,29 @@ class LocalDeadLetterStore:
                 with open(path, "ab+") as f:
                     if f.tell() > 0:
                         f.seek(-1, os.SEEK_END)
-                        if f.read(1) != b"\n":  # torn last line from a crash: keep it apart
-                            data = b"\n" + data
+                        if f.read(1) != b"\n":
+                            self._drop_torn_tail(f, path)
                     f.write(data)
                     f.flush()
                     if self.fsync:
                         os.fsync(f.fileno())
             except OSError as exc:
                 raise DeadLetterError(f"{path}: cannot write dead letter: {exc}") from exc
+
+    @staticmethod
+    def _drop_torn_tail(f: Any, path: Path) -> None:
+        """Cut a last line that a crash left without its newline (it was never acknowledged:
+        ``write`` returns only after the whole line is fsynced)."""
+        f.seek(0)
+        data = f.read()
+        keep = data.rfind(b"\n") + 1
+        logger.warning(
+            "%s: removing a torn last line of %d bytes (a write interrupted by a crash)",
+            path,
+            len(data) - keep,
+        )
+        f.truncate(keep)
+        f.seek(0, os.SEEK_END)
 
     def _lines(self, path: Path) -> builtins.list[str]:
         try:

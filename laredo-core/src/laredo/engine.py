@@ -483,7 +483,8 @@ class Engine:
         ids: set[str] = set()
         for i, p in enumerate(self.pipeline_configs):
             if not isinstance(p, Pipeline):
-                problems.append(f"pipelines[{i}]: expected laredo.Pipeline, got {type(p).__name__}")
+                kind = type(p).__name__  # type: ignore[unreachable]
+                problems.append(f"pipelines[{i}]: expected laredo.Pipeline, got {kind}")
                 continue
             problems.extend(p.problems(i))
             if p.source_id and p.source_id not in self.sources:

@@ -95,7 +95,7 @@ class Pipeline:
                 try:
                     setattr(self, name, enum_type(str(value).lower().replace("-", "_")))
                 except ValueError:
-                    allowed = ", ".join(e.value for e in enum_type)  # type: ignore[attr-defined]
+                    allowed = ", ".join(e.value for e in enum_type)
                     out.append(f"{where}.{name}: unknown value {value!r}; use one of {allowed}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             out.append(f"{where}.max_retries: must be >= 0 (got {self.max_retries!r})")

@@ -212,7 +212,7 @@ class PluginManager:
             if self._pm.is_registered(plugin):
                 return
             self._pm.register(plugin, name=name)
-            self._providers[id(plugin)] = provider or getattr(plugin, "__name__", repr(plugin))
+            self._providers[id(plugin)] = provider or str(getattr(plugin, "__name__", repr(plugin)))
             self._pm.check_pending()
             self._registries = None  # rebuild on next use
 

@@ -28,6 +28,7 @@ from .contracts import (
 from .errors import BatchApplyError
 from .pipeline import Pipeline, _seconds
 from .types import (
+    BufferPolicy,
     ChangeAction,
     ChangeEvent,
     ColumnDefinition,
@@ -113,9 +114,7 @@ class PipelineRuntime:
         self.error: str | None = None
         self.columns: list[ColumnDefinition] = []
         self.buffer = ChangeBuffer(
-            cfg.buffer_size,
-            cfg.buffer_policy,
-            self._on_policy,  # type: ignore[arg-type]
+            cfg.buffer_size, BufferPolicy(cfg.buffer_policy), self._on_policy
         )
         self.applied: Any = None  # last position applied (or passed by heartbeat)
         self.last_change: Any = None  # last position of a real change
@@ -556,13 +555,15 @@ class PipelineRuntime:
         return position
 
     def sweep_ttl(self) -> int:
-        if self.ttl is None or not isinstance(self.target, KeyedTarget):
+        target: Any = self.target
+        delete = target.on_delete
+        if self.ttl is None or not isinstance(target, KeyedTarget):
             return 0
         now = datetime.now(UTC)
-        expired = [(k, r) for k, r in self.target.items() if self.expired(r, now)]
+        expired = [(k, r) for k, r in target.items() if self.expired(r, now)]
         for key, row in expired:
             try:
-                self.target.on_delete(self.table, row)
+                delete(self.table, row)
                 self.expected_rows -= 1
                 self.engine._obs.on_row_expired(self.id, self.table, str(key))
             except Exception:

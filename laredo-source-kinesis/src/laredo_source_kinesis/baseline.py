@@ -180,7 +180,9 @@ class S3Baseline:
         return self.url(f"{self.prefix}{table.schema}.{table.table}.jsonl")
 
     @staticmethod
-    def marker(objects: dict[TableIdentifier, list[BaselineObject]], manifest: Manifest | None) -> str:
+    def marker(
+        objects: dict[TableIdentifier, list[BaselineObject]], manifest: Manifest | None
+    ) -> str:
         h = hashlib.sha256()
         if manifest is not None and manifest.version:
             h.update(f"manifest={manifest.version}\n".encode())
@@ -243,5 +245,7 @@ class S3Baseline:
                 yield rb.to_pylist()
 
 
-def key_columns(columns: dict[TableIdentifier, list[ColumnDefinition]]) -> dict[TableIdentifier, list[str]]:
+def key_columns(
+    columns: dict[TableIdentifier, list[ColumnDefinition]],
+) -> dict[TableIdentifier, list[str]]:
     return {t: primary_key_columns(cols) for t, cols in columns.items()}

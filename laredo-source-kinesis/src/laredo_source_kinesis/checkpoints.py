@@ -142,7 +142,7 @@ class DynamoCheckpoints:
                         }
                     )
             base = (position.baseline, position.baseline_sequence)
-            if base != self._baseline_written and base != (None, None):
+            if base not in (self._baseline_written, (None, None)):
                 item: dict[str, Any] = {
                     "checkpoint_id": {"S": self.checkpoint_id},
                     "shard_id": {"S": BASELINE_ITEM},
@@ -162,7 +162,9 @@ class DynamoCheckpoints:
 
     def _batch_put(self, items: list[dict[str, Any]]) -> None:
         for i in range(0, len(items), 25):
-            requests: list[dict[str, Any]] = [{"PutRequest": {"Item": it}} for it in items[i : i + 25]]
+            requests: list[dict[str, Any]] = [
+                {"PutRequest": {"Item": it}} for it in items[i : i + 25]
+            ]
             delay = 0.05
             for _attempt in range(10):
                 resp = self.client.batch_write_item(RequestItems={self.table: requests})

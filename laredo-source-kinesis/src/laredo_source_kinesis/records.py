@@ -90,7 +90,7 @@ def parse_change(doc: Any, key_columns: Mapping[TableIdentifier, Sequence[str]])
     if not isinstance(name, str) or not name:
         raise BadRecord("missing 'table' (write \"schema.table\")")
     if "." not in name:
-        raise BadRecord(f"table {name!r} has no schema (write \"schema.table\")")
+        raise BadRecord(f'table {name!r} has no schema (write "schema.table")')
     try:
         table = TableIdentifier.parse(name)
     except ValueError as exc:
@@ -139,7 +139,9 @@ def parse_change(doc: Any, key_columns: Mapping[TableIdentifier, Sequence[str]])
         try:
             ts = dt.datetime.fromisoformat(str(ts_raw).replace("Z", "+00:00"))
         except ValueError:
-            raise BadRecord(f"'ts' of a {table} change is not ISO 8601: {ts_raw!r}", table) from None
+            raise BadRecord(
+                f"'ts' of a {table} change is not ISO 8601: {ts_raw!r}", table
+            ) from None
         if ts.tzinfo is None:
             ts = ts.replace(tzinfo=dt.UTC)
     return ParsedChange(table, action, new, identity, seq, ts)

@@ -170,6 +170,7 @@ class PostgresSource:
         self._row_filters: dict[TableIdentifier, str] = {}
         self._published_columns: dict[TableIdentifier, set[str]] = {}
         self._session_started = False
+        self._acked_in_process = False
         self.reconnect_attempts_total = 0
         """Reconnect attempts since construction (for tests and metrics)."""
         self._tx: Any = None
@@ -834,22 +835,27 @@ class PostgresSource:
                 )
         snapshot: str | None = None
         position: int | None = None
-        if not self._streaming.is_set():
+        helper: psycopg.Connection[Any] | None = None
+        new_slot = not self._streaming.is_set()
+        if new_slot:
             if self._slot_exists:
                 self._drop_slot()
             self._close_repl()  # a fresh connection: the snapshot must be exported by it
             position, snapshot = self._create_slot(export=True)
+        else:
+            # The stream is running (a single-table reload): a temporary slot on a helper
+            # connection exports a snapshot whose consistent point splits the stream exactly.
+            helper, position, snapshot = self._helper_snapshot()
         conn = self._qconn()
         started = time.monotonic()
         total = 0
         try:
+            assert snapshot is not None
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            if snapshot is not None:
-                conn.execute(f"SET TRANSACTION SNAPSHOT {_quote_literal(snapshot)}")
-            else:
-                row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-                assert row is not None
-                position = parse_lsn(row[0])
+            conn.execute("SELECT 1")
+            if helper is not None:
+                helper.close()  # the snapshot is imported; the temporary slot may go
+                helper = None
             for table in tables:
                 total += self._copy_table(conn, table, batch_callback)
             conn.execute("COMMIT")
@@ -863,6 +869,9 @@ class PostgresSource:
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            if helper is not None:
+                helper.close()
         assert position is not None
         elapsed = time.monotonic() - started
         logger.info(
@@ -872,11 +881,25 @@ class PostgresSource:
             elapsed,
             format_lsn(position),
         )
-        if snapshot is not None:
+        if new_slot:
             # A new slot: the stream continues from its consistent point.
             self._acked = self._delivered = self._received = position
             self._unacked_times.clear()
         return position
+
+    def _helper_snapshot(self) -> tuple[psycopg.Connection[Any], int, str]:
+        helper = self._connect(replication=True)
+        name = f"{self.slot_name[:40]}_r{os.getpid()}_{int(time.time() * 1000) % 10**8}"
+        try:
+            row = helper.execute(
+                f"CREATE_REPLICATION_SLOT {_quote_ident(name)} TEMPORARY LOGICAL pgoutput "
+                "EXPORT_SNAPSHOT"
+            ).fetchone()
+        except BaseException:
+            helper.close()
+            raise
+        assert row is not None
+        return helper, parse_lsn(row[1]), str(row[2])
 
     def _copy_table(
         self,
@@ -1224,6 +1247,7 @@ class PostgresSource:
         if position is None:
             return
         lsn = self._coerce(position)
+        self._acked_in_process = True
         if lsn <= self._acked:
             return
         self._acked = lsn
@@ -1238,7 +1262,11 @@ class PostgresSource:
 
     def last_acked_position(self) -> Position | None:
         """The stateful slot's confirmed position (None: fresh slot, ephemeral, always_baseline)."""
-        if not self.stateful or self.options.always_baseline or self._slot_fresh:
+        if not self.stateful:
+            return None
+        if self._acked_in_process and self._acked:
+            return self._acked
+        if self.options.always_baseline or self._slot_fresh:
             return None
         if not self._slot_exists or not self._slot_confirmed:
             return None
@@ -1330,6 +1358,7 @@ class PostgresSource:
         self._drop_slot()
         self._slot_fresh = False
         self._acked = self._delivered = 0
+        self._acked_in_process = False
         if drop_publication:
             self._qconn().execute(
                 sql.SQL("DROP PUBLICATION IF EXISTS {}").format(

@@ -34,7 +34,9 @@ class RecordingHandler:
         self.events: list[ChangeEvent] = []
         self.batches: list[list[ChangeEvent]] = []
         self.heartbeats: list[Position] = []
-        self.schema_changes: list[tuple[TableIdentifier, list[ColumnDefinition], list[ColumnDefinition], Position]] = []
+        self.schema_changes: list[
+            tuple[TableIdentifier, list[ColumnDefinition], list[ColumnDefinition], Position]
+        ] = []
         self.on_batch: Callable[[list[ChangeEvent]], None] | None = None
 
     def on_changes(self, events: Sequence[ChangeEvent]) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
-from laredo.errors import ConfigError, TargetError
+from laredo.errors import BatchApplyError, ConfigError, TargetError
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -244,7 +244,8 @@ class MemoryTargetBase(Generic[V]):
         """Fast path: apply ``events`` in order under one lock acquisition.
 
         Readers see the state before or after the whole batch. If an event fails (e.g. a row
-        without its key fields) the events before it stay applied and the error names it.
+        without its key fields) the events before it stay applied and ``BatchApplyError(index)``
+        says which one failed (its cause is the original error).
         """
         with self._dispatch_lock:
             subs = self._subs
@@ -255,16 +256,27 @@ class MemoryTargetBase(Generic[V]):
                     try:
                         insert = self._insert
                         update = self._update
-                        for ev in events:
-                            action = ev.action
-                            if action is _INSERT:
-                                insert(ev.new_values, pending)  # type: ignore[arg-type]
-                            elif action is _UPDATE:
-                                update(ev.new_values, ev.old_values, pending, ev.unchanged_toast)  # type: ignore[arg-type]
-                            elif action is _DELETE:
-                                self._delete(ev.old_values or ev.new_values, pending)
-                            elif action is _TRUNCATE:
-                                self._truncate(None, pending)
+                        i = 0
+                        try:
+                            for i, ev in enumerate(events):  # noqa: B007 - i used on error
+                                action = ev.action
+                                if action is _INSERT:
+                                    insert(ev.new_values, pending)  # type: ignore[arg-type]
+                                elif action is _UPDATE:
+                                    new = ev.new_values
+                                    update(new, ev.old_values, pending, ev.unchanged_toast)  # type: ignore[arg-type]
+                                elif action is _DELETE:
+                                    self._delete(ev.old_values or ev.new_values, pending)
+                                elif action is _TRUNCATE:
+                                    self._truncate(None, pending)
+                        except Exception as exc:
+                            if i:
+                                self._position = events[i - 1].position
+                            raise BatchApplyError(
+                                i,
+                                f"table {self._table}: change #{i} ({events[i].action}) "
+                                f"failed: {exc}",
+                            ) from exc
                         if events:
                             self._position = events[-1].position
                     finally:

@@ -342,8 +342,8 @@ class TestSource:
         return self._last_ack
 
     def compare_positions(self, a: Any, b: Any) -> int:
-        a, b = int(a), int(b)
-        return (a > b) - (a < b)
+        x, y = int(a), int(b)
+        return int(x > y) - int(x < y)
 
     def position_to_string(self, position: Any) -> str:
         return str(int(position))

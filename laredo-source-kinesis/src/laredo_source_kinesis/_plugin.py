@@ -1,0 +1,59 @@
+"""laredo-source-kinesis's plugin registration: source ``kinesis`` (alias ``s3-kinesis``).
+
+Only the options model lives here; boto3 is imported when the source connects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from laredo.hookspecs import hookimpl
+from laredo.plugins import Registry
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class KinesisSourceOptions(BaseModel):
+    """Options of ``laredo.source("kinesis", ...)``; see the package README for details."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stream_name: str = Field(min_length=1, description="Kinesis stream carrying change records")
+    baseline_bucket: str = Field(min_length=1, description="S3 bucket holding the baseline")
+    baseline_prefix: str = Field("", description="key prefix of the baseline objects")
+    manifest_key: str | None = Field(
+        None, description="manifest object key (default <prefix>manifest.json, if present)"
+    )
+    checkpoint_table: str | None = Field(
+        None, description="DynamoDB table for checkpoints; enables resume"
+    )
+    checkpoint_id: str | None = Field(None, description="checkpoint partition (default: stream)")
+    create_checkpoint_table: bool = False
+    region: str | None = None
+    endpoint_url: str | None = Field(None, description="one endpoint for S3, Kinesis, DynamoDB")
+    profile: str | None = None
+    start_at_latest: bool = Field(
+        False, description="shards without a position start at LATEST instead of TRIM_HORIZON"
+    )
+    unknown_tables: Literal["dead_letter", "ignore"] = "dead_letter"
+    dead_letter_pipeline: str | None = None
+    batch_size: int = Field(1000, ge=1, le=10000)
+    poll_interval: float = Field(1.0, gt=0)
+    min_fetch_interval: float = Field(0.2, ge=0)
+    shard_refresh_interval: float = Field(10.0, gt=0)
+    heartbeat_interval: float = Field(1.0, gt=0)
+    max_retries: int = Field(10, ge=0)
+    backoff_initial: float = Field(0.1, gt=0)
+    backoff_max: float = Field(5.0, gt=0)
+
+
+def _source(**kwargs: Any) -> Any:
+    from .source import KinesisSource
+
+    return KinesisSource(**kwargs)
+
+
+@hookimpl
+def laredo_register_sources(registry: Registry) -> None:
+    desc = "S3 baseline + Kinesis change stream, DynamoDB checkpoints"
+    registry.add("kinesis", _source, options=KinesisSourceOptions, description=desc)
+    registry.add("s3-kinesis", _source, options=KinesisSourceOptions, description=desc)
