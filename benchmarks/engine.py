@@ -29,8 +29,14 @@ def make_source(n: int, txn: int) -> TestSource:
             if i % 10 == 9:
                 ops.append(("DELETE", T, None, {"id": k}))
             else:
-                ops.append(("INSERT" if i < n // 4 else "UPDATE", T,
-                            {"id": k, "name": f"n{i}", "grp": f"g{i % 7}", "val": i}, None))
+                ops.append(
+                    (
+                        "INSERT" if i < n // 4 else "UPDATE",
+                        T,
+                        {"id": k, "name": f"n{i}", "grp": f"g{i % 7}", "val": i},
+                        None,
+                    )
+                )
         txns.append(ops)
     src.load_changes(txns)
     return src
@@ -52,8 +58,10 @@ def engine(src: TestSource, n: int, with_chain: bool) -> float:
     target = IndexedTarget()
     kw = {}
     if with_chain:
-        kw = {"filters": [laredo.filters.FieldPrefix("grp", "g")],
-              "transforms": [laredo.transforms.RenameFields({"val": "value"})]}
+        kw = {
+            "filters": [laredo.filters.FieldPrefix("grp", "g")],
+            "transforms": [laredo.transforms.RenameFields({"val": "value"})],
+        }
     eng = laredo.Engine(sources={"b": src}, pipelines=[laredo.Pipeline("b", T, target, **kw)])
     # baseline at position 0 would include the final state; stream from 0 instead
     src._rows[T] = {}
@@ -82,11 +90,17 @@ def main() -> None:
     limit = max(bare(src) for _ in range(2))
     plain = max(engine(src, a.changes, False) for _ in range(2))
     chain = max(engine(src, a.changes, True) for _ in range(2))
-    print(f"{'engine streaming apply (' + str(a.changes) + ' changes, txn ' + str(a.txn) + ')':<58}"
-          f"{'ours/s':>12}{'limit/s':>12}{'ratio':>8}")
-    print(f"{'  engine + IndexedTarget, no filters':<58}{plain:>12,.0f}{limit:>12,.0f}{plain / limit:>8.2f}")
-    print(f"{'  engine + IndexedTarget, filter + transform':<58}{chain:>12,.0f}{limit:>12,.0f}"
-          f"{chain / limit:>8.2f}")
+    print(
+        f"{'engine streaming apply (' + str(a.changes) + ' changes, txn ' + str(a.txn) + ')':<58}"
+        f"{'ours/s':>12}{'limit/s':>12}{'ratio':>8}"
+    )
+    print(
+        f"{'  engine + IndexedTarget, no filters':<58}{plain:>12,.0f}{limit:>12,.0f}{plain / limit:>8.2f}"
+    )
+    print(
+        f"{'  engine + IndexedTarget, filter + transform':<58}{chain:>12,.0f}{limit:>12,.0f}"
+        f"{chain / limit:>8.2f}"
+    )
     print("  limit = the same transactions applied directly to IndexedTarget.apply_changes")
 
 

@@ -1,7 +1,7 @@
 """Run every benchmark script in this folder (or the ones named) and print their tables.
 
-    ./dev bench                 # all
-    ./dev bench engine pg_source
+./dev bench                 # all
+./dev bench engine pg_source
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ HERE = pathlib.Path(__file__).parent
 
 
 def main(names: list[str]) -> int:
-    scripts = sorted(p for p in HERE.glob("*.py") if p.name != "run.py" and not p.name.startswith("_"))
+    scripts = sorted(
+        p for p in HERE.glob("*.py") if p.name != "run.py" and not p.name.startswith("_")
+    )
     if names:
         scripts = [p for p in scripts if p.stem in names]
     rc = 0

@@ -1,9 +1,9 @@
 """The main job on an embedded default: a live pipeline into an indexed in-memory replica.
 
-Runs with nothing but the Laredo packages installed. When ``laredo_source_pg`` is installed
-and PostgreSQL server binaries are found, the source is a throwaway embedded PostgreSQL 15
-(``wal_level=logical``); otherwise it is ``laredo.testing.TestSource``. A writer thread
-applies a live workload while the replica is queried. Prints progress and the final check.
+The source is ``laredo.testing.TestSource`` (in-process, programmable), so this runs with
+nothing but the Laredo packages installed; ``laredo quickstart`` (server package) will run the
+same on an embedded PostgreSQL. It baselines a table, applies a live workload of updates and
+deletes while the replica is queried, then checks that the replica equals the source.
 """
 
 from __future__ import annotations
@@ -22,16 +22,23 @@ USERS = laredo.Table("public", "users")
 
 def build_test_source(rows: int) -> tuple[Any, Any, Any]:
     src = TestSource(batch_size=500)
-    src.add_table(USERS, columns("id", "name", "email", "score"),
-                  ({"id": i, "name": f"user{i}", "email": f"user{i}@example.com", "score": i % 100}
-                   for i in range(rows)))
+    src.add_table(
+        USERS,
+        columns("id", "name", "email", "score"),
+        (
+            {"id": i, "name": f"user{i}", "email": f"user{i}@example.com", "score": i % 100}
+            for i in range(rows)
+        ),
+    )
 
     def write(i: int) -> None:
         if i % 5 == 0:
             src.delete(USERS, {"id": random.randrange(rows)})
         else:
             k = random.randrange(rows + i)
-            src.update(USERS, {"id": k, "name": f"user{k}", "email": f"u{k}@example.com", "score": i % 100})
+            src.update(
+                USERS, {"id": k, "name": f"user{k}", "email": f"u{k}@example.com", "score": i % 100}
+            )
 
     def truth() -> set[Any]:
         return {r["id"] for r in src.rows(USERS)}
@@ -50,8 +57,11 @@ def main() -> int:
     kind = "laredo.testing.TestSource (in-process)"
     target = IndexedTarget(lookup_fields=["email"], indexes=[laredo.Index("by_score", ["score"])])
     obs = laredo.RecordingObserver()
-    engine = laredo.Engine(sources={"demo": src}, pipelines=[laredo.Pipeline("demo", USERS, target)],
-                           observers=[obs, laredo.LoggingObserver()])
+    engine = laredo.Engine(
+        sources={"demo": src},
+        pipelines=[laredo.Pipeline("demo", USERS, target)],
+        observers=[obs, laredo.LoggingObserver()],
+    )
     print(f"source: {kind}; table {USERS}; {args.rows:,} baseline rows")
     t0 = time.perf_counter()
     engine.start()
@@ -59,7 +69,9 @@ def main() -> int:
         print("engine did not become ready:", [p.error for p in engine.pipelines()])
         return 1
     dt = time.perf_counter() - t0
-    print(f"baseline: {target.count():,} rows ready in {dt:.2f}s ({target.count() / dt:,.0f} rows/s)")
+    print(
+        f"baseline: {target.count():,} rows ready in {dt:.2f}s ({target.count() / dt:,.0f} rows/s)"
+    )
 
     done = threading.Event()
 
@@ -73,19 +85,25 @@ def main() -> int:
     while not done.is_set():
         time.sleep(0.5)
         info = engine.pipelines()[0]
-        print(f"  streaming: rows={info.row_count:,} state={info.state} buffer={info.buffer_depth} "
-              f"acked={engine.source_info('demo').acked_position}")  # type: ignore[union-attr]
+        print(
+            f"  streaming: rows={info.row_count:,} state={info.state} buffer={info.buffer_depth} "
+            f"acked={engine.source_info('demo').acked_position}"
+        )  # type: ignore[union-attr]
     deadline = time.monotonic() + 30
     expected = truth()
     while time.monotonic() < deadline and {r["id"] for r in target.all()} != expected:
         time.sleep(0.05)
     dt = time.perf_counter() - t1
     ok = {r["id"] for r in target.all()} == expected
-    print(f"live workload: {args.changes:,} transactions applied in {dt:.2f}s; "
-          f"replica {'MATCHES' if ok else 'DIFFERS FROM'} the source ({target.count():,} rows)")
+    print(
+        f"live workload: {args.changes:,} transactions applied in {dt:.2f}s; "
+        f"replica {'MATCHES' if ok else 'DIFFERS FROM'} the source ({target.count():,} rows)"
+    )
     print(f"lookup by email: {target.lookup('user1@example.com')}")
-    print(f"ack advanced {obs.count('ack_advanced')} times; last acked position "
-          f"{engine.source_info('demo').acked_position}")  # type: ignore[union-attr]
+    print(
+        f"ack advanced {obs.count('ack_advanced')} times; last acked position "
+        f"{engine.source_info('demo').acked_position}"
+    )  # type: ignore[union-attr]
     engine.stop()
     return 0 if ok else 1
 

@@ -8,9 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
 from laredo.deadletter import (
     DeadLetterError,
     DeadLetterReplayError,
@@ -116,7 +115,11 @@ def test_purge(store: Any) -> None:
 def test_concurrent_writes_lose_nothing(store: Any) -> None:
     def writer(n: int) -> None:
         for i in range(50):
-            store.write(PID, ChangeEvent(T, ChangeAction.INSERT, f"{n}/{i}", None, {"id": i}), ErrorInfo("x"))
+            store.write(
+                PID,
+                ChangeEvent(T, ChangeAction.INSERT, f"{n}/{i}", None, {"id": i}),
+                ErrorInfo("x"),
+            )
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for t in threads:

@@ -686,3 +686,81 @@ def test_batch_target_fast_path_and_partial_failure() -> None:
     )
     assert wait(lambda: t.batches and t.batches[-1] == 10)
     eng.stop()
+
+
+class BufferingTarget(RecordingTarget):
+    """Applies changes into a pending buffer; ``flush()`` makes them durable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[object] = []
+        self.durable_at: object = None
+        self.flushes = 0
+
+    def set_change_position(self, position):  # type: ignore[no-untyped-def]
+        super().set_change_position(position)
+        self.pending.append(position)
+
+    def durable_position(self):  # type: ignore[no-untyped-def]
+        return self.durable_at
+
+    def on_baseline_complete(self, table):  # type: ignore[no-untyped-def]
+        super().on_baseline_complete(table)
+        self.flush()  # like the HTTP target: the baseline is durable once "complete" is sent
+
+    def flush(self) -> None:
+        if self.pending:
+            self.durable_at = self.pending[-1]
+            self.pending.clear()
+        self.flushes += 1
+
+
+def test_ack_follows_durable_position_of_buffering_targets() -> None:
+    src = make_source()
+    t = BufferingTarget()
+    eng = run(src, [laredo.Pipeline("s", USERS, t)])
+    assert eng.await_ready(5)
+    base = src.position
+    assert wait(lambda: src.acked == base)  # baseline complete: nothing buffered yet
+    p1 = src.insert(USERS, {"id": 3, "name": "c", "email": ""})
+    assert wait(lambda: t.get(3) is not None)
+    time.sleep(0.2)
+    assert src.acked == base  # applied but not durable: never acknowledged
+    t.flush()
+    assert wait(lambda: src.acked == p1)
+    hb = src.heartbeat()  # idle WAL beyond: everything durable, so the ack moves on
+    assert wait(lambda: src.acked == hb)
+    p2 = src.insert(USERS, {"id": 4, "name": "d", "email": ""})
+    assert wait(lambda: t.get(4) is not None)
+    eng.stop()  # stop flushes buffering targets, then acknowledges
+    assert t.flushes >= 2 and src.acked == p2
+
+
+def test_dead_letter_policy_continues() -> None:
+    from laredo.deadletter import MemoryDeadLetterStore
+
+    src = make_source()
+    t = RecordingTarget()
+    t.fail_when = lambda method, row: bool(row and row.get("id") == 13)
+    dl = MemoryDeadLetterStore()
+    eng = run(
+        src,
+        [
+            laredo.Pipeline(
+                "s", USERS, t, error_policy="dead_letter", max_retries=1, retry_backoff=0.001
+            )
+        ],
+        dead_letter_store=dl,
+    )
+    assert eng.await_ready(5)
+    src.insert(USERS, {"id": 13, "name": "bad", "email": ""})
+    p = src.insert(USERS, {"id": 14, "name": "ok", "email": ""})
+    assert wait(lambda: t.get(14) is not None and src.acked == p)
+    assert eng.pipelines()[0].state is PipelineState.STREAMING
+    assert [d.change.new_values["id"] for d in dl.read(eng.pipelines()[0].id)] == [13]
+    eng.stop()
+    with pytest.raises(laredo.ConfigError, match="dead_letter_store"):
+        laredo.Engine(
+            sources={"s": src},
+            pipelines=[laredo.Pipeline("s", USERS, t, error_policy="dead_letter")],
+        )

@@ -4,9 +4,8 @@ import json
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
 from laredo.filters import (
     CallableFilter,
     FieldEquals,

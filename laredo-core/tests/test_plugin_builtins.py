@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import laredo
+import pytest
 from laredo.deadletter import LocalDeadLetterStore, MemoryDeadLetterStore
 from laredo.plugins import PluginManager
 from laredo.snapshots.jsonl import JsonlSerializer

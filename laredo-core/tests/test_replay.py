@@ -5,9 +5,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
 from laredo.replay import ReplayResult, SnapshotReplay
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore

@@ -9,10 +9,22 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from laredo.errors import MissingDependencyError, SnapshotError
+from laredo.serialization import (
+    RowEncoder,
+    decode_change,
+    decode_metadata,
+    decode_row,
+    dumps_row,
+    encode_change,
+    encode_metadata,
+    encode_row,
+    loads_row,
+)
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore, SnapshotNotFoundError, table_file_name
 from laredo.snapshots.parquet import ParquetSerializer
@@ -157,7 +169,7 @@ def test_parquet_ragged_rows_keep_missing_keys_missing() -> None:
 def test_parquet_garbage_is_a_snapshot_error() -> None:
     buf = io.BytesIO(b"PAR1 this is not parquet")
     buf.name = "/x/public.users.parquet"  # type: ignore[attr-defined]
-    with pytest.raises(SnapshotError, match="public.users.parquet"):
+    with pytest.raises(SnapshotError, match=r"public\.users\.parquet"):
         ParquetSerializer().read(buf)
 
 
@@ -176,9 +188,7 @@ def test_local_layout_and_plugin_registration(tmp_path: Path) -> None:
     assert isinstance(store, LocalSnapshotStore)
     ser = laredo.serializer("jsonl")
     odd = TableIdentifier("we.ird", "a/b")
-    meta = SnapshotMetadata(
-        "s1", T0, {}, (TableSnapshotInfo(USERS, 0), TableSnapshotInfo(odd, 0))
-    )
+    meta = SnapshotMetadata("s1", T0, {}, (TableSnapshotInfo(USERS, 0), TableSnapshotInfo(odd, 0)))
     store.save("s1", meta, {USERS: [{"id": 1}], odd: [{"id": 2}]}, ser)
     files = sorted(p.name for p in (tmp_path / "s1").iterdir())
     assert files == sorted(["metadata.json", "public.users.jsonl", "we%2Eird.a%2Fb.jsonl"])
@@ -267,7 +277,7 @@ def test_invalid_ids_and_missing_snapshots(tmp_path: Path) -> None:
 
 def test_metadata_tables_without_rows_are_rejected(tmp_path: Path) -> None:
     store = LocalSnapshotStore(tmp_path)
-    with pytest.raises(SnapshotError, match="public.users"):
+    with pytest.raises(SnapshotError, match=r"public\.users"):
         store.save("s", _meta("s"), {}, JsonlSerializer())
     assert store.list() == []
 
@@ -319,21 +329,6 @@ def test_apply_retention_on_local_store(tmp_path: Path) -> None:
 
 # -- typed value encoding (shared by JSONL snapshots and dead letters) -----------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from laredo.serialization import (  # noqa: E402
-    RowEncoder,
-    decode_change,
-    decode_metadata,
-    decode_row,
-    dumps_row,
-    encode_change,
-    encode_metadata,
-    encode_row,
-    loads_row,
-)
-
 _scalars = (
     st.none()
     | st.booleans()
@@ -351,8 +346,10 @@ _scalars = (
 )
 _values = st.recursive(
     _scalars,
-    lambda kids: st.lists(kids, max_size=4)
-    | st.dictionaries(st.text(max_size=5) | st.just("$t"), kids, max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.dictionaries(st.text(max_size=5) | st.just("$t"), kids, max_size=4)
+    ),
     max_leaves=12,
 )
 _rows = st.dictionaries(st.text(max_size=8) | st.just("$t"), _values, max_size=6)

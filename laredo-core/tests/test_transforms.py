@@ -4,9 +4,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
 from laredo.filters import spec_of
 from laredo.transforms import (
     AddTimestamp,
@@ -41,7 +40,11 @@ def test_rename_fields_all_at_once() -> None:
 
 @pytest.mark.parametrize(
     ("fmt", "expected"),
-    [("datetime", NOW), ("iso", "2026-03-04T05:06:07.891000+00:00"), ("epoch_millis", 1772600767891)],
+    [
+        ("datetime", NOW),
+        ("iso", "2026-03-04T05:06:07.891000+00:00"),
+        ("epoch_millis", 1772600767891),
+    ],
 )
 def test_add_timestamp(fmt: str, expected: Any) -> None:
     t = AddTimestamp("seen", fmt, clock=lambda: NOW)  # type: ignore[arg-type]

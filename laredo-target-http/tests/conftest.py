@@ -10,6 +10,7 @@ port.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -80,10 +81,10 @@ class Receiver:
                     receiver._conns.discard(self.connection)
                 super().finish()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
                 reply = receiver._next()
@@ -131,10 +132,8 @@ class Receiver:
         with self._lock:
             conns = list(self._conns)
         for c in conns:
-            try:
+            with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def restart(self) -> None:
         self.stop()

@@ -441,9 +441,7 @@ def test_durable_position_never_ahead_of_the_receiver(receiver: Any, make_target
     assert t.durable_position() == 3  # 4 was rolled back with its failed call
 
 
-def test_long_mixed_sequence_keeps_order(
-    receiver: Any, make_target: Any, wait_for: Any
-) -> None:
+def test_long_mixed_sequence_keeps_order(receiver: Any, make_target: Any, wait_for: Any) -> None:
     rng = random.Random(7)
     t = make_target(batch_size=7, flush_interval="5ms", retry_count=10)
     # Occasional 503s force retries of batches in the middle of the stream.

@@ -7,6 +7,9 @@ Parquet serializer is used.
 
 from __future__ import annotations
 
+import pydantic
+from pydantic import ConfigDict
+
 from .deadletter import LocalDeadLetterStore, LocalDeadLetterStoreOptions, MemoryDeadLetterStore
 from .filters import (
     FieldEquals,
@@ -30,6 +33,12 @@ from .transforms import (
     RenameFields,
     RenameFieldsOptions,
 )
+
+
+class NoOptions(pydantic.BaseModel):
+    """For plugins that take no options: any key is reported as unknown."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 @hookimpl
@@ -86,7 +95,9 @@ def laredo_register_snapshot_stores(registry: Registry) -> None:
 
 @hookimpl
 def laredo_register_serializers(registry: Registry) -> None:
-    registry.add("jsonl", JsonlSerializer, description="JSON lines, typed values")
+    registry.add(
+        "jsonl", JsonlSerializer, options=NoOptions, description="JSON lines, typed values"
+    )
     registry.add(
         "parquet",
         ParquetSerializer,
@@ -97,7 +108,9 @@ def laredo_register_serializers(registry: Registry) -> None:
 
 @hookimpl
 def laredo_register_dead_letter_stores(registry: Registry) -> None:
-    registry.add("memory", MemoryDeadLetterStore, description="in-process dead letters")
+    registry.add(
+        "memory", MemoryDeadLetterStore, options=NoOptions, description="in-process dead letters"
+    )
     registry.add(
         "local",
         LocalDeadLetterStore,

@@ -8,6 +8,7 @@ and ``LAREDO_PLUGINS=a,b`` to load named entry points or modules explicitly.
 from __future__ import annotations
 
 import importlib
+import inspect
 import importlib.metadata
 import logging
 import os
@@ -84,6 +85,35 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> 
     return out
 
 
+def _check_signature(
+    factory: Callable[..., Any], config: dict[str, Any], label: str
+) -> dict[str, Any]:
+    """For plugins without an options model: reject unknown and missing keyword options."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return dict(config)
+    params = sig.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return dict(config)
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    problems = [
+        f"{label}: {k}: unknown option (accepted: {', '.join(sorted(names)) or 'none'})"
+        for k in config
+        if k not in names
+    ]
+    problems += [
+        f"{label}: {p.name}: required option missing"
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.default is inspect.Parameter.empty
+        and p.name not in config
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return dict(config)
+
+
 class Registry:
     """Holds one kind of plugin (sources, targets, ...). The registry owns name conflicts."""
 
@@ -137,7 +167,7 @@ class Registry:
         """Validate ``config`` against the plugin's model; all problems in one ConfigError."""
         entry = self.get(name)
         if entry.options is None:
-            return dict(config)
+            return _check_signature(entry.factory, config, where or f"{self.kind} {name!r}")
         try:
             model = entry.options.model_validate(config)
         except pydantic.ValidationError as exc:

@@ -191,12 +191,19 @@ def object_hook(d: dict[str, Any]) -> Any:
     if TAG not in d:
         return d
     tag = d[TAG]
-    decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
-    if decoder is None:
-        raise ValueError(f"unknown type tag {tag!r} (written by a newer Laredo?)")
     try:
+        # the common tags inline (this runs once per tagged value on the read path)
+        if tag == "datetime" and "z" not in d:
+            return datetime.fromisoformat(d["v"])
+        if tag == "decimal":
+            return Decimal(d["v"])
+        decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
+        if decoder is None:
+            raise ValueError(f"unknown type tag {tag!r} (written by a newer Laredo?)")
         return decoder(d)
     except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+        if "unknown type tag" in str(exc):
+            raise
         raise ValueError(f"malformed {tag!r} value {d.get('v')!r}: {exc}") from None
 
 

@@ -852,7 +852,7 @@ class PostgresSource:
         try:
             assert snapshot is not None
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            conn.execute("SELECT 1")
+            conn.execute(f"SET TRANSACTION SNAPSHOT {_quote_literal(snapshot)}")
             if helper is not None:
                 helper.close()  # the snapshot is imported; the temporary slot may go
                 helper = None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pydantic
-from laredo.errors import ConfigError, TargetError
+from laredo.errors import BatchApplyError, ConfigError, TargetError
 from laredo.plugins import format_validation_error
 from laredo.types import (
     ChangeAction,
@@ -77,7 +77,9 @@ class HttpSyncTarget:
       stateful source after restart, because the engine never acknowledged it.
     * Errors of the background flusher are raised by the next call from the engine
       (``apply_changes``, ``on_*``, ``flush``). A call that raises leaves none of its own unsent
-      changes buffered, so the engine may retry it without duplicates.
+      changes buffered, so the engine may retry it without duplicates; when some of its changes
+      were already delivered, ``apply_changes`` raises ``laredo.errors.BatchApplyError`` with
+      their count, so the engine retries from the first undelivered change.
 
     Values are encoded with ``laredo_target_http.encode_value`` (``laredo-json/1``; see README).
     """
@@ -437,12 +439,15 @@ class HttpSyncTarget:
                     appended += 1
                     if len(buf) >= self.batch_size:
                         self._send_changes(self.batch_size)
-            except BaseException:
+            except BaseException as exc:
                 mine_sent = max(0, self.changes_sent - sent_before - before)
                 unsent = appended - mine_sent
                 if unsent > 0:
                     del buf[len(buf) - unsent :]
                 self._update_durable()
+                if mine_sent > 0 and isinstance(exc, Exception):
+                    # The engine retries change by change from the first undelivered one.
+                    raise BatchApplyError(mine_sent, f"{exc}") from exc
                 raise
             self._update_durable()
             if buf and self.flush_interval > 0:

@@ -335,9 +335,8 @@ class MemoryTargetBase(Generic[V]):
 
     def export_snapshot(self) -> list[Row]:
         """Copies of every stored row, consistent as of one instant."""
-        with self._lock:
-            rows = list(self._rows.values())
-        return [r.copy() for r in rows]
+        rows = list(self._rows.values())
+        return rows
 
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
         """Replace the whole state with ``rows`` (indexes rebuilt). All or nothing: a bad row

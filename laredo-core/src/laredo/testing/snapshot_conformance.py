@@ -69,7 +69,7 @@ def typed_rows(n: int = 3) -> list[Row]:
                 "arr": [1, 2, i],
                 "big": 2**80 + i,
                 "ip": ipaddress.ip_address("10.0.0.1"),
-                "unicode": "héllo ✓ \u2028 \"quoted\"\n",
+                "unicode": 'héllo ✓ \u2028 "quoted"\n',
             }
         )
     return out
@@ -129,6 +129,7 @@ class SnapshotStoreConformance:
         serializer: Any,
         snapshot_id: str,
         tables: dict[TableIdentifier, list[Row]],
+        *,
         created_at: datetime = T0,
         user_meta: dict[str, Any] | None = None,
     ) -> Any:
@@ -225,10 +226,14 @@ class SnapshotStoreConformance:
         store = make_store()
         assert store.list() == []
         # saved out of order: list order must come from created_at, not save order
-        self.save(store, serializer, "s2", {USERS: [{"id": 1}]}, T0 + timedelta(minutes=2))
-        self.save(store, serializer, "s1", {USERS: [{"id": 1}]}, T0 + timedelta(minutes=1))
         self.save(
-            store, serializer, "s3", {ORDERS: [{"id": 1}]}, T0 + timedelta(minutes=3)
+            store, serializer, "s2", {USERS: [{"id": 1}]}, created_at=T0 + timedelta(minutes=2)
+        )
+        self.save(
+            store, serializer, "s1", {USERS: [{"id": 1}]}, created_at=T0 + timedelta(minutes=1)
+        )
+        self.save(
+            store, serializer, "s3", {ORDERS: [{"id": 1}]}, created_at=T0 + timedelta(minutes=3)
         )
         assert [d.snapshot_id for d in make_store().list()] == ["s3", "s2", "s1"]
         assert [d.snapshot_id for d in store.list(USERS)] == ["s2", "s1"]
@@ -240,8 +245,10 @@ class SnapshotStoreConformance:
         self, make_store: Callable[[], Any], serializer: Any
     ) -> None:
         store = make_store()
-        self.save(store, serializer, "keep", {USERS: [{"id": 1}]}, T0)
-        self.save(store, serializer, "gone", {USERS: [{"id": 2}]}, T0 + timedelta(seconds=1))
+        self.save(store, serializer, "keep", {USERS: [{"id": 1}]}, created_at=T0)
+        self.save(
+            store, serializer, "gone", {USERS: [{"id": 2}]}, created_at=T0 + timedelta(seconds=1)
+        )
         store.delete("gone")
         assert [d.snapshot_id for d in store.list()] == ["keep"]
         with pytest.raises((SnapshotError, LookupError)):
@@ -254,8 +261,12 @@ class SnapshotStoreConformance:
     def test_prune_keeps_the_newest(self, make_store: Callable[[], Any], serializer: Any) -> None:
         store = make_store()
         for i in range(5):
-            self.save(store, serializer, f"p{i}", {USERS: [{"id": i}]}, T0 + timedelta(hours=i))
-        self.save(store, serializer, "other", {ORDERS: [{"id": 0}]}, T0 - timedelta(days=1))
+            self.save(
+                store, serializer, f"p{i}", {USERS: [{"id": i}]}, created_at=T0 + timedelta(hours=i)
+            )
+        self.save(
+            store, serializer, "other", {ORDERS: [{"id": 0}]}, created_at=T0 - timedelta(days=1)
+        )
         deleted = store.prune(2, USERS)
         assert sorted(deleted) == ["p0", "p1", "p2"]
         assert [d.snapshot_id for d in store.list()] == ["p4", "p3", "other"]

@@ -1,0 +1,150 @@
+"""Test and producer helpers for the Kinesis source (used by its tests; handy for yours).
+
+- :func:`write_baseline` uploads a manifest and per-table JSONL baseline objects;
+- :func:`put` puts one change record (or raw bytes) on a stream;
+- :class:`Collector` is a thread-safe ``ChangeHandler`` that records what it gets;
+- :class:`Runner` runs ``source.stream`` in a thread.
+
+Nothing here imports boto3: pass clients in.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from laredo import serialization
+from laredo.types import ChangeEvent, ColumnDefinition, SourceConfig, TableIdentifier
+
+from .records import dumps_record
+from .source import KinesisSource
+
+USERS = TableIdentifier("public", "users")
+ORDERS = TableIdentifier("shop", "orders")
+
+MANIFEST = {
+    "tables": {
+        "public.users": {
+            "columns": [
+                {"name": "id", "type": "int8", "primary_key": True, "nullable": False},
+                {"name": "name", "type": "text"},
+                {"name": "balance", "type": "numeric"},
+                {"name": "seen", "type": "timestamptz"},
+            ]
+        },
+        "shop.orders": {
+            "columns": [
+                {"name": "order_id", "type": "text", "primary_key": True},
+                {"name": "user_id", "type": "int8"},
+                {"name": "total", "type": "numeric"},
+            ]
+        },
+    }
+}
+
+
+def write_baseline(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    tables: dict[TableIdentifier, list[dict[str, Any]]],
+    manifest: dict[str, Any] | None = MANIFEST,
+) -> None:
+    if manifest is not None:
+        s3.put_object(Bucket=bucket, Key=f"{prefix}manifest.json", Body=json.dumps(manifest))
+    for table, rows in tables.items():
+        body = "".join(serialization.dumps_row(r) + "\n" for r in rows)
+        s3.put_object(Bucket=bucket, Key=f"{prefix}{table}.jsonl", Body=body.encode())
+
+
+def put(kinesis: Any, stream: str, change: Any, key: str) -> tuple[str, str]:
+    """Put one record (a change object, a list of them, or raw bytes); returns (shard, seq)."""
+    data = change if isinstance(change, bytes) else dumps_record(change)
+    resp = kinesis.put_record(StreamName=stream, Data=data, PartitionKey=key)
+    return resp["ShardId"], resp["SequenceNumber"]
+
+
+class Collector:
+    """A ChangeHandler that records everything it is given (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.events: list[ChangeEvent] = []
+        self.heartbeats: list[Any] = []
+        self.batches = 0
+        self._cond = threading.Condition()
+
+    def on_change(self, event: ChangeEvent) -> None:
+        self.on_changes([event])
+
+    def on_changes(self, events: Sequence[ChangeEvent]) -> None:
+        with self._cond:
+            self.events.extend(events)
+            self.batches += 1
+            self._cond.notify_all()
+
+    def on_heartbeat(self, position: Any) -> None:
+        with self._cond:
+            self.heartbeats.append(position)
+            self._cond.notify_all()
+
+    def on_schema_change(self, *args: Any) -> None:  # pragma: no cover - not emitted
+        raise AssertionError("unexpected schema change")
+
+    def wait(self, predicate: Callable[[Collector], bool], timeout: float = 15.0) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: predicate(self), timeout):
+                tail = [
+                    (str(e.table), e.action.name, e.new_values or e.old_values)
+                    for e in self.events[-10:]
+                ]
+                raise AssertionError(
+                    f"timed out after {timeout}s; have {len(self.events)} events, last: {tail}"
+                )
+
+    def wait_events(self, n: int, timeout: float = 15.0) -> list[ChangeEvent]:
+        self.wait(lambda c: len(c.events) >= n, timeout)
+        return list(self.events)
+
+
+class Runner:
+    """Runs ``source.stream`` in a thread; ``stop()`` returns what it raised, if anything."""
+
+    def __init__(self, source: KinesisSource, start: Any, handler: Any) -> None:
+        self.source = source
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(start, handler), daemon=True)
+        self.thread.start()
+
+    def _run(self, start: Any, handler: Any) -> None:
+        try:
+            self.source.stream(start, handler)
+        except BaseException as exc:
+            self.error = exc
+
+    def stop(self, timeout: float = 10.0) -> BaseException | None:
+        self.source.stop_stream()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "stream() did not return after stop_stream()"
+        return self.error
+
+    def join(self, timeout: float) -> BaseException | None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"stream() still running after {timeout}s"
+        return self.error
+
+
+def start(
+    source: KinesisSource, tables: list[TableIdentifier]
+) -> dict[TableIdentifier, list[ColumnDefinition]]:
+    return source.init(SourceConfig(tables=tables))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.01)
