@@ -764,3 +764,51 @@ def test_dead_letter_policy_continues() -> None:
             sources={"s": src},
             pipelines=[laredo.Pipeline("s", USERS, t, error_policy="dead_letter")],
         )
+
+
+def test_transient_stream_error_restarts_without_loss_or_duplicates(
+    obs: laredo.RecordingObserver,
+) -> None:
+    src = make_source(supports_resume=True)
+    t = RecordingTarget()
+    eng = run(src, [laredo.Pipeline("s", USERS, t)], observers=[obs])
+    assert eng.await_ready(5)
+    for i in range(100, 110):
+        src.insert(USERS, {"id": i, "name": "", "email": ""})
+    assert wait(lambda: t.count() == 12)
+    src.fail_stream(laredo.TransientError("connection reset"))
+    for i in range(110, 120):
+        src.insert(USERS, {"id": i, "name": "", "email": ""})
+    assert wait(lambda: t.count() == 22)
+    assert src.stream_calls >= 2
+    ids = [c[2]["id"] for c in t.calls if c[0] == "on_insert"]
+    assert ids == list(range(100, 120))  # nothing lost, nothing applied twice
+    assert eng.pipelines()[0].state is PipelineState.STREAMING
+    eng.stop()
+
+
+def test_terminal_stream_error_fails_pipelines(obs: laredo.RecordingObserver) -> None:
+    src = make_source(supports_resume=True)
+    eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs])
+    assert eng.await_ready(5)
+    src.fail_stream(laredo.SourceError("permission denied for replication"))
+    assert wait(lambda: eng.pipelines()[0].state is PipelineState.ERROR)
+    assert "permission denied" in (eng.pipelines()[0].error or "")
+    eng.stop()
+
+
+def test_pipeline_aware_targets_are_bound_before_init() -> None:
+    class Aware(RecordingTarget):
+        ctx = None
+
+        def bind_pipeline(self, context):  # type: ignore[no-untyped-def]
+            assert not self.calls  # before on_init
+            self.ctx = context
+
+    src = make_source()
+    t = Aware()
+    eng = run(src, [laredo.Pipeline("s", USERS, t)])
+    assert eng.await_ready(5)
+    assert t.ctx is not None and t.ctx.pipeline_id == eng.pipelines()[0].id
+    assert t.ctx.position_to_string(7) == "7" and t.ctx.table == USERS
+    eng.stop()

@@ -7,9 +7,8 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.testing import RecordingTarget
 from laredo_snapshot_s3 import S3SnapshotStore

@@ -12,6 +12,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo import ChangeAction, ChangeEvent, ColumnDefinition
+from laredo.errors import BatchApplyError
 from laredo_target_http import HttpSyncError, HttpSyncTarget, decode_change, decode_row
 
 T = laredo.Table("public", "users")
@@ -266,6 +267,21 @@ def test_retries_exhausted_then_recovery(receiver: Any, make_target: Any) -> Non
     t.set_change_position(5)
     assert t.durable_position() == 4
     assert [c["new"]["id"] for c in receiver.changes()] == [1, 2, 3, 4]
+
+
+def test_partly_delivered_call_reports_how_far_it_got(receiver: Any, make_target: Any) -> None:
+    t = make_target(batch_size=2, retry_count=0)
+    receiver.script(200, 500)
+    with pytest.raises(BatchApplyError) as info:
+        t.apply_changes(T, [ins(1, 1), ins(2, 2), ins(3, 3), ins(4, 4), ins(5, 5)])
+    assert info.value.index == 2  # events[:2] were delivered; the engine resumes at #2
+    assert isinstance(info.value.__cause__, HttpSyncError)
+    assert t.pending_changes() == 0  # 3, 4 and 5 were taken back
+    for ev in [ins(3, 3), ins(4, 4), ins(5, 5)]:  # what the engine then does
+        t.set_change_position(ev.position)
+        t.on_insert(T, ev.new_values or {})
+    t.flush()
+    assert [c["new"]["id"] for c in receiver.changes()] == [1, 2, 3, 4, 5]
 
 
 def test_timeout_is_an_error_and_not_durable(receiver: Any, make_target: Any) -> None:

@@ -228,17 +228,19 @@ def test_readers_never_see_a_half_applied_batch() -> None:
                 errors.append("index returned a row whose value does not match")
             if same and len(same) != n:
                 errors.append(f"index listed {len(same)} of {n} rows: half a batch")
-            for _ in range(20):
-                one = t.lookup("o5")
-                if one is None or one["owner"] != "o5" or one["version"] < 0:
-                    errors.append(f"lookup('o5') returned {one!r}: half a batch")
-                got = t.get(3)
-                if got is None or got["version"] < 0:
-                    errors.append(f"get(3) returned {got!r}: half a batch")
             reads[0] += 1
 
+    def point_reader() -> None:
+        while not stop.is_set():
+            one = t.lookup("o5")
+            if one is None or one["owner"] != "o5" or one["version"] < 0:
+                errors.append(f"lookup('o5') returned {one!r}: half a batch")
+            got = t.get(3)
+            if got is None or got["version"] < 0:
+                errors.append(f"get(3) returned {got!r}: half a batch")
+
     t_state = {i: 100 for i in range(n)}
-    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(3)]
+    threads = [threading.Thread(target=f) for f in (writer, reader, reader, point_reader)]
     for th in threads:
         th.start()
     deadline = time.monotonic() + 0.5

@@ -18,6 +18,7 @@ from .types import BufferPolicy, ChangeEvent
 BATCH = 0
 HEARTBEAT = 1
 SCHEMA = 2
+SKIP = 3  # after a stream restart: skip re-delivered changes at or before this position
 
 
 class BufferOverflow(Exception):

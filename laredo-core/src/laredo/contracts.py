@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any, Protocol, runtime_checkable
 
 from .types import (
@@ -167,6 +168,27 @@ class SyncTarget(Protocol):
     def supports_consistent_snapshot(self) -> bool: ...
 
     def on_close(self, table: TableIdentifier) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineContext:
+    """What the engine tells a target about the pipeline it serves (see ``PipelineAware``)."""
+
+    pipeline_id: str
+    source_id: str
+    table: TableIdentifier
+    observer: Any
+    position_to_string: Callable[[Position], str]
+    position_from_string: Callable[[str], Position]
+    compare_positions: Callable[[Position, Position], int]
+
+
+@runtime_checkable
+class PipelineAware(Protocol):
+    """A target that wants its pipeline id, the engine's observer and the source's position
+    functions. ``bind_pipeline`` is called once, before ``on_init``."""
+
+    def bind_pipeline(self, context: PipelineContext) -> None: ...
 
 
 @runtime_checkable

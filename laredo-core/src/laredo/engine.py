@@ -25,11 +25,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from .buffer import SCHEMA
+from .buffer import SCHEMA, SKIP
 from .contracts import (
     BatchBaselineSource,
     DurablePositionTarget,
     FlushableTarget,
+    PipelineAware,
+    PipelineContext,
     Resettable,
     StoppableSource,
 )
@@ -98,6 +100,10 @@ class _SourceRuntime:
         self._stop = threading.Event()
         self.volatile_acks_snapshot_bound = False
         self.total_order = True
+        self.stream_start: Any = None
+        self.max_restarts = 10
+        self.backoff = 0.05
+        self.max_backoff = 5.0
 
     # -- helpers ----------------------------------------------------------------------------
     def pos_str(self, position: Any) -> str:
@@ -269,6 +275,19 @@ class _SourceRuntime:
                 continue
             p.columns = cols
             try:
+                if isinstance(p.target, PipelineAware):
+                    src = self.source
+                    p.target.bind_pipeline(
+                        PipelineContext(
+                            pipeline_id=p.id,
+                            source_id=self.id,
+                            table=p.table,
+                            observer=self.engine._obs,
+                            position_to_string=src.position_to_string,
+                            position_from_string=src.position_from_string,
+                            compare_positions=src.compare_positions,
+                        )
+                    )
                 p.target.on_init(p.table, cols)
             except Exception as exc:
                 p.fail(f"target init failed for {p.table}: {exc}")
@@ -280,6 +299,8 @@ class _SourceRuntime:
             position = self._startup()
         except _BaselineFailed:
             return
+        self.stream_start = position
+        attempt = 0
         while not self._stop.is_set():
             try:
                 self.source.stream(position, self)
@@ -293,14 +314,51 @@ class _SourceRuntime:
                     position = self._baseline(rebaseline=True)
                 except _BaselineFailed:
                     return
+                self.stream_start = position
             except Exception as exc:
                 if self._stop.is_set():
                     return
                 msg = f"stream error: {exc}"
-                logger.error("source %s: %s", self.id, msg)
                 obs.on_source_disconnected(self.id, msg)
-                self.fail_all(f"source {self.id}: {msg}")
-                return
+                restart = self._restart_position(exc, attempt)
+                if restart is _NO_RESTART:
+                    logger.error("source %s: %s", self.id, msg)
+                    self.fail_all(f"source {self.id}: {msg}")
+                    return
+                attempt += 1
+                delay = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
+                logger.warning(
+                    "source %s: %s; restarting the stream from %s in %.1fs (attempt %d/%d)",
+                    self.id,
+                    msg,
+                    self.pos_str(restart),
+                    delay,
+                    attempt,
+                    self.max_restarts,
+                )
+                if self._stop.wait(delay):
+                    return
+                position = restart
+                continue
+            attempt = 0
+
+    def _restart_position(self, exc: BaseException, attempt: int) -> Any:
+        """Where to restart after a transient stream error, or ``_NO_RESTART``.
+
+        Only transient errors of resumable, totally ordered sources restart in place: the
+        stream resumes from the last ack and every pipeline skips what it already received
+        (a SKIP marker travels through its buffer, after what is still queued)."""
+        if not getattr(exc, "transient", False) or attempt >= self.max_restarts:
+            return _NO_RESTART
+        if not self.total_order or not _call(self.source.supports_resume, False):
+            return _NO_RESTART
+        restart = self.last_ack if self.last_ack is not None else self.stream_start
+        if restart is None:
+            return _NO_RESTART
+        if self.current is not None:
+            for p in self.pipelines:
+                p.buffer.put_item(SKIP, self.current)
+        return restart
 
     # -- startup paths --------------------------------------------------------------------------
     def _startup(self) -> Any:
@@ -418,6 +476,9 @@ class _SourceRuntime:
 
 class _BaselineFailed(Exception):
     pass
+
+
+_NO_RESTART = object()
 
 
 def _call(fn: Callable[[], T], default: T) -> T:

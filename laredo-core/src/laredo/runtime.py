@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .buffer import BATCH, HEARTBEAT, SCHEMA, BufferOverflow, ChangeBuffer
+from .buffer import BATCH, HEARTBEAT, SCHEMA, SKIP, BufferOverflow, ChangeBuffer
 from .contracts import (
     BaselineBatchTarget,
     BatchTarget,
@@ -276,6 +276,8 @@ class PipelineRuntime:
                 self._heartbeat(payload)
             elif kind == SCHEMA:
                 self._schema_change(*payload)
+            elif kind == SKIP:
+                self.skip_until = payload
             if self.engine._wants_depth:
                 self.engine._obs.on_buffer_depth_changed(self.id, buf.depth, buf.capacity)
 

@@ -158,9 +158,14 @@ def _decode_ip(payload: list[str]) -> Any:
 def _decode_datetime(d: dict[str, Any]) -> datetime:
     value = datetime.fromisoformat(d["v"])
     zone = d.get("z")
-    if zone is not None:
-        value = value.astimezone(ZoneInfo(zone))
-    return value
+    if zone is None:
+        return value
+    # same wall time in the named zone; the recorded offset picks the fold (DST overlaps)
+    zi = ZoneInfo(zone)
+    out = value.replace(tzinfo=zi, fold=0)
+    if out.utcoffset() != value.utcoffset():
+        out = value.replace(tzinfo=zi, fold=1)
+    return out
 
 
 def _decode_float(payload: str) -> float:

@@ -335,8 +335,9 @@ class MemoryTargetBase(Generic[V]):
 
     def export_snapshot(self) -> list[Row]:
         """Copies of every stored row, consistent as of one instant."""
-        rows = list(self._rows.values())
-        return rows
+        with self._lock:
+            rows = list(self._rows.values())
+        return [r.copy() for r in rows]
 
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
         """Replace the whole state with ``rows`` (indexes rebuilt). All or nothing: a bad row

@@ -97,13 +97,17 @@ def _assert_same_typed(actual: Row, expected: Row) -> None:
     )
     for k, v in expected.items():
         got = actual[k]
-        assert type(got) is type(v), f"column {k!r}: type {type(got).__name__} != {type(v).__name__}"
+        assert type(got) is type(v), (
+            f"column {k!r}: type {type(got).__name__} != {type(v).__name__}"
+        )
         assert got == v, f"column {k!r}: {got!r} != {v!r}"
         if isinstance(v, datetime):
             assert got.utcoffset() == v.utcoffset(), f"column {k!r}: time zone lost"
 
 
-def _ev(action: ChangeAction, pos: int, new: Row | None = None, old: Row | None = None) -> ChangeEvent:
+def _ev(
+    action: ChangeAction, pos: int, new: Row | None = None, old: Row | None = None
+) -> ChangeEvent:
     return ChangeEvent(TABLE, action, pos, _T0, new_values=new, old_values=old)
 
 
@@ -200,13 +204,12 @@ class TargetConformance:
         assert len(state) == 3
         _assert_same_typed(state[2], new)
 
-    def test_update_with_missing_columns_keeps_stored_values(
-        self, make_target: MakeTarget
-    ) -> None:
+    def test_update_with_missing_columns_keeps_stored_values(self, make_target: MakeTarget) -> None:
         target = self.loaded(make_target)
         # An unchanged TOAST value (doc, blob) is not sent: the stored values must survive.
-        partial = {k: v for k, v in conformance_row(1, name="partial").items()
-                   if k not in ("doc", "blob")}
+        partial = {
+            k: v for k, v in conformance_row(1, name="partial").items() if k not in ("doc", "blob")
+        }
         target.on_update(self.table, partial, {"id": 1})
         state = self.state(target)
         _assert_same_typed(state[1], conformance_row(1, name="partial"))
@@ -320,4 +323,3 @@ class TargetConformance:
         target = self.loaded(make_target)
         target.on_insert(self.table, conformance_row(8))
         target.on_close(self.table)
-

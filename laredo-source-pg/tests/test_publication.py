@@ -1,0 +1,136 @@
+"""Publication management: create, sync, row filters and column lists (PostgreSQL 15+)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from laredo.errors import ConfigError
+from laredo.types import SourceConfig, TableIdentifier
+from laredo_source_pg.pytest_plugin import PgTestDb
+from laredo_source_pg.source import PostgresSource
+from laredo_source_pg.testing import RecordingHandler, StreamThread, wait_until
+
+pytestmark = pytest.mark.integration
+
+USERS = TableIdentifier("public", "users")
+ORDERS = TableIdentifier("public", "orders")
+
+
+def _pub(db: PgTestDb, name: str | None = None) -> dict[str, tuple[Any, Any]]:
+    rows = db.execute(
+        "SELECT tablename, attnames, rowfilter FROM pg_publication_tables WHERE pubname = %s",
+        (name or db.publication,),
+    )
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def _ops(db: PgTestDb) -> tuple[bool, ...]:
+    row = db.execute(
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication "
+        "WHERE pubname = %s",
+        (db.publication,),
+    )[0]
+    return tuple(row)
+
+
+def test_create_with_row_filter_and_column_list_applies_to_baseline_and_stream(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, name text, secret text, active bool)")
+    db.execute("INSERT INTO users VALUES (1, 'a', 's1', true), (2, 'b', 's2', false)")
+    src = make_source(
+        publication={
+            "create": True,
+            "tables": {"public.users": {"row_filter": "active", "columns": ["id", "name", "active"]}},
+        }
+    )
+    schemas = src.init(SourceConfig([USERS]))
+    assert [c.name for c in schemas[USERS]] == ["id", "name", "active"]
+    cols, rowfilter = _pub(db)["users"]
+    assert cols == ["id", "name", "active"] and rowfilter == "active"
+    rows: list[dict[str, Any]] = []
+    pos = src.baseline([USERS], lambda t, r: rows.append(r))
+    assert rows == [{"id": 1, "name": "a", "active": True}]
+    h = RecordingHandler()
+    th = StreamThread(src, pos, h)
+    th.start()
+    db.execute("INSERT INTO users VALUES (3, 'c', 's3', true), (4, 'd', 's4', false)")
+    (e,) = h.wait_for_events(1)
+    assert e.new_values == {"id": 3, "name": "c", "active": True}
+    th.stop()
+
+
+def test_sync_adds_updates_and_drops_tables_and_publish_ops(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, active bool)")
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    make_source().init(SourceConfig([USERS]))
+    assert set(_pub(db)) == {"users"}
+    assert _ops(db) == (True, True, True, True)
+
+    make_source(
+        publication={
+            "create": True,
+            "publish": "insert,update,delete",
+            "tables": {"public.users": {"row_filter": "active = true"}},
+        }
+    ).init(SourceConfig([USERS, ORDERS]))
+    pub = _pub(db)
+    assert set(pub) == {"users", "orders"}
+    assert pub["users"][1] == "(active = true)"
+    assert _ops(db) == (True, True, True, False)
+
+    # Unchanged configuration: nothing is rewritten (same filter as PostgreSQL prints it).
+    before = db.scalar("SELECT pr.oid::text FROM pg_publication_rel pr JOIN pg_class c ON c.oid = pr.prrelid WHERE c.relname = 'users'")
+    make_source(
+        publication={
+            "create": True,
+            "publish": "insert,update,delete",
+            "tables": {"public.users": {"row_filter": "active = true"}},
+        }
+    ).init(SourceConfig([USERS, ORDERS]))
+    after = db.scalar("SELECT pr.oid::text FROM pg_publication_rel pr JOIN pg_class c ON c.oid = pr.prrelid WHERE c.relname = 'users'")
+    assert before == after
+
+    # We created it, so tables no longer configured are dropped from it.
+    make_source().init(SourceConfig([USERS]))
+    pub = _pub(db)
+    assert set(pub) == {"users"} and pub["users"][1] is None
+
+
+def test_existing_publication_is_not_trimmed_unless_asked(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute('CREATE TABLE users (id int PRIMARY KEY)')
+    db.execute('CREATE TABLE "Odd Name" (id int PRIMARY KEY)')
+    db.execute(f'CREATE PUBLICATION {db.publication} FOR TABLE "Odd Name"')
+    make_source().init(SourceConfig([USERS]))
+    assert set(_pub(db)) == {"users", "Odd Name"}  # someone else's table is left alone
+    make_source(publication={"create": True, "drop_unconfigured": True}).init(
+        SourceConfig([USERS, TableIdentifier("public", "Odd Name")])
+    )
+    assert set(_pub(db)) == {"users", "Odd Name"}
+    make_source(publication={"create": True, "drop_unconfigured": True}).init(
+        SourceConfig([USERS])
+    )
+    assert set(_pub(db)) == {"users"}
+
+
+def test_publication_errors_are_clear(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    src = make_source(publication={"create": True, "tables": {"public.orders": {"row_filter": "true"}}})
+    with pytest.raises(ConfigError, match=r"public\.orders.*not one of the configured tables"):
+        src.init(SourceConfig([USERS]))
+    src = make_source(publication={"create": True, "tables": {"public.users": {"row_filter": "nosuchcol > 1"}}})
+    with pytest.raises(Exception, match="could not create or update publication"):
+        src.init(SourceConfig([USERS]))
+    wait_until(lambda: True)
