@@ -6,8 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from laredo.snapshots.parquet import ParquetSerializer
 from laredo.testing.snapshot_conformance import SnapshotStoreConformance
 from laredo_snapshot_s3 import S3SnapshotStore
 
@@ -20,12 +18,3 @@ class TestS3SnapshotStoreConformance(SnapshotStoreConformance):
         return lambda: S3SnapshotStore(
             s3_bucket, prefix="conformance/", endpoint_url=moto_server.endpoint_url
         )
-
-
-class TestS3SnapshotStoreConformanceParquet(TestS3SnapshotStoreConformance):
-    """The same suite with the columnar format (needs random access on read)."""
-
-    @pytest.fixture
-    def serializer(self) -> Any:
-        pytest.importorskip("pyarrow")
-        return ParquetSerializer()

@@ -8,8 +8,8 @@ and ``LAREDO_PLUGINS=a,b`` to load named entry points or modules explicitly.
 from __future__ import annotations
 
 import importlib
-import inspect
 import importlib.metadata
+import inspect
 import logging
 import os
 import threading
@@ -339,7 +339,7 @@ def observer(name: str, /, **config: Any) -> Any:
     return registry("observer").build(name, **config)
 
 
-def filter(name: str, /, **config: Any) -> Any:  # noqa: A001 - public builder name
+def filter(name: str, /, **config: Any) -> Any:
     return registry("filter").build(name, **config)
 
 

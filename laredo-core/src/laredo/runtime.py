@@ -43,7 +43,8 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .engine import Engine, _SourceRuntime
+    from .engine import Engine
+    from .source_runtime import _SourceRuntime
 
 logger = logging.getLogger(__name__)
 

@@ -91,10 +91,16 @@ def _is_plain_json(v: Any) -> bool:
         return True
     if t is float:
         return math.isfinite(v)
-    if t is list:
-        return all(_is_plain_json(x) for x in v)
     if t is dict:
-        return all(type(k) is str and _is_plain_json(x) for k, x in v.items())
+        for k, x in v.items():
+            if type(k) is not str or (type(x) not in _PLAIN and not _is_plain_json(x)):
+                return False
+        return True
+    if t is list:
+        for x in v:
+            if type(x) not in _PLAIN and not _is_plain_json(x):
+                return False
+        return True
     return False
 
 
@@ -174,7 +180,16 @@ def encode_value(v: Any) -> Any:
 def encode_row(row: dict[str, Any]) -> dict[str, Any]:
     """Encode every value of a row (keys stay as they are)."""
     plain = _PLAIN
-    return {k: (v if type(v) in plain else encode_value(v)) for k, v in row.items()}
+    encoders = _ENCODERS
+    out = {}
+    for k, v in row.items():
+        t = type(v)
+        if t in plain:
+            out[k] = v
+        else:
+            enc = encoders.get(t)
+            out[k] = enc(v) if enc is not None else encode_value(v)
+    return out
 
 
 def _decode_map(v: Any) -> dict[Any, Any]:

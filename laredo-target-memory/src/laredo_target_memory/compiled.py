@@ -170,6 +170,9 @@ class CompiledTarget(MemoryTargetBase[Any]):
         obj = self._compile(row)
         objects = self._objects
         if obj is MISSING:
+            if moved_from is not MISSING:
+                self._discard(moved_from, pending)
+            self._discard(key, pending)
             return
         if moved_from is not MISSING:
             if key in objects:

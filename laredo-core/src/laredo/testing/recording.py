@@ -70,7 +70,7 @@ class RecordingTarget:
         self.calls.append(call)
         self._lock.notify_all()
 
-    # -- SyncTarget ---------------------------------------------------------------------------------
+    # -- SyncTarget ------------------------------------------------------------------
     def on_init(self, table: TableIdentifier, columns: Sequence[ColumnDefinition]) -> None:
         with self._lock:
             self.columns = list(columns)
@@ -161,7 +161,7 @@ class RecordingTarget:
             self.closed = True
             self._record("on_close", table)
 
-    # -- reads ------------------------------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------
     def count(self) -> int:
         with self._lock:
             return len(self._rows)

@@ -16,6 +16,7 @@ and (for resumable sources) ack/last_acked_position.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -126,7 +127,7 @@ class SourceConformance:
         for e in evs:
             assert e.position is not None
             assert source.compare_positions(e.position, pos) > 0
-        for a, b in zip(evs, evs[1:], strict=False):
+        for a, b in itertools.pairwise(evs):
             assert source.compare_positions(a.position, b.position) <= 0
         source.close()
 
