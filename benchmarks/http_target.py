@@ -1,7 +1,7 @@
 """HTTP sync target benchmark: changes/s delivered to a local receiver, beside the limit.
 
 Run: ``.venv/bin/python benchmarks/http_target.py [--changes 50000] [--batch-sizes 100,500,5000]
-[--repeat 3]``
+[--repeat 5]``
 
 The receiver is a minimal asyncio HTTP/1.1 server in a child process (it reads each body and
 answers 204). Per batch size:
@@ -13,7 +13,8 @@ answers 204). Per batch size:
   target sent (pre-encoded, so no encoding cost): the fastest this receiver can be fed;
 * ``encode``: encoding alone (codec + ``json.dumps``, no HTTP), to show where the time goes.
 
-Figures are medians of ``--repeat`` runs; ratio = ours / limit.
+Figures are medians of ``--repeat`` interleaved runs; ratio = ours / limit. ``ours CPU us`` is
+the client's CPU time per change (steadier than wall time on a shared box).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -150,15 +150,11 @@ def run_encode(events: list[ChangeEvent], batch_size: int) -> float:
     return len(events) / (time.perf_counter() - start)
 
 
-def median(fn: Callable[[], float], repeat: int) -> float:
-    return statistics.median(fn() for _ in range(repeat))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--changes", type=int, default=50_000)
     ap.add_argument("--batch-sizes", default="100,500,5000")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
 
     server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
@@ -170,17 +166,22 @@ def main() -> None:
         print(f"{args.changes:,} changes, typed rows, chunks of {CHUNK}, median of {args.repeat}")
         print(
             f"{'batch':>6} {'body KiB':>9} {'ours/s':>10} {'limit/s':>10} {'ratio':>6} "
-            f"{'encode-only/s':>14}"
+            f"{'encode-only/s':>14} {'ours CPU us':>12}"
         )
         for bs in [int(x) for x in args.batch_sizes.split(",")]:
             bodies = bodies_for(events, bs)
             kib = statistics.mean(len(b) for b in bodies) / 1024
-            ours = median(lambda bs=bs: run_ours(url, events, bs), args.repeat)
-            limit = median(lambda b=bodies: run_limit(port, b, len(events)), args.repeat)
-            enc = median(lambda bs=bs: run_encode(events, bs), args.repeat)
+            ours, limit, enc, cpu = [], [], [], []
+            for _ in range(args.repeat):  # interleaved, so load changes hit all three alike
+                c0 = time.process_time()
+                ours.append(run_ours(url, events, bs))
+                cpu.append((time.process_time() - c0) / len(events) * 1e6)
+                limit.append(run_limit(port, bodies, len(events)))
+                enc.append(run_encode(events, bs))
+            o, lim = statistics.median(ours), statistics.median(limit)
             print(
-                f"{bs:>6} {kib:>9.1f} {ours:>10,.0f} {limit:>10,.0f} {ours / limit:>6.2f} "
-                f"{enc:>14,.0f}"
+                f"{bs:>6} {kib:>9.1f} {o:>10,.0f} {lim:>10,.0f} {o / lim:>6.2f} "
+                f"{statistics.median(enc):>14,.0f} {statistics.median(cpu):>12.1f}"
             )
     finally:
         server.kill()

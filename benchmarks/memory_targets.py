@@ -37,8 +37,13 @@ BATCH = 1000
 
 def make_rows(n: int, start: int = 0) -> list[dict[str, Any]]:
     return [
-        {"id": i, "email": f"user{i}@example.com", "name": f"User {i}", "team": i % 100,
-         "balance": i * 7}
+        {
+            "id": i,
+            "email": f"user{i}@example.com",
+            "name": f"User {i}",
+            "team": i % 100,
+            "balance": i * 7,
+        }
         for i in range(start, start + n)
     ]
 
@@ -54,15 +59,25 @@ def make_changes(n_rows: int, n: int, seed: int = 1) -> list[ChangeEvent]:
         r = rnd.random()
         if r < 0.5 and live:
             k = live[rnd.randrange(len(live))]
-            row = {"id": k, "email": f"user{k}@example.com", "name": f"Renamed {i}",
-                   "team": (k + i) % 100, "balance": i}
+            row = {
+                "id": k,
+                "email": f"user{k}@example.com",
+                "name": f"Renamed {i}",
+                "team": (k + i) % 100,
+                "balance": i,
+            }
             out.append(ChangeEvent(TABLE, ChangeAction.UPDATE, i, ts, new_values=row))
         elif r < 0.75 or not live:
             k = next_id
             next_id += 1
             live.append(k)
-            row = {"id": k, "email": f"user{k}@example.com", "name": f"New {k}",
-                   "team": k % 100, "balance": 0}
+            row = {
+                "id": k,
+                "email": f"user{k}@example.com",
+                "name": f"New {k}",
+                "team": k % 100,
+                "balance": 0,
+            }
             out.append(ChangeEvent(TABLE, ChangeAction.INSERT, i, ts, new_values=row))
         else:
             j = rnd.randrange(len(live))
@@ -153,12 +168,12 @@ def bench_apply(n_rows: int, n_changes: int, table: list[tuple[str, str, float, 
     for label, indexes in (("pk only", False), ("pk + lookup + 1 index", True)):
         targets: list[IndexedTarget] = []
 
-        def setup(indexes: bool = indexes) -> None:
+        def setup(indexes: bool = indexes, targets: list[IndexedTarget] = targets) -> None:
             t = new_indexed(indexes)
             t.on_baseline_rows(TABLE, base)
             targets.append(t)
 
-        def ours() -> None:
+        def ours(targets: list[IndexedTarget] = targets) -> None:
             t = targets[-1]
             for batch in batches:
                 t.apply_changes(TABLE, batch)
@@ -170,8 +185,12 @@ def bench_apply(n_rows: int, n_changes: int, table: list[tuple[str, str, float, 
             targets.clear()
         lim = timed(limit)
         table.append(
-            (f"apply_changes {n_changes:,} on {n_rows:,} rows, {label}", "changes/s",
-             n_changes / best, n_changes / lim)
+            (
+                f"apply_changes {n_changes:,} on {n_rows:,} rows, {label}",
+                "changes/s",
+                n_changes / best,
+                n_changes / lim,
+            )
         )
 
     def with_listener() -> float:
@@ -186,8 +205,12 @@ def bench_apply(n_rows: int, n_changes: int, table: list[tuple[str, str, float, 
         return timed(lambda: [t.apply_changes(TABLE, b) for b in batches], repeat=1)
 
     table.append(
-        (f"apply_changes {n_changes:,}, indexes + 1 listener", "changes/s",
-         n_changes / with_listener(), n_changes / timed(limit))
+        (
+            f"apply_changes {n_changes:,}, indexes + 1 listener",
+            "changes/s",
+            n_changes / with_listener(),
+            n_changes / timed(limit),
+        )
     )
 
 
@@ -202,8 +225,9 @@ def bench_lookups(n_rows: int, table: list[tuple[str, str, float, float]]) -> No
     ]
     ct = IndexedTarget()
     ct.on_init(TABLE, comp_cols)
-    ct.on_baseline_rows(TABLE, [{"tenant": r["id"] % 10, "id": r["id"], "email": r["email"]}
-                                for r in rows])
+    ct.on_baseline_rows(
+        TABLE, [{"tenant": r["id"] % 10, "id": r["id"], "email": r["email"]} for r in rows]
+    )
     d = {r["id"]: r for r in rows}
     rnd = random.Random(2)
     keys = [rnd.randrange(n_rows) for _ in range(200_000)]
@@ -251,8 +275,12 @@ def bench_lookups(n_rows: int, table: list[tuple[str, str, float, float]]) -> No
         table.append((f"{label}, {n_rows:,} rows", "ns/op", value, lim_ns))
     per_row = ns(run_all, len(teams)) / max(1, n_rows // 100)
     table.append(
-        (f"lookup_all non-unique index, per row returned, {n_rows:,} rows", "ns/row", per_row,
-         lim_ns)
+        (
+            f"lookup_all non-unique index, per row returned, {n_rows:,} rows",
+            "ns/row",
+            per_row,
+            lim_ns,
+        )
     )
 
 
@@ -280,8 +308,9 @@ def bench_snapshot(n_rows: int, table: list[tuple[str, str, float, float]]) -> N
         t2.restore_snapshot(info, exported)
 
     o, lim = timed(restore), timed(limit_restore)
-    table.append((f"restore_snapshot {n_rows:,} rows (indexes rebuilt)", "rows/s",
-                  n_rows / o, n_rows / lim))
+    table.append(
+        (f"restore_snapshot {n_rows:,} rows (indexes rebuilt)", "rows/s", n_rows / o, n_rows / lim)
+    )
 
 
 def main() -> None:

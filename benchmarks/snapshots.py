@@ -148,9 +148,7 @@ def main() -> None:
     except ImportError:
         print("(pyarrow missing: parquet skipped)")
     results += bench_store(plain_rows(n))
-    print(
-        f"{n} rows per run, median of 3; limit = bare json.dumps/loads loop (store: raw file write)"
-    )
+    print(f"{n} rows per run, median of 3; limit = bare json.dumps/loads loop of the same rows")
     print(f"{'case':34} {'rows/s':>12} {'limit rows/s':>13} {'ratio':>7} {'bytes':>12}")
     for name, ours, lim, size in results:
         print(f"{name:34} {ours:12,.0f} {lim:13,.0f} {ours / lim:7.2f} {size:12,}")

@@ -23,6 +23,7 @@ from .contracts import (
     SyncSource,
     SyncTarget,
 )
+from .deadletter import LocalDeadLetterStore, MemoryDeadLetterStore
 from .engine import Engine
 from .errors import (
     ConfigError,
@@ -37,6 +38,7 @@ from .errors import (
     TerminalError,
     TransientError,
 )
+from .filters import FieldEquals, FieldPrefix, FieldRegex, as_filter
 from .hookspecs import hookimpl
 from .observers import CompositeObserver, LoggingObserver, NullObserver, RecordingObserver
 from .pipeline import Pipeline, PipelineInfo, SourceRunInfo
@@ -52,6 +54,10 @@ from .plugins import (
     target,
     transform,
 )
+from .replay import ReplayResult, SnapshotReplay
+from .snapshots.jsonl import JsonlSerializer
+from .snapshots.local import LocalSnapshotStore
+from .transforms import AddTimestamp, DropFields, RenameFields, as_transform
 from .types import (
     BufferPolicy,
     ChangeAction,
@@ -85,6 +91,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AddTimestamp",
     "BatchTarget",
     "BufferPolicy",
     "ChangeAction",
@@ -95,17 +102,25 @@ __all__ = [
     "ConfigError",
     "DeadLetter",
     "DeadLetterStore",
+    "DropFields",
     "DurablePositionTarget",
     "Engine",
     "EngineObserver",
     "EngineStateError",
     "ErrorInfo",
     "ErrorPolicy",
+    "FieldEquals",
+    "FieldPrefix",
+    "FieldRegex",
     "Index",
     "IndexDefinition",
+    "JsonlSerializer",
     "LagInfo",
     "LaredoError",
+    "LocalDeadLetterStore",
+    "LocalSnapshotStore",
     "LoggingObserver",
+    "MemoryDeadLetterStore",
     "MissingDependencyError",
     "NullObserver",
     "OrderingGuarantee",
@@ -121,6 +136,8 @@ __all__ = [
     "PositionedTarget",
     "ReBaselineRequired",
     "RecordingObserver",
+    "RenameFields",
+    "ReplayResult",
     "Resettable",
     "Row",
     "SchemaChangeAction",
@@ -129,6 +146,7 @@ __all__ = [
     "SnapshotDescriptor",
     "SnapshotError",
     "SnapshotMetadata",
+    "SnapshotReplay",
     "SnapshotSerializer",
     "SnapshotStore",
     "SourceConfig",
@@ -147,6 +165,8 @@ __all__ = [
     "ValidationAction",
     "ValidationError",
     "__version__",
+    "as_filter",
+    "as_transform",
     "compiler",
     "dead_letter_store",
     "filter",

@@ -255,7 +255,9 @@ class PipelineTransform(Protocol):
 class SnapshotSerializer(Protocol):
     def format_id(self) -> str: ...
 
-    def write(self, info: TableSnapshotInfo, rows: Iterable[Row], out: IO[bytes]) -> int: ...
+    def write(self, info: TableSnapshotInfo, rows: Iterable[Row], out: IO[bytes]) -> int:
+        """Write the table header and rows; returns the number of rows written."""
+        ...
 
     def read(self, inp: IO[bytes]) -> tuple[TableSnapshotInfo, Iterator[Row]]: ...
 
@@ -272,7 +274,7 @@ class SnapshotStore(Protocol):
     ) -> SnapshotDescriptor: ...
 
     def load(
-        self, snapshot_id: str, serializer: SnapshotSerializer
+        self, snapshot_id: str, serializer: SnapshotSerializer | None = None
     ) -> tuple[SnapshotMetadata, dict[TableIdentifier, Iterator[Row]]]: ...
 
     def describe(self, snapshot_id: str) -> SnapshotDescriptor: ...
@@ -285,7 +287,15 @@ class SnapshotStore(Protocol):
 
 
 class DeadLetterStore(Protocol):
-    def write(self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo) -> None: ...
+    def write(
+        self,
+        pipeline_id: str,
+        change: ChangeEvent,
+        error: ErrorInfo,
+        position: str | None = None,
+    ) -> None:
+        """Store one dead letter; ``position`` is the change's serialised source position."""
+        ...
 
     def read(self, pipeline_id: str, limit: int = 0) -> list[DeadLetter]: ...
 

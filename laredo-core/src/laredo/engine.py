@@ -33,6 +33,7 @@ from .errors import ConfigError, EngineStateError, SnapshotError
 from .observers import composite
 from .pipeline import Pipeline, PipelineInfo, SourceRunInfo, _seconds
 from .runtime import PipelineRuntime
+from .snapshots.schedule import apply_retention
 from .source_runtime import _call, _overrides, _SourceRuntime
 from .types import (
     ColumnDefinition,
@@ -501,19 +502,14 @@ class Engine:
         return snap_id
 
     def _apply_retention(self) -> None:
-        store = self.snapshot_store
+        if not (self.snapshot_max_age or self.snapshot_retention):
+            return
         try:
-            if self.snapshot_max_age:
-                cutoff = datetime.now(UTC) - timedelta(seconds=self.snapshot_max_age)
-                listed = store.list()
-                for d in listed[1:]:  # never delete the newest
-                    created = (
-                        d.created_at if d.created_at.tzinfo else d.created_at.replace(tzinfo=UTC)
-                    )
-                    if created < cutoff:
-                        store.delete(d.snapshot_id)
-            if self.snapshot_retention:
-                store.prune(self.snapshot_retention)
+            apply_retention(
+                self.snapshot_store,
+                keep_count=self.snapshot_retention,
+                max_age=self.snapshot_max_age,
+            )
         except Exception:
             logger.warning("snapshot retention failed", exc_info=True)
 

@@ -97,6 +97,19 @@ class SnapshotError(LaredoError):
     """A snapshot could not be written, read or restored."""
 
 
+class SnapshotNotFoundError(SnapshotError, LookupError):
+    """No snapshot with that id (maps to gRPC NOT_FOUND)."""
+
+    def __init__(self, snapshot_id: str, where: str = "") -> None:
+        self.snapshot_id = snapshot_id
+        self.where = where
+        loc = f" in {where}" if where else ""
+        super().__init__(f"snapshot {snapshot_id!r} not found{loc}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.snapshot_id, self.where))
+
+
 class ValidationFailed(LaredoError):
     """Table validation failed at startup (see ``ValidationError`` items)."""
 

@@ -486,7 +486,7 @@ class PipelineRuntime:
         store = self.engine.dead_letter_store
         if store is not None:
             try:
-                store.write(self.id, ev, info)
+                store.write(self.id, ev, info, position=self.source_rt.pos_str(ev.position))
                 obs.on_dead_letter_written(self.id, ev, info)
             except Exception:
                 logger.exception("pipeline %s: dead-letter write failed", self.id)

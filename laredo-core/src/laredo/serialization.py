@@ -34,7 +34,7 @@ import json
 import math
 import uuid
 from collections.abc import Callable
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -248,7 +248,24 @@ _FAST_TYPES = frozenset(
 )
 
 
+def _enc_datetime(v: datetime) -> dict[str, Any]:
+    if v.tzinfo is None or type(v.tzinfo) is timezone:
+        return {TAG: "datetime", "v": v.isoformat()}
+    return _encode_special(v)  # type: ignore[no-any-return]
+
+
+_BY_TYPE: dict[type, Callable[[Any], Any]] = {
+    Decimal: lambda v: {TAG: "decimal", "v": str(v)},
+    datetime: _enc_datetime,
+    date: lambda v: {TAG: "date", "v": v.isoformat()},
+    uuid.UUID: lambda v: {TAG: "uuid", "v": str(v)},
+}
+
+
 def _default(v: Any) -> Any:
+    enc = _BY_TYPE.get(type(v))
+    if enc is not None:
+        return enc(v)
     return _encode_special(v)
 
 

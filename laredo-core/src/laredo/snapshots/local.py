@@ -9,7 +9,8 @@ Layout, one directory per snapshot::
 the directory into place: a snapshot is listed only once complete, and a crash mid-write leaves
 only a ``.tmp-`` directory that is never listed (and is removed by the next ``save`` of that id
 or by :meth:`LocalSnapshotStore.remove_stale_temp`). ``metadata.json`` also records each table
-file's name and size, so ``load`` rejects a truncated or replaced file before reading a row.
+file's name, size and SHA-256, so ``load`` rejects a truncated, corrupted or replaced file
+before handing out a row (the check reads each file once more; snapshots are restored rarely).
 In file names, ``%``, ``/``, ``.`` and other unsafe characters of schema and table names are
 percent-encoded.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -32,7 +34,7 @@ from urllib.parse import quote
 import pydantic
 from pydantic import ConfigDict
 
-from laredo.errors import LaredoError, SnapshotError
+from laredo.errors import LaredoError, SnapshotError, SnapshotNotFoundError
 from laredo.serialization import decode_metadata, encode_metadata
 from laredo.types import (
     Row,
@@ -54,19 +56,6 @@ __all__ = [
 
 METADATA = "metadata.json"
 TMP_PREFIX = ".tmp-"
-
-
-class SnapshotNotFoundError(SnapshotError, LookupError):
-    """No snapshot with that id (maps to gRPC NOT_FOUND)."""
-
-    def __init__(self, snapshot_id: str, where: str = "") -> None:
-        self.snapshot_id = snapshot_id
-        self.where = where
-        loc = f" in {where}" if where else ""
-        super().__init__(f"snapshot {snapshot_id!r} not found{loc}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (self.__class__, (self.snapshot_id, self.where))
 
 
 class LocalSnapshotStoreOptions(pydantic.BaseModel):
@@ -183,6 +172,7 @@ class LocalSnapshotStore:
                     "table": table.table,
                     "file": name,
                     "size_bytes": path.stat().st_size,
+                    "sha256": _sha256(path),
                 }
                 written.append(info)
             meta = dataclasses.replace(
@@ -326,6 +316,12 @@ class LocalSnapshotStore:
                     f"{path}: {size} bytes on disk but {want} were written: the file is "
                     "truncated or was modified"
                 )
+            want_hash = rec.get("sha256")
+            if isinstance(want_hash, str) and _sha256(path) != want_hash:
+                raise SnapshotError(
+                    f"{path}: checksum mismatch (sha256 differs from the one recorded at save): "
+                    "the file is corrupt or was modified"
+                )
             with open(path, "rb") as f:
                 header, rows = ser.read(f)
                 close = getattr(rows, "close", None)
@@ -360,6 +356,14 @@ class LocalSnapshotStore:
             with contextlib.suppress(SnapshotNotFoundError):
                 self.delete(sid)
         return doomed
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _iter_file(serializer: Any, path: Path) -> Iterator[Row]:

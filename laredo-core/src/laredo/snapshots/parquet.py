@@ -20,20 +20,24 @@ Python values                      Parquet / Arrow type
 only ``None``                      ``null``
 =================================  ==========================================
 
-Every other column (Decimal, UUID, dicts, lists, mixed types) is a ``string`` column holding
-the typed JSON encoding of :mod:`laredo.serialization` per value; the file's key-value metadata
-names those columns, so the round trip gives back the same Python types. File metadata keys:
-``laredo.table_info`` (the table header as JSON), ``laredo.json_columns`` (JSON list of encoded
-columns) and ``laredo.absent`` (present only when rows have different key sets: a hidden
-``__laredo_absent`` column then lists, per row, the columns that row does not have).
+A column of only ``Decimal`` (or only ``UUID``) values is a ``string`` column of
+``str(value)`` (exact: ``Decimal("1.50")`` keeps its exponent), listed in ``laredo.text_columns``
+(JSON object column -> ``"decimal"`` / ``"uuid"``). Every other column (dicts, lists, big ints,
+mixed types) is a ``string`` column holding the typed JSON encoding of
+:mod:`laredo.serialization` per value, listed in ``laredo.json_columns`` (JSON list), so the
+round trip gives back the same Python types. Other file metadata keys: ``laredo.table_info``
+(the table header as JSON) and ``laredo.absent`` (present only when rows have different key
+sets: a hidden ``__laredo_absent`` column then lists, per row, the columns that row lacks).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import uuid
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
 from typing import IO, Any, Literal
 from zoneinfo import ZoneInfo
 
@@ -53,6 +57,10 @@ __all__ = ["ParquetSerializer", "ParquetSerializerOptions"]
 
 _INFO_KEY = b"laredo.table_info"
 _JSON_KEY = b"laredo.json_columns"
+_TEXT_KEY = b"laredo.text_columns"
+# columns whose values all have one of these types are stored as their canonical text
+_TEXT_KINDS: dict[type, str] = {Decimal: "decimal", uuid.UUID: "uuid"}
+_TEXT_DECODERS: dict[str, Any] = {"decimal": Decimal, "uuid": uuid.UUID}
 _ABSENT_KEY = b"laredo.absent"
 _ABSENT_COL = "__laredo_absent"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -153,10 +161,17 @@ class ParquetSerializer:
         arrays: list[Any] = []
         fields: list[Any] = []
         json_cols: list[str] = []
+        text_cols: dict[str, str] = {}
         for name in names:
             values = [row.get(name) for row in rows]
             typ = _arrow_type(pa, values)
-            if typ is None:
+            kinds = {type(v) for v in values if v is not None} if typ is None else set()
+            text_kind = _TEXT_KINDS.get(kinds.pop()) if len(kinds) == 1 else None
+            if text_kind is not None:
+                arrays.append(pa.array([None if v is None else str(v) for v in values]))
+                fields.append(pa.field(name, pa.string()))
+                text_cols[name] = text_kind
+            elif typ is None:
                 try:
                     encoded = [None if v is None else _json(v) for v in values]
                 except TypeError as exc:
@@ -170,6 +185,7 @@ class ParquetSerializer:
         meta: dict[bytes, bytes | str] = {
             _INFO_KEY: json.dumps({**encode_table_info(info), "row_count": len(rows)}),
             _JSON_KEY: json.dumps(json_cols),
+            _TEXT_KEY: json.dumps(text_cols),
         }
         if ragged:
             absent = [[k for k in names if k not in row] or None for row in rows]
@@ -180,7 +196,11 @@ class ParquetSerializer:
         table = pa.Table.from_arrays(arrays, schema=schema)
         try:
             pq.write_table(
-                table, out, row_group_size=self.row_group_size, compression=self.compression
+                table,
+                out,
+                row_group_size=self.row_group_size,
+                compression=self.compression,
+                write_page_checksum=True,
             )
         except (pa.ArrowException, OSError) as exc:
             raise SnapshotError(f"{info.table}: cannot write Parquet: {exc}") from exc
@@ -194,13 +214,16 @@ class ParquetSerializer:
         if not _seekable(inp):
             inp = io.BytesIO(inp.read())
         try:
-            pf = pq.ParquetFile(inp)
+            pf = pq.ParquetFile(inp, page_checksum_verification=True)
             meta = pf.schema_arrow.metadata or {}
         except (pa.ArrowException, OSError) as exc:
             raise SnapshotError(f"{label}: not a readable Parquet file: {exc}") from None
         try:
             info = decode_table_info(json.loads(meta[_INFO_KEY]))
             json_cols = set(json.loads(meta.get(_JSON_KEY, b"[]")))
+            text_cols = {
+                k: _TEXT_DECODERS[v] for k, v in json.loads(meta.get(_TEXT_KEY, b"{}")).items()
+            }
         except (KeyError, ValueError) as exc:
             raise SnapshotError(
                 f"{label}: Parquet file without a valid laredo.table_info header: {exc}"
@@ -210,7 +233,7 @@ class ParquetSerializer:
                 f"{label}: the header promises {info.row_count} rows but the file has "
                 f"{pf.metadata.num_rows}"
             )
-        return info, _rows(pa, pf, json_cols, label)
+        return info, _rows(pa, pf, json_cols, text_cols, label)
 
 
 def _json(v: Any) -> str:
@@ -224,7 +247,9 @@ def _seekable(inp: Any) -> bool:
         return False
 
 
-def _rows(pa: Any, pf: Any, json_cols: set[str], label: str) -> Iterator[Row]:
+def _rows(
+    pa: Any, pf: Any, json_cols: set[str], text_cols: dict[str, Any], label: str
+) -> Iterator[Row]:
     decode = json.JSONDecoder(object_hook=object_hook).decode
     done = 0
     try:
@@ -236,6 +261,9 @@ def _rows(pa: Any, pf: Any, json_cols: set[str], label: str) -> Iterator[Row]:
                 values = batch.column(col_name).to_pylist()
                 if col_name in json_cols:
                     values = [None if v is None else decode(v) for v in values]
+                elif col_name in text_cols:
+                    conv = text_cols[col_name]
+                    values = [None if v is None else conv(v) for v in values]
                 columns.append(values)
             absent_idx = names.index(_ABSENT_COL) if _ABSENT_COL in names else -1
             for values in zip(*columns, strict=True):
