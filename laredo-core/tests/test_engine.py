@@ -812,3 +812,27 @@ def test_pipeline_aware_targets_are_bound_before_init() -> None:
     assert t.ctx is not None and t.ctx.pipeline_id == eng.pipelines()[0].id
     assert t.ctx.position_to_string(7) == "7" and t.ctx.table == USERS
     eng.stop()
+
+
+def test_partial_chunks_do_not_advance_ack_until_the_transaction_completes() -> None:
+    src = make_source()
+    t = RecordingTarget()
+    eng = run(src, [laredo.Pipeline("s", USERS, t)])
+    assert eng.await_ready(5)
+    base = src.position
+    assert wait(lambda: src.acked == base)
+    srt = eng._sources_rt["s"]
+    pos = base + 1
+    chunk = [
+        laredo.ChangeEvent(
+            USERS, ChangeAction.INSERT, pos, new_values={"id": 50 + i, "name": "", "email": ""}
+        )
+        for i in range(3)
+    ]
+    srt.on_changes(chunk[:2], complete=False)
+    assert wait(lambda: t.get(51) is not None)
+    time.sleep(0.1)
+    assert src.acked == base  # half a transaction applied: not acknowledged
+    srt.on_changes(chunk[2:])
+    assert wait(lambda: src.acked == pos)
+    eng.stop()

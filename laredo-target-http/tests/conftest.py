@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -50,7 +51,8 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class Receiver:
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
+        self._tls = tls
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._script: deque[Reply] = deque()
@@ -63,7 +65,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> None:
         receiver = self
@@ -112,6 +115,10 @@ class Receiver:
                 self.wfile.write(reply.body)
 
         server = _QuietServer(("127.0.0.1", self.port), Handler)
+        if self._tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self._tls)
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server
@@ -178,6 +185,43 @@ class Receiver:
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def tls_receiver(tmp_path: Any) -> Iterator[Receiver]:
+    """A receiver over HTTPS with a self-signed certificate for 127.0.0.1 (``.cert_file``)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    r = Receiver(tls=(cert, key))
+    r.cert_file = cert  # type: ignore[attr-defined]
     yield r
     r.stop()
 

@@ -352,15 +352,32 @@ def test_background_flush_error_surfaces_on_next_call(
     receiver: Any, make_target: Any, wait_for: Any
 ) -> None:
     t = make_target(flush_interval="20ms", retry_count=0)
-    receiver.script(400)
+    receiver.script(400, 400)
     t.apply_changes(T, [ins(1, 1)])
     wait_for(lambda: receiver.all_requests("/changes"), what="the failed timed flush")
     wait_for(lambda: t._pending_error is not None, what="the pending error")
+    # The next call first re-sends the buffer; the receiver refuses again: the call fails.
     with pytest.raises(HttpSyncError, match="HTTP 400"):
         t.apply_changes(T, [ins(2, 2)])
     t.apply_changes(T, [ins(2, 2)])  # the engine retries: the failed batch goes again, once
     wait_for(lambda: len(receiver.changes()) == 2, what="both changes")
     assert [c["new"]["id"] for c in receiver.changes()] == [1, 2]
+
+
+def test_a_receiver_that_keeps_refusing_fails_every_call(
+    receiver: Any, make_target: Any, wait_for: Any
+) -> None:
+    t = make_target(flush_interval="10ms", retry_count=0, batch_size=1000)
+    receiver.default = receiver.reply(422)
+    t.apply_changes(T, [ins(1, 1)])
+    wait_for(lambda: t._pending_error is not None, what="the timed flush to fail")
+    for key in range(2, 5):
+        with pytest.raises(HttpSyncError, match="HTTP 422") as info:
+            t.apply_changes(T, [ins(key, key)])
+        assert "at position 1" in str(info.value)
+        assert not info.value.transient
+        wait_for(lambda: t._pending_error is not None, what="the timed flush to fail again")
+    assert t.pending_changes() == 1  # nothing piles up behind the refused batch
 
 
 # -- headers and connection reuse ----------------------------------------------------------------
@@ -384,6 +401,30 @@ def test_auth_and_custom_headers_on_every_request(receiver: Any, make_target: An
         assert hdrs["x-tenant"] == "acme"
         assert hdrs["content-type"] == "application/json"
         assert hdrs["x-laredo-encoding"] == "laredo-json/1"
+
+
+def test_https_with_a_trusted_certificate(tls_receiver: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", tls_receiver.cert_file)
+    t = HttpSyncTarget(tls_receiver.url, flush_interval=0, auth_header="Bearer tls")
+    try:
+        t.apply_changes(T, [ins(1, 1)])
+        t.flush()
+    finally:
+        t.on_close(T)
+    assert keys(tls_receiver.changes()) == [("INSERT", 1)]
+    assert tls_receiver.all_requests()[0].headers["Authorization"] == "Bearer tls"
+
+
+def test_https_with_an_untrusted_certificate_is_terminal(tls_receiver: Any) -> None:
+    t = HttpSyncTarget(tls_receiver.url, flush_interval=0, retry_count=5, retry_backoff_ms=1)
+    try:
+        t.apply_changes(T, [ins(1, 1)])
+        with pytest.raises(HttpSyncError, match=r"certificate verification failed.*SSL_CERT_FILE"):
+            t.flush()
+    finally:
+        t.on_close(T)
+    assert tls_receiver.all_requests() == []
+    assert t.stats()["retries"] == 0
 
 
 def test_one_kept_alive_connection(receiver: Any, make_target: Any) -> None:
@@ -503,7 +544,7 @@ def test_long_mixed_sequence_keeps_order(receiver: Any, make_target: Any, wait_f
 def test_close_is_best_effort_and_leaves_the_rest_not_durable(
     receiver: Any, make_target: Any, caplog: Any
 ) -> None:
-    t = make_target(batch_size=10, retry_count=2, retry_backoff_ms=5000)
+    t = make_target(batch_size=10, retry_count=1_000_000, retry_backoff_ms=5000)
     t.apply_changes(T, [ins(1, 1)])
     t.set_change_position(2)
     t.flush()
@@ -511,8 +552,20 @@ def test_close_is_best_effort_and_leaves_the_rest_not_durable(
     t.apply_changes(T, [ins(2, 2), ins(3, 3)])
     receiver.stop()
     with caplog.at_level(logging.WARNING, logger="laredo_target_http"):
-        t.on_close(T)  # no waiting between retries at close, and no exception
+        t.on_close(T)  # one attempt per request at close (not a million), and no exception
     assert "2 change(s) could not be delivered" in caplog.text
     assert t.durable_position() == 1
     with pytest.raises(laredo.TargetError, match="closed"):
         t.apply_changes(T, [ins(4, 4)])
+
+
+def test_close_stops_a_flusher_stuck_in_retries(
+    receiver: Any, make_target: Any, wait_for: Any
+) -> None:
+    t = make_target(flush_interval="10ms", retry_count=1_000_000, retry_backoff_ms=50)
+    receiver.script(*[503] * 1000)
+    t.apply_changes(T, [ins(1, 1)])
+    wait_for(lambda: len(receiver.all_requests()) >= 2, what="the flusher retrying")
+    t.on_close(T)  # returns: the flusher's retry loop ends once the target is closing
+    assert t._flusher is not None and not t._flusher.is_alive()
+    assert t.durable_position() is None

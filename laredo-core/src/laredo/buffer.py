@@ -19,6 +19,7 @@ BATCH = 0
 HEARTBEAT = 1
 SCHEMA = 2
 SKIP = 3  # after a stream restart: skip re-delivered changes at or before this position
+PARTIAL = 4  # a chunk of a transaction that continues in the next batch (same position)
 
 
 class BufferOverflow(Exception):
@@ -55,7 +56,12 @@ class ChangeBuffer:
         return self._depth
 
     # -- producer side ------------------------------------------------------------------
-    def put_batch(self, events: Sequence[ChangeEvent], stop: threading.Event | None = None) -> None:
+    def put_batch(
+        self,
+        events: Sequence[ChangeEvent],
+        stop: threading.Event | None = None,
+        complete: bool = True,
+    ) -> None:
         """Enqueue a batch. BLOCK waits for room (an oversize batch enters an empty buffer);
         DROP_OLDEST evicts the oldest changes; ERROR raises ``BufferOverflow``."""
         n = len(events)
@@ -81,7 +87,7 @@ class ChangeBuffer:
                         f"buffer full ({self._depth}/{self.capacity} changes); raise "
                         f"buffer_size or use buffer_policy='block'"
                     )
-            self._items.append((BATCH, events))
+            self._items.append((BATCH if complete else PARTIAL, events))
             self._depth += n
             self._cond.notify_all()
 
@@ -89,7 +95,7 @@ class ChangeBuffer:
         kept: list[tuple[int, Any]] = []
         while excess > 0 and self._items:
             kind, payload = self._items.popleft()
-            if kind != BATCH:
+            if kind != BATCH and kind != PARTIAL:
                 kept.append((kind, payload))
                 continue
             if len(payload) <= excess:
@@ -97,7 +103,7 @@ class ChangeBuffer:
                 self._depth -= len(payload)
                 self.dropped += len(payload)
             else:
-                self._items.appendleft((BATCH, payload[excess:]))
+                self._items.appendleft((kind, payload[excess:]))
                 self._depth -= excess
                 self.dropped += excess
                 excess = 0
@@ -141,7 +147,7 @@ class ChangeBuffer:
                     return ("control", self._control.popleft())
                 if self._items and (not self._paused or self._closed):
                     kind, payload = self._items.popleft()
-                    if kind == BATCH:
+                    if kind == BATCH or kind == PARTIAL:
                         self._depth -= len(payload)
                     self._cond.notify_all()
                     return ("item", (kind, payload))

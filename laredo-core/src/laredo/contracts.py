@@ -39,14 +39,16 @@ RowCallback = Callable[[TableIdentifier, Row], None]
 class ChangeHandler(Protocol):
     """Receives a source's stream. Returning from a call does not mean the change is durable.
 
-    ``on_changes`` is the fast path (a transaction or a chunk of one, in order); ``on_change`` is
-    the per-event path. ``on_heartbeat(position)`` says "nothing for you up to here" so ACKs
+    ``on_changes(events, complete=True)`` is the fast path (a transaction, in order); a source that
+    splits a big transaction passes ``complete=False`` for every chunk but the last, so the
+    transaction's position is acknowledged only once all of it is applied. ``on_change`` is the
+    per-event path. ``on_heartbeat(position)`` says "nothing for you up to here" so ACKs
     advance on idle sources; ``on_schema_change`` reports a table's new columns in stream order.
     """
 
     def on_change(self, event: ChangeEvent) -> None: ...
 
-    def on_changes(self, events: Sequence[ChangeEvent]) -> None: ...
+    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None: ...
 
     def on_heartbeat(self, position: Position) -> None: ...
 

@@ -79,7 +79,7 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> 
             shown = repr(err["input"])
             if len(shown) > 60:
                 shown = shown[:57] + "..."
-            if "password" not in key.lower() and "secret" not in key.lower():
+            if not any(s in key.lower() for s in ("password", "secret", "token", "auth", "header")):
                 msg = f"{msg} (got {shown})"
         out.append(f"{key}: {msg}")
     return out

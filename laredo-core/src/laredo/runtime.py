@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .buffer import BATCH, HEARTBEAT, SCHEMA, SKIP, BufferOverflow, ChangeBuffer
+from .buffer import BATCH, HEARTBEAT, PARTIAL, SCHEMA, SKIP, BufferOverflow, ChangeBuffer
 from .contracts import (
     BaselineBatchTarget,
     BatchTarget,
@@ -25,7 +25,7 @@ from .contracts import (
     KeyedTarget,
     PositionedTarget,
 )
-from .errors import BatchApplyError
+from .errors import BatchApplyError, TerminalError
 from .pipeline import Pipeline, _seconds
 from .types import (
     BufferPolicy,
@@ -273,6 +273,8 @@ class PipelineRuntime:
                 continue  # isolated: changes for this pipeline are no longer applied
             if kind == BATCH:
                 self._apply_batch(payload)
+            elif kind == PARTIAL:
+                self._apply_batch(payload, complete=False)
             elif kind == HEARTBEAT:
                 self._heartbeat(payload)
             elif kind == SCHEMA:
@@ -325,10 +327,15 @@ class PipelineRuntime:
             or self.source_rt.source.compare_positions(position, self.applied) > 0
         ):
             self.applied = position
+            if self.has_durable_position and self.is_positioned:
+                # a buffering target learns that its last transaction is complete
+                self.target.set_change_position(position)
         self.source_rt.try_ack()
 
     # -- applying changes ---------------------------------------------------------------------
-    def _apply_batch(self, events: Sequence[ChangeEvent]) -> None:
+    def _apply_batch(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
+        """Apply one batch. Only a complete batch (the end of its transaction) moves the
+        applied position: a crash after a partial chunk must redeliver the whole transaction."""
         if self.skip_until is not None:
             compare = self.source_rt.source.compare_positions
             skip = self.skip_until
@@ -349,9 +356,10 @@ class PipelineRuntime:
             self._apply_with_retries(work)
         if self.state is PipelineState.ERROR:
             return
-        last = events[-1].position
-        self.applied = last
-        self.last_change = last
+        if complete:
+            last = events[-1].position
+            self.applied = last
+            self.last_change = last
         elapsed = timedelta(seconds=time.perf_counter() - started)
         obs.on_changes_applied(self.id, self.table, len(work), elapsed)
         if self.engine._wants_applied:
@@ -463,7 +471,8 @@ class PipelineRuntime:
         cap = _seconds(cfg.retry_max_backoff) or 5.0
         obs.on_change_error(self.id, self.table, ev.action, ErrorInfo.of(exc))
         last: BaseException = exc
-        for attempt in range(1, cfg.max_retries + 1):
+        terminal = isinstance(exc, TerminalError) or getattr(exc, "terminal", False) is True
+        for attempt in range(1, 0 if terminal else cfg.max_retries + 1):
             if self._stop_now.wait(backoff):
                 break
             backoff = min(cap, backoff * 2)
@@ -582,9 +591,11 @@ class PipelineRuntime:
         self.buffer.submit_control(ControlRequest(kind, fut, payload))
         return fut
 
-    def enqueue(self, events: Sequence[ChangeEvent], stop: threading.Event) -> None:
+    def enqueue(
+        self, events: Sequence[ChangeEvent], stop: threading.Event, complete: bool = True
+    ) -> None:
         try:
-            self.buffer.put_batch(events, stop)
+            self.buffer.put_batch(events, stop, complete)
         except BufferOverflow as exc:
             policy = self.cfg.error_policy
             msg = f"{self.id}: {exc}"

@@ -132,7 +132,9 @@ class _SourceRuntime:
     def on_change(self, event: ChangeEvent) -> None:
         self.on_changes((event,))
 
-    def on_changes(self, events: Sequence[ChangeEvent]) -> None:
+    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
+        """Demux one batch. ``complete=False`` marks a chunk whose transaction continues in
+        the next call (same position): its position is not acknowledged until the end."""
         if not events:
             return
         stop = self._stop
@@ -148,7 +150,7 @@ class _SourceRuntime:
         if single:
             for p in self.by_table.get(first, ()):
                 if p.state is not PipelineState.ERROR:
-                    p.enqueue(events, stop)
+                    p.enqueue(events, stop, complete)
             others = self.others.get(first, self.pipelines)
         else:
             groups: dict[TableIdentifier, list[ChangeEvent]] = {}
@@ -159,9 +161,9 @@ class _SourceRuntime:
                 for p in self.by_table.get(t, ()):
                     touched.add(id(p))
                     if p.state is not PipelineState.ERROR:
-                        p.enqueue(evs, stop)
+                        p.enqueue(evs, stop, complete)
             others = [p for p in self.pipelines if id(p) not in touched]
-        if self.total_order:
+        if self.total_order and complete:
             for p in others:
                 if p.state is not PipelineState.ERROR:
                     p.buffer.put_heartbeat(last)

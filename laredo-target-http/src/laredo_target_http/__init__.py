@@ -18,6 +18,7 @@ from ._codec import (
 )
 from ._options import HttpSyncOptions, parse_duration
 from ._target import HttpSyncTarget
+from .replica import Replica
 
 __version__ = "0.1.0"
 
@@ -26,6 +27,7 @@ __all__ = [
     "HttpSyncError",
     "HttpSyncOptions",
     "HttpSyncTarget",
+    "Replica",
     "__version__",
     "decode_change",
     "decode_row",

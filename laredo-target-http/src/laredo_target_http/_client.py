@@ -6,6 +6,7 @@ import email.utils
 import http.client
 import logging
 import math
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ class HttpSyncError(TargetError):
         self, message: str, status: int | None = None, transient: bool = False, attempts: int = 0
     ) -> None:
         super().__init__(message)
+        self.terminal = not transient  # the engine skips its retries for terminal errors
         self.status = status
         self.transient = transient
         self.attempts = attempts
@@ -152,8 +154,8 @@ class HttpClient:
 
         Retried: 5xx, 408, 425, 429, timeouts and connection errors, ``retry_count`` times,
         waiting ``backoff * 2**n`` (capped at ``backoff_max``) or the server's ``Retry-After``
-        (capped at ``retry_after_max``), whichever is longer. Once ``stop`` is set (close),
-        retries no longer wait.
+        (capped at ``retry_after_max``), whichever is longer. Once ``stop`` is set (close), a
+        failed request is not retried.
         """
         url = self.base_url + path
         attempts = self._retry_count + 1
@@ -163,6 +165,14 @@ class HttpClient:
             retry_after: float | None = None
             try:
                 status, headers, data = self._once(path, body)
+            except ssl.SSLCertVerificationError as exc:
+                raise HttpSyncError(
+                    f"POST {url} ({what}): TLS certificate verification failed: "
+                    f"{exc.verify_message or exc}; trust a private CA with the SSL_CERT_FILE "
+                    f"environment variable",
+                    transient=False,
+                    attempts=attempt,
+                ) from exc
             except TimeoutError:
                 status = None
                 failure = f"no answer within {self._timeout * 1000:.0f} ms (timeout_ms)"
@@ -184,8 +194,8 @@ class HttpClient:
                         attempts=attempt,
                     )
                 retry_after = parse_retry_after(headers.get("Retry-After"))
-            if attempt == attempts:
-                break
+            if attempt == attempts or self._stop.is_set():
+                break  # once the target is closing, a failed request is not retried
             delay = min(self._backoff * (2 ** (attempt - 1)), self._backoff_max)
             if retry_after is not None:
                 delay = max(delay, min(retry_after, self._retry_after_max))
@@ -203,11 +213,11 @@ class HttpClient:
             if delay > 0 and not self._stop.is_set():
                 self._stop.wait(delay)
         raise HttpSyncError(
-            f"POST {url} ({what}) failed after {attempts} attempt(s): {failure}; the changes "
+            f"POST {url} ({what}) failed after {attempt} attempt(s): {failure}; the changes "
             f"stay buffered and are not durable (raise retry_count or check the receiver)",
             status=status,
             transient=True,
-            attempts=attempts,
+            attempts=attempt,
         )
 
 

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 __version__ = "0.1.0"
 
+_ACTION_NAMES = {a: a.name for a in ChangeAction}
+
 _NOTHING: Any = object()
 """Sentinel: no position seen yet (distinct from a ``None`` position)."""
 
@@ -75,11 +77,12 @@ class HttpSyncTarget:
       So a transaction split across batches is never reported durable halfway. Buffered changes
       are not durable; ``on_close`` sends what it can, and what it cannot is redelivered by a
       stateful source after restart, because the engine never acknowledged it.
-    * Errors of the background flusher are raised by the next call from the engine
-      (``apply_changes``, ``on_*``, ``flush``). A call that raises leaves none of its own unsent
-      changes buffered, so the engine may retry it without duplicates; when some of its changes
-      were already delivered, ``apply_changes`` raises ``laredo.errors.BatchApplyError`` with
-      their count, so the engine retries from the first undelivered change.
+    * After a failed timed flush, the next call from the engine (``apply_changes``, ``on_*``)
+      first sends the buffer again and raises if that still fails. A call that raises leaves
+      none of its own unsent changes buffered, so the engine may retry it without duplicates;
+      when some of its changes were already delivered, ``apply_changes`` raises
+      ``laredo.errors.BatchApplyError`` with their count, so the engine retries from the first
+      undelivered change.
 
     Values are encoded with ``laredo_target_http.encode_value`` (``laredo-json/1``; see README).
     """
@@ -162,6 +165,7 @@ class HttpSyncTarget:
 
         self._table: TableIdentifier | None = None
         self._table_name = ""
+        self._name_of: tuple[Any, str] = (None, "")
         self._columns: list[ColumnDefinition] = []
         self._baseline_buf: list[dict[str, Any]] = []
         self._baseline_started = False
@@ -185,6 +189,11 @@ class HttpSyncTarget:
         )
 
     # -- engine hooks: positions and durability ----------------------------------------------
+    def bind_pipeline(self, context: Any) -> None:
+        """Engine hook (``laredo.PipelineAware``): write positions with the source's format."""
+        if self._position_formatter is None:
+            self._position_formatter = context.position_to_string
+
     def set_position_formatter(self, formatter: Callable[[Position], str] | None) -> None:
         """How positions are written in change bodies (the engine passes the source's
         ``position_to_string``); default ``str()``."""
@@ -246,7 +255,7 @@ class HttpSyncTarget:
             self._baseline_rows = 0
 
     def on_close(self, table: TableIdentifier) -> None:
-        """Stop the flusher and send what is buffered, once, without waiting between retries.
+        """Stop the flusher and send what is buffered, one attempt per request (no retries).
         Changes that could not be sent stay non-durable (logged); never raises for them."""
         if self._closed:
             return
@@ -340,8 +349,7 @@ class HttpSyncTarget:
     def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None:
         """Buffer ``events`` in order and send full batches now (BatchTarget fast path)."""
         self._raise_pending()
-        items = [self._encode_event(e) for e in events]
-        self._accept(items)
+        self._accept(self._encode_events(events))
 
     def on_insert(self, table: TableIdentifier, row: Row) -> None:
         self._one(table, ChangeAction.INSERT, row, None)
@@ -360,7 +368,7 @@ class HttpSyncTarget:
     ) -> None:
         self._raise_pending()
         event = ChangeEvent(table, action, self._current_position, new_values=new, old_values=old)
-        self._accept([self._encode_event(event)])
+        self._accept(self._encode_events((event,)))
 
     def flush(self) -> None:
         """Send everything buffered now (baseline rows and changes); raises if a request fails
@@ -375,31 +383,56 @@ class HttpSyncTarget:
             self._cond.notify_all()
 
     def _raise_pending(self) -> None:
-        if self._pending_error is None:
-            return
+        """After a failed timed flush, send the buffer now, before accepting anything more:
+        the error is raised if it still fails, so a receiver that keeps refusing fails every
+        call (and the engine's error policy acts) instead of the buffer growing."""
         with self._lock:
-            err, self._pending_error = self._pending_error, None
-            self._cond.notify_all()
-        if err is not None:
-            raise err
+            if self._pending_error is None:
+                return
+            self._pending_error = None
+            try:
+                self._flush_changes_locked()
+            finally:
+                self._cond.notify_all()
 
     def _encode_event(self, e: ChangeEvent) -> tuple[Any, dict[str, Any], bool]:
+        """The wire form of one change. Raises ``TypeError`` for a value without an encoding
+        (``_encode_events`` turns it into a ``TargetError`` naming the column)."""
         position = e.position
-        is_truncate = e.action is ChangeAction.TRUNCATE
+        action = e.action
         fmt = self._position_formatter
+        table = e.table
+        if table is not self._name_of[0]:
+            self._name_of = (table, str(table))
+        new = e.new_values
+        old = e.old_values
+        ts = e.timestamp
         data = {
-            "action": e.action.name,
-            "table": str(e.table),
+            "action": _ACTION_NAMES[action],
+            "table": self._name_of[1],
             "position": None if position is None else (fmt(position) if fmt else str(position)),
             "xid": e.xid or None,
-            "timestamp": None if e.timestamp is None else e.timestamp.isoformat(),
-            "new": None if e.new_values is None else self._encode_row(e.table, e.new_values, e),
-            "old": None if e.old_values is None else self._encode_row(e.table, e.old_values, e),
-            "unchanged": sorted(e.unchanged_toast),
+            "timestamp": None if ts is None else ts.isoformat(),
+            "new": None if new is None else encode_row(new),
+            "old": None if old is None else encode_row(old),
+            "unchanged": sorted(e.unchanged_toast) if e.unchanged_toast else [],
         }
         if e.commit_timestamp is not None:
             data["commit_timestamp"] = e.commit_timestamp.isoformat()
-        return position, data, is_truncate
+        return position, data, action is ChangeAction.TRUNCATE
+
+    def _encode_events(
+        self, events: Sequence[ChangeEvent]
+    ) -> list[tuple[Any, dict[str, Any], bool]]:
+        encode = self._encode_event
+        try:
+            return [encode(e) for e in events]
+        except TypeError:
+            for e in events:
+                for row in (e.new_values, e.old_values):
+                    if row is not None:
+                        self._encode_row(e.table, row, e)
+            raise
 
     def _encode_row(self, table: TableIdentifier, row: Row, what: Any) -> dict[str, Any]:
         try:
@@ -463,7 +496,9 @@ class HttpSyncTarget:
     def _send_changes(self, n: int) -> None:
         batch = self._buf[:n]
         body = _dumps({"table": self._table_name, "changes": [item[1] for item in batch]})
-        self._client.post("/changes", body, f"{len(batch)} change(s)")
+        lo, hi = batch[0][1]["position"], batch[-1][1]["position"]
+        where = f"at position {lo}" if lo == hi else f"at positions {lo}..{hi}"
+        self._client.post("/changes", body, f"{len(batch)} change(s) {where}")
         del self._buf[: len(batch)]
         last, prev = self._delivered_last, self._delivered_prev
         for item in batch:
