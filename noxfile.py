@@ -17,6 +17,7 @@ PY = sys.executable
 SRC_DIRS = [
     "laredo-core/src",
     "laredo-target-memory/src",
+    "laredo-target-http/src",
 ]
 
 
