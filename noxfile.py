@@ -18,6 +18,8 @@ SRC_DIRS = [
     "laredo-core/src",
     "laredo-target-memory/src",
     "laredo-target-http/src",
+    "laredo-snapshot-s3/src",
+    "laredo-source-kinesis/src",
 ]
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import laredo
 import pytest
+from laredo.deadletter import DeadLetterError, DeadLetterReplayError
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, Row, TableIdentifier
 from laredo_snapshot_s3 import S3DeadLetterStore
 
@@ -73,7 +74,7 @@ def test_write_read_limit_order_and_types(dlq: S3DeadLetterStore) -> None:
     assert len(dlq.read("pg:public.other/x")) == 1
 
 
-def test_replay_applies_in_order_and_purge_removes(dlq: S3DeadLetterStore) -> None:
+def test_replay_applies_in_order_and_removes_applied(dlq: S3DeadLetterStore) -> None:
     dlq.write("p", change(1), ErrorInfo("e"))
     dlq.write("p", change(1, ChangeAction.UPDATE), ErrorInfo("e"))
     dlq.write("p", change(1, ChangeAction.DELETE), ErrorInfo("e"))
@@ -82,8 +83,35 @@ def test_replay_applies_in_order_and_purge_removes(dlq: S3DeadLetterStore) -> No
     assert dlq.replay("p", log) == 4  # type: ignore[arg-type]
     assert [c[0] for c in log.calls] == ["insert", "update", "delete", "truncate"]
     assert log.calls[1][3] == {"id": 1}
-    assert len(dlq.read("p")) == 4  # replay keeps them
-    assert dlq.purge("p") == 4
+    assert dlq.read("p") == []
+    assert dlq.pipelines() == []
+
+
+def test_replay_stops_at_a_rejected_entry_and_keeps_the_rest(dlq: S3DeadLetterStore) -> None:
+    for i in range(4):
+        dlq.write("p", change(i), ErrorInfo("e"), position=f"pos-{i}")
+
+    class Picky(ApplyLog):
+        def on_insert(self, table: TableIdentifier, row: Row) -> None:
+            if row["id"] == 2:
+                raise RuntimeError("still broken")
+            super().on_insert(table, row)
+
+    target = Picky()
+    with pytest.raises(DeadLetterReplayError) as err:
+        dlq.replay("p", target)  # type: ignore[arg-type]
+    assert err.value.replayed == 2
+    assert "2 of 4 entries replayed" in str(err.value) and "still broken" in str(err.value)
+    left = dlq.read("p")
+    assert [d.change.new_values["id"] for d in left] == [2, 3]
+    assert [d.position for d in left] == ["pos-2", "pos-3"]
+    assert dlq.purge("p") == 2
     assert dlq.read("p") == []
     assert dlq.purge("p") == 0
-    assert dlq.pipelines() == []
+
+
+def test_unencodable_value_is_a_clear_error(dlq: S3DeadLetterStore) -> None:
+    bad = ChangeEvent(USERS, ChangeAction.INSERT, "0/1", new_values={"id": 1, "x": object()})
+    with pytest.raises(DeadLetterError, match="cannot write dead letter of pipeline 'p'"):
+        dlq.write("p", bad, ErrorInfo("e"))
+    assert dlq.read("p") == []

@@ -116,7 +116,7 @@ def test_list_newest_first_filter_prune_delete(store: S3SnapshotStore) -> None:
         store.delete("s3")
     with pytest.raises(SnapshotNotFoundError):
         store.describe("s3")
-    with pytest.raises(KeyError):
+    with pytest.raises(LookupError, match="snapshot 's3' not found in s3://"):
         store.load("s3", ser)
 
 

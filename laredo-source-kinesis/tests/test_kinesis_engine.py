@@ -82,38 +82,53 @@ def test_engine_restart_with_checkpoints_nothing_lost_nothing_twice(
     make_source: Any,
     dynamodb_table_name: str,
 ) -> None:
+    """Two tables on a 2-shard stream into durable targets: the engine ACKs what they applied,
+    the source checkpoints it per shard, and a restart resumes after it."""
     s3, kinesis = moto_server.client("s3"), moto_server.client("kinesis")
-    write_baseline(s3, s3_bucket, "baseline/", {USERS: [user(0)]})
+    write_baseline(s3, s3_bucket, "baseline/", {USERS: [user(0)], ORDERS: []})
     stream = make_kinesis_stream(shards=2)
     ck = {"checkpoint_table": dynamodb_table_name, "create_checkpoint_table": True}
-    target = RecordingTarget(durable=True)
+    users, orders = RecordingTarget(durable=True), RecordingTarget(durable=True)
 
-    def run(ids: range, expect_total: int) -> Any:
+    def produce(ids: range) -> None:
+        for i in ids:
+            put(kinesis, stream, encode_record(USERS, "INSERT", new=user(i)), f"k{i}")
+            if i % 10 == 0:  # orders are rarer: their pipeline is often idle
+                order = {"order_id": f"o{i}", "user_id": i, "total": Decimal(i)}
+                put(kinesis, stream, encode_record(ORDERS, "INSERT", new=order), f"o{i}")
+
+    def run(ids: range, users_total: int, orders_total: int) -> None:
         source = make_source(stream, **ck)
-        eng = laredo.Engine(sources={"k": source}, pipelines=[laredo.Pipeline("k", USERS, target)])
+        eng = laredo.Engine(
+            sources={"k": source},
+            pipelines=[laredo.Pipeline("k", USERS, users), laredo.Pipeline("k", ORDERS, orders)],
+        )
         eng.start()
         try:
             assert eng.await_ready(20)
-            for i in ids:
-                put(kinesis, stream, encode_record(USERS, "INSERT", new=user(i)), f"k{i}")
-            assert target.wait_for(lambda t: t.count() >= expect_total, timeout=15)
+            produce(ids)
+            assert users.wait_for(lambda t: t.count() >= users_total, timeout=15)
+            assert orders.wait_for(lambda t: t.count() >= orders_total, timeout=15)
         finally:
             eng.stop()
-        return source
 
-    run(range(1, 31), 31)
-    first_baseline = target.methods().count("on_baseline_complete")
-    assert first_baseline == 1
+    run(range(1, 31), 31, 3)
+    assert users.methods().count("on_baseline_complete") == 1
     acked = make_source(stream, **ck).last_acked_position()
     assert acked is not None and len(acked.shards) == 2
-    # Written while nothing runs: the restart must pick them up, after the acked records.
-    for i in range(31, 41):
-        put(kinesis, stream, encode_record(USERS, "INSERT", new=user(i)), f"k{i}")
-    run(range(41, 51), 51)
-    assert target.methods().count("on_baseline_complete") == 1  # resumed: no second baseline
-    inserts = Counter(c[2]["id"] for c in target.calls if c[0] == "on_insert")
-    assert set(inserts) == set(range(1, 51)), "nothing lost"
-    assert max(inserts.values()) == 1, f"applied twice: {[k for k, v in inserts.items() if v > 1]}"
+    produce(range(31, 41))  # written while nothing runs: the restart must pick them up
+    run(range(41, 51), 51, 5)
+    assert users.methods().count("on_baseline_complete") == 1  # resumed: no second baseline
+    for target, expected in (
+        (users, set(range(1, 51))),
+        (orders, {"o10", "o20", "o30", "o40", "o50"}),
+    ):
+        key = "id" if target is users else "order_id"
+        applied = Counter(c[2][key] for c in target.calls if c[0] == "on_insert")
+        assert set(applied) == expected, "nothing lost"
+        assert max(applied.values()) == 1, (
+            f"applied twice: {[k for k, v in applied.items() if v > 1]}"
+        )
 
 
 def test_engine_restores_from_s3_snapshot_then_resumes_stream(

@@ -228,6 +228,20 @@ def test_resharding_parents_drained_before_children(
         per_key[i % 4].append(i)
     assert all(v == sorted(v) for v in per_key.values())
     assert set(events[-1].position.shards) >= {parent}
+    runners[-1].stop()
+
+    # Resume from the last position: closed shards yield nothing again, only new records come.
+    for i in range(50, 55):
+        put(kinesis, stream, encode_record(USERS, "INSERT", new={"id": i, "gen": 2}), f"k{i % 4}")
+    again = make_source(stream)
+    start(again, [USERS])
+    h2 = Collector()
+    runners.append(Runner(again, again.position_from_string(str(events[-1].position)), h2))
+    h2.wait(lambda c: len(c.events) >= 5)
+    wait_until(lambda: again.stats()["records"] >= 5, what="records counted")
+    assert [e.new_values["id"] for e in h2.events] == [50, 51, 52, 53, 54]
+    runners[-1].stop()
+    assert [e.new_values["id"] for e in h2.events] == [50, 51, 52, 53, 54]
 
 
 def test_bad_records_go_to_dead_letters_and_stream_continues(
@@ -268,6 +282,7 @@ def test_bad_records_go_to_dead_letters_and_stream_continues(
     assert letters[0].change.new_values["data"] == "{this is not json"
     assert letters[1].change.table == TableIdentifier("public", "nope")
     assert all(d.error.error_type == "BadRecord" for d in letters)
+    assert source.position_from_string(letters[0].position).shards  # where the bad record was
     stats = source.stats()
     assert stats["bad_records"] == 4 and stats["skipped"] == 1 and stats["events"] == 2
     # the position moved past the bad records: an ack there will not replay them
@@ -362,3 +377,115 @@ def test_validation_reports_missing_tables_and_stream(
     start(missing, [USERS])
     codes = [p.code for p in missing.validate_tables([USERS])]
     assert codes == ["STREAM_NOT_FOUND"]
+
+
+def test_baseline_formats_parts_and_source_sequence_alignment(
+    moto_server: Any,
+    s3_bucket: str,
+    make_kinesis_stream: Any,
+    make_source: Any,
+    runners: list[Runner],
+) -> None:
+    """jsonl.gz + parquet parts, and stream records already in the baseline (seq <= the
+    manifest's source_sequence) are skipped."""
+    import gzip
+    import io
+    import json
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    from laredo import serialization
+
+    s3, kinesis = moto_server.client("s3"), moto_server.client("kinesis")
+    manifest = {
+        "tables": {
+            "public.users": {
+                "columns": [
+                    {"name": "id", "type": "int8", "primary_key": True},
+                    {"name": "amount", "type": "numeric"},
+                ]
+            }
+        },
+        "source_sequence": 100,
+    }
+    s3.put_object(Bucket=s3_bucket, Key="baseline/manifest.json", Body=json.dumps(manifest))
+    part1 = "".join(
+        serialization.dumps_row({"id": i, "amount": Decimal(f"{i}.1")}) + "\n\n" for i in range(3)
+    )
+    s3.put_object(
+        Bucket=s3_bucket,
+        Key="baseline/public.users/part-0.jsonl.gz",
+        Body=gzip.compress(part1.encode()),
+    )
+    table = pa.table({"id": [3, 4], "amount": [Decimal("3.1"), Decimal("4.1")]})
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    s3.put_object(Bucket=s3_bucket, Key="baseline/public.users/part-1.parquet", Body=buf.getvalue())
+    s3.put_object(Bucket=s3_bucket, Key="baseline/public.users/ignored.txt", Body=b"x")
+    stream = make_kinesis_stream(shards=1)
+    put(
+        kinesis,
+        stream,
+        encode_record(USERS, "INSERT", new={"id": 4, "amount": Decimal("4.1")}, seq=99),
+        "a",
+    )
+    put(
+        kinesis,
+        stream,
+        encode_record(USERS, "UPDATE", new={"id": 4, "amount": Decimal("4.2")}, seq=100),
+        "a",
+    )
+    put(
+        kinesis,
+        stream,
+        encode_record(USERS, "INSERT", new={"id": 5, "amount": Decimal("5.1")}, seq=101),
+        "a",
+    )
+
+    source = make_source(stream)
+    start(source, [USERS])
+    assert source.validate_tables([USERS]) == []
+    rows: list[dict[str, Any]] = []
+    pos = source.baseline([USERS], lambda t, r: rows.append(r))
+    assert rows == [{"id": i, "amount": Decimal(f"{i}.1")} for i in range(5)]
+    assert pos.baseline_sequence == 100
+    # text round trip keeps the alignment
+    pos = source.position_from_string(source.position_to_string(pos))
+    handler = Collector()
+    runners.append(Runner(source, pos, handler))
+    handler.wait(lambda c: source.stats()["records"] == 3)
+    assert [e.new_values for e in handler.events] == [{"id": 5, "amount": Decimal("5.1")}]
+    assert handler.events[0].xid == 101
+    assert source.stats()["skipped"] == 2
+
+
+def test_pause_resume_and_reset_source(  # noqa: PLR0917 - fixtures
+    moto_server: Any,
+    s3_bucket: str,
+    make_kinesis_stream: Any,
+    make_source: Any,
+    runners: list[Runner],
+    dynamodb_table_name: str,
+) -> None:
+    s3, kinesis = moto_server.client("s3"), moto_server.client("kinesis")
+    write_baseline(s3, s3_bucket, "baseline/", {USERS: []})
+    stream = make_kinesis_stream(shards=1)
+    source = make_source(stream, checkpoint_table=dynamodb_table_name, create_checkpoint_table=True)
+    start(source, [USERS])
+    handler = Collector()
+    runners.append(Runner(source, source.baseline([USERS], lambda t, r: None), handler))
+    put(kinesis, stream, encode_record(USERS, "INSERT", new={"id": 1}), "a")
+    handler.wait_events(1)
+    source.pause()
+    assert source.state() is SourceState.PAUSED
+    wait_until(lambda: source.stats()["paused_readers"] == 1, what="the shard reader to park")
+    reads = source.stats()["records"]
+    put(kinesis, stream, encode_record(USERS, "INSERT", new={"id": 2}), "a")
+    # the parked reader cannot fetch until resume, so the count cannot move
+    assert source.stats()["records"] == reads and len(handler.events) == 1
+    source.resume()
+    events = handler.wait_events(2)
+    source.ack(events[-1].position)
+    assert source.last_acked_position() == events[-1].position
+    source.reset_source()
+    assert source.last_acked_position() is None

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from laredo.errors import SnapshotNotFoundError
+
 if TYPE_CHECKING:
     from .dead_letters import S3DeadLetterStore
-    from .store import S3SnapshotStore, SnapshotNotFoundError
+    from .store import S3SnapshotStore
 
 __all__ = ["S3DeadLetterStore", "S3SnapshotStore", "SnapshotNotFoundError"]
 
@@ -20,8 +22,8 @@ def __getattr__(name: str) -> Any:
         from .dead_letters import S3DeadLetterStore
 
         return S3DeadLetterStore
-    if name in ("S3SnapshotStore", "SnapshotNotFoundError"):
-        from . import store
+    if name == "S3SnapshotStore":
+        from .store import S3SnapshotStore
 
-        return getattr(store, name)
+        return S3SnapshotStore
     raise AttributeError(name)

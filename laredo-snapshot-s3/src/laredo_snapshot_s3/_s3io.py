@@ -174,4 +174,4 @@ class S3BodyReader(io.RawIOBase):
 def open_object(client: Any, bucket: str, key: str, **kwargs: Any) -> io.BufferedReader:
     """GET an object and return a buffered, streaming binary reader over its body."""
     resp = client.get_object(Bucket=bucket, Key=key, **kwargs)
-    return io.BufferedReader(S3BodyReader(resp["Body"]), buffer_size=256 * 1024)
+    return io.BufferedReader(S3BodyReader(resp["Body"]), buffer_size=1024 * 1024)

@@ -6,8 +6,9 @@ S3 objects cannot be appended to, so every dead letter is its own small JSON obj
 
 Keys sort in write order (S3 lists keys in lexicographic order), so ``read`` returns the oldest
 first and ``read(limit=n)`` the ``n`` oldest. A write is one ``PutObject``: it is durable when
-``write`` returns. ``replay`` applies the entries to a target in order and keeps them (``purge``
-removes them). Values keep their Python types (typed JSON encoding).
+``write`` returns. ``replay`` applies the entries to a target in order and deletes each applied
+one (as core's stores do); ``purge`` deletes them all. Values keep their Python types (core's
+typed JSON encoding).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import urllib.parse
 from typing import Any
 
 from laredo.contracts import SyncTarget
+from laredo.deadletter import DeadLetterError, DeadLetterReplayError, apply_change
 from laredo.errors import ConfigError
-from laredo.types import ChangeAction, ChangeEvent, DeadLetter, ErrorInfo
+from laredo.types import ChangeEvent, DeadLetter, ErrorInfo
 
 from . import _codec
 from .store import make_s3_client, normalize_prefix
@@ -76,20 +78,41 @@ class S3DeadLetterStore:
         keys.sort()
         return keys
 
-    def write(self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo) -> None:
+    def write(
+        self,
+        pipeline_id: str,
+        change: ChangeEvent,
+        error: ErrorInfo,
+        position: str | None = None,
+    ) -> None:
+        """Store one entry (one ``PutObject``); durable when this returns.
+
+        ``position`` is the serialised source position (``source.position_to_string``);
+        without it a ``str`` position is kept and others become ``str(position)``.
+        """
         now = dt.datetime.now(dt.UTC)
         with self._lock:
             seq = next(self._seq)
         key = f"{self._dir(pipeline_id)}{time.time_ns():020d}-{seq:08d}-{self._node}.json"
-        entry = DeadLetter(pipeline_id, change, error, now, _position_text(change))
-        body = _codec.dead_letter_to_json(entry)
-        self._client.put_object(
-            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json"
-        )
+        text = position if position is not None else _position_text(change)
+        try:
+            body = _codec.dead_letter_to_json(DeadLetter(pipeline_id, change, error, now, text))
+        except TypeError as exc:
+            raise DeadLetterError(
+                f"cannot write dead letter of pipeline {pipeline_id!r}: {exc}"
+            ) from None
+        try:
+            self._client.put_object(
+                Bucket=self.bucket, Key=key, Body=body, ContentType="application/json"
+            )
+        except Exception as exc:
+            raise DeadLetterError(
+                f"cannot write dead letter of pipeline {pipeline_id!r} to "
+                f"s3://{self.bucket}/{key}: {exc}"
+            ) from exc
         logger.debug("dead letter for %s written to s3://%s/%s", pipeline_id, self.bucket, key)
 
-    def read(self, pipeline_id: str, limit: int = 0) -> list[DeadLetter]:
-        """Dead letters of a pipeline, oldest first; ``limit > 0`` returns at most that many."""
+    def _entries(self, pipeline_id: str, limit: int = 0) -> list[tuple[str, DeadLetter]]:
         keys = self._keys(pipeline_id)
         if limit > 0:
             keys = keys[:limit]
@@ -97,44 +120,61 @@ class S3DeadLetterStore:
         for key in keys:
             try:
                 data = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-            except Exception as exc:  # deleted by a concurrent purge
+            except Exception as exc:  # deleted by a concurrent purge/replay
                 if getattr(exc, "response", {}).get("Error", {}).get("Code") in {
                     "NoSuchKey",
                     "404",
                 }:
                     continue
                 raise
-            out.append(_codec.dead_letter_from_json(data))
+            try:
+                out.append((key, _codec.dead_letter_from_json(data)))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise DeadLetterError(
+                    f"unreadable dead letter s3://{self.bucket}/{key}: {exc}"
+                ) from None
         return out
 
-    def replay(self, pipeline_id: str, target: SyncTarget) -> int:
-        """Apply every dead letter of the pipeline to ``target`` in order; returns the count.
-        Entries are kept: call ``purge`` once the replay is known good."""
-        count = 0
-        for letter in self.read(pipeline_id):
-            c = letter.change
-            if c.action == ChangeAction.INSERT and c.new_values is not None:
-                target.on_insert(c.table, c.new_values)
-            elif c.action == ChangeAction.UPDATE and c.new_values is not None:
-                target.on_update(c.table, c.new_values, c.old_values)
-            elif c.action == ChangeAction.DELETE and c.old_values is not None:
-                target.on_delete(c.table, c.old_values)
-            elif c.action == ChangeAction.TRUNCATE:
-                target.on_truncate(c.table)
-            else:
-                logger.warning("dead letter of %s has nothing to replay: %s", pipeline_id, c)
-                continue
-            count += 1
-        return count
+    def read(self, pipeline_id: str, limit: int = 0) -> list[DeadLetter]:
+        """Dead letters of a pipeline, oldest first; ``limit > 0`` returns at most that many."""
+        return [entry for _, entry in self._entries(pipeline_id, limit)]
 
-    def purge(self, pipeline_id: str) -> int:
-        """Delete every dead letter of the pipeline; returns how many were deleted."""
-        keys = self._keys(pipeline_id)
+    def replay(self, pipeline_id: str, target: SyncTarget) -> int:
+        """Apply the pipeline's dead letters to ``target`` in order, deleting each once applied;
+        returns how many. If the target rejects one, the applied ones are gone, that one and
+        the later ones are kept, and ``DeadLetterReplayError`` says how far it got."""
+        entries = self._entries(pipeline_id)
+        done: list[str] = []
+        failure: Exception | None = None
+        for key, entry in entries:
+            try:
+                apply_change(target, entry.change)
+            except Exception as exc:
+                failure = exc
+                break
+            done.append(key)
+        self._delete(done)
+        if failure is not None:
+            raise DeadLetterReplayError(
+                pipeline_id,
+                len(done),
+                f"dead-letter replay of {pipeline_id!r}: {len(done)} of {len(entries)} entries "
+                f"replayed, entry {len(done) + 1} failed: {type(failure).__name__}: {failure}; "
+                f"it and the later ones are kept",
+            ) from failure
+        return len(done)
+
+    def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
             self._client.delete_objects(
                 Bucket=self.bucket,
                 Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
             )
+
+    def purge(self, pipeline_id: str) -> int:
+        """Delete every dead letter of the pipeline; returns how many were deleted."""
+        keys = self._keys(pipeline_id)
+        self._delete(keys)
         return len(keys)
 
     def pipelines(self) -> list[str]:

@@ -101,6 +101,10 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError)
 
 
+_SESSIONS: dict[str | None, Any] = {}
+_SESSION_LOCK = threading.Lock()
+
+
 class _Stopped(Exception):
     pass
 
@@ -212,6 +216,7 @@ class KinesisSource:
         self._shards: dict[str, _Shard] = {}
         self._wake = threading.Condition()
         self._errors: list[BaseException] = []
+        self._parked = 0
         self._stats = {
             "records": 0,
             "events": 0,
@@ -229,21 +234,22 @@ class KinesisSource:
         except ImportError as exc:
             raise MissingDependencyError("boto3", "the Kinesis source") from exc
         profile = self._client_args["profile"]
-        session = (
-            boto3.session.Session(profile_name=profile) if profile else boto3.session.Session()
-        )
         config = Config(
             retries={"mode": "standard", "max_attempts": 3},
             connect_timeout=10,
             read_timeout=30,
             max_pool_connections=50,
         )
-        return session.client(
-            service,
-            region_name=self._client_args["region"],
-            endpoint_url=self._client_args["endpoint_url"],
-            config=config,
-        )
+        with _SESSION_LOCK:  # one session per profile: service models load once per process
+            session = _SESSIONS.get(profile)
+            if session is None:
+                session = _SESSIONS[profile] = boto3.session.Session(profile_name=profile)
+            return session.client(
+                service,
+                region_name=self._client_args["region"],
+                endpoint_url=self._client_args["endpoint_url"],
+                config=config,
+            )
 
     def _ensure_clients(self) -> None:
         if self._s3 is None:
@@ -256,6 +262,7 @@ class KinesisSource:
     # -- SyncSource: setup ------------------------------------------------------------------
     def init(self, config: SourceConfig) -> dict[TableIdentifier, list[ColumnDefinition]]:
         self._set_state(SourceState.CONNECTING)
+        self._stop.clear()
         self._ensure_clients()
         self._tables = list(config.tables)
         self._baseline_reader = S3Baseline(self._s3, self.bucket, self.prefix, self.manifest_key)
@@ -370,7 +377,9 @@ class KinesisSource:
         if self._checkpoints is None:
             return
         pos = self._pos(position)
-        self._retry(lambda: self._checkpoints.save(pos) if self._checkpoints else 0, "checkpoint")
+        checkpoints = self._checkpoints
+        # Not interruptible: the engine's final ack comes after stop_stream().
+        self._retry(lambda: checkpoints.save(pos), "DynamoDB checkpoint", interruptible=False)
 
     def reset_source(self, drop_publication: bool = False) -> None:
         """Forget the checkpoints: the next start runs the baseline again."""
@@ -410,8 +419,9 @@ class KinesisSource:
         return LagInfo(lag_bytes=0, lag_time=dt.timedelta(milliseconds=lag))
 
     def stats(self) -> dict[str, int]:
-        """Counters: records read, events delivered, bad records, skipped records, retries."""
-        return dict(self._stats)
+        """Counters: records read, events delivered, bad records, skipped records, retries,
+        expired iterators; ``paused_readers`` is how many shard readers wait on ``resume``."""
+        return {**self._stats, "paused_readers": self._parked}
 
     def stop_stream(self) -> None:
         self._stop.set()
@@ -424,7 +434,9 @@ class KinesisSource:
         self._set_state(SourceState.CLOSED)
 
     # -- AWS calls with retry ---------------------------------------------------------------
-    def _retry(self, fn: Callable[[], Any], what: str) -> Any:
+    def _retry(self, fn: Callable[[], Any], what: str, interruptible: bool = True) -> Any:
+        """Call ``fn``, retrying transient errors with jittered exponential backoff. With
+        ``interruptible``, ``stop_stream`` cuts the backoff short (raises ``_Stopped``)."""
         delay = self.backoff_initial
         for attempt in range(self.max_retries + 1):
             try:
@@ -438,7 +450,10 @@ class KinesisSource:
                     raise
                 self._stats["retries"] += 1
                 logger.info("%s: %s; retrying in %.2fs", what, _code(exc) or exc, delay)
-                if self._stop.wait(delay * (0.5 + random.random() / 2)):
+                pause = delay * (0.5 + random.random() / 2)
+                if not interruptible:
+                    time.sleep(pause)
+                elif self._stop.wait(pause):
                     raise _Stopped() from exc
                 delay = min(delay * 2, self.backoff_max)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -454,7 +469,8 @@ class KinesisSource:
         Raises ``SourceError`` when a shard fails beyond its retries.
         """
         start = self._pos(from_position) if from_position is not None else KinesisPosition()
-        self._stop.clear()
+        # _stop is cleared by init(), not here: a stop_stream() that races ahead of stream()
+        # (engine stopping during start-up) still makes this call return at once.
         self._errors = []
         with self._dispatch:
             self._frontier = dict(start.shards)
@@ -506,6 +522,10 @@ class KinesisSource:
             self._set_state(SourceState.ERROR)
             first = self._errors[0]
             raise SourceError(f"Kinesis stream {self.stream_name}: {first}") from first
+        # A clean stop: one last heartbeat carries the final position to every table's
+        # pipeline, so the engine's final ACK covers everything delivered (a table that had
+        # no recent change would otherwise hold the ACK back to its older position).
+        self._heartbeat(handler)
 
     def _heartbeat(self, handler: ChangeHandler) -> None:
         with self._dispatch:
@@ -583,7 +603,13 @@ class KinesisSource:
             iterator: str | None = self._iterator(sid, last)
             while not self._stop.is_set():
                 if not self._resume_event.is_set():
-                    self._resume_event.wait()
+                    with self._wake:
+                        self._parked += 1
+                    try:
+                        self._resume_event.wait()
+                    finally:
+                        with self._wake:
+                            self._parked -= 1
                     continue
                 began = time.monotonic()
                 try:
@@ -716,7 +742,7 @@ class KinesisSource:
         event = ChangeEvent(
             table=exc.table or TableIdentifier("kinesis", self.stream_name),
             action=ChangeAction.INSERT,
-            position=position.to_string(),
+            position=position,
             timestamp=rec.get("ApproximateArrivalTimestamp"),
             new_values={
                 "data": text,
@@ -728,7 +754,10 @@ class KinesisSource:
         )
         try:
             self.dead_letter_store.write(
-                self.dead_letter_pipeline, event, ErrorInfo(reason, "BadRecord")
+                self.dead_letter_pipeline,
+                event,
+                ErrorInfo(reason, "BadRecord"),
+                position=position.to_string(),
             )
         except Exception:
             logger.exception("%s; and writing the dead letter failed", reason)
