@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 import pytest
 from laredo import ColumnDefinition, ConfigError, SchemaChangeAction, Table, TargetError
 from laredo.types import TableSnapshotInfo
-
 from laredo_target_memory import CompiledTarget
 
 T = Table("public", "products")
@@ -164,16 +163,22 @@ def test_compiler_by_name_dict_is_read_only() -> None:
 
 
 def test_compiler_by_name_object_import_path() -> None:
-    t = make(compiler="object", compiler_options={"factory": "types:SimpleNamespace",
-                                                  "fields": ["sku", "price"]})
+    t = make(
+        compiler="object",
+        compiler_options={"factory": "types:SimpleNamespace", "fields": ["sku", "price"]},
+    )
     t.on_insert(T, prod("a"))
     assert vars(t.get("a")) == {"sku": "a", "price": 10}
 
 
 def test_compiler_by_name_object_pydantic_model_is_validated() -> None:
-    cols = [ColumnDefinition("name", "text", 1, False, True, 1), ColumnDefinition("fields", "jsonb", 2)]
-    t = CompiledTarget(compiler="object",
-                       compiler_options={"factory": "laredo_target_memory._plugin:IndexOptions"})
+    cols = [
+        ColumnDefinition("name", "text", 1, False, True, 1),
+        ColumnDefinition("fields", "jsonb", 2),
+    ]
+    t = CompiledTarget(
+        compiler="object", compiler_options={"factory": "laredo_target_memory._plugin:IndexOptions"}
+    )
     t.on_init(T, cols)
     t.on_insert(T, {"name": "i", "fields": "one"})  # the model's validator turns it into a list
     t.on_insert(T, {"name": "bad", "fields": []})  # fails validation: skipped, counted
@@ -195,8 +200,10 @@ def test_unknown_compiler_name_lists_installed() -> None:
 
 def test_bad_compiler_options_list_every_problem() -> None:
     with pytest.raises(ConfigError) as info:
-        CompiledTarget(compiler="namedtuple", compiler_options={"fields": ["ok", "_bad", "class"],
-                                                               "typename": "1x", "extra": 1})
+        CompiledTarget(
+            compiler="namedtuple",
+            compiler_options={"fields": ["ok", "_bad", "class"], "typename": "1x", "extra": 1},
+        )
     text = str(info.value)
     assert "fields" in text and "typename" in text and "extra" in text
     assert len(info.value.problems) == 3
@@ -204,8 +211,9 @@ def test_bad_compiler_options_list_every_problem() -> None:
 
 def test_constructor_problems_listed_together() -> None:
     with pytest.raises(ConfigError) as info:
-        CompiledTarget(compiler=compile_product, compiler_options={"x": 1}, key_fields=[""],
-                       filter=42)
+        CompiledTarget(
+            compiler=compile_product, compiler_options={"x": 1}, key_fields=[""], filter=42
+        )
     assert len(info.value.problems) == 3, info.value.problems
 
 

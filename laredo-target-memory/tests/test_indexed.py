@@ -20,7 +20,6 @@ from laredo import (
 )
 from laredo.errors import BatchApplyError
 from laredo.types import TableSnapshotInfo
-
 from laredo_target_memory import IndexedTarget
 
 T = Table("public", "users")
@@ -41,7 +40,9 @@ def user(i: int, **kw: Any) -> dict[str, Any]:
 
 def make(n: int = 0, **opts: Any) -> IndexedTarget:
     opts.setdefault("lookup_fields", ["email"])
-    opts.setdefault("indexes", [Index("by_team", ["team"]), Index("by_name", ["name"], unique=True)])
+    opts.setdefault(
+        "indexes", [Index("by_team", ["team"]), Index("by_name", ["name"], unique=True)]
+    )
     t = IndexedTarget(**opts)
     t.on_init(T, COLS)
     t.on_baseline_rows(T, [user(i) for i in range(n)])
@@ -49,7 +50,9 @@ def make(n: int = 0, **opts: Any) -> IndexedTarget:
     return t
 
 
-def ev(action: ChangeAction, new: Any = None, old: Any = None, pos: int = 0, **kw: Any) -> ChangeEvent:
+def ev(
+    action: ChangeAction, new: Any = None, old: Any = None, pos: int = 0, **kw: Any
+) -> ChangeEvent:
     return ChangeEvent(T, action, pos, datetime.now(UTC), new_values=new, old_values=old, **kw)
 
 
@@ -57,7 +60,9 @@ def index_state(t: IndexedTarget) -> dict[str, dict[Any, Any]]:
     """Every index's contents, to compare against a target rebuilt from its rows."""
     out: dict[str, dict[Any, Any]] = {}
     for idx in t._indexes:
-        out[idx.name] = {k: (sorted(v) if isinstance(v, dict | list) else v) for k, v in idx.map.items()}
+        out[idx.name] = {
+            k: (sorted(v) if isinstance(v, dict | list) else v) for k, v in idx.map.items()
+        }
     return out
 
 
@@ -126,7 +131,12 @@ def test_constructor_rejects_bad_definitions_listing_all() -> None:
     with pytest.raises(ConfigError) as info:
         IndexedTarget(
             lookup_fields=["a", "a"],
-            indexes=[Index("x", ["a"]), Index("x", ["b"]), {"name": "y"}, {"name": "lookup", "fields": "a"}],
+            indexes=[
+                Index("x", ["a"]),
+                Index("x", ["b"]),
+                {"name": "y"},
+                {"name": "lookup", "fields": "a"},
+            ],
         )
     text = str(info.value)
     assert len(info.value.problems) == 4, text
@@ -178,8 +188,14 @@ def test_composite_secondary_index_and_missing_fields_index_as_none() -> None:
 
 def test_reads_return_copies() -> None:
     t = make(3)
-    for row in (t.get(1), t.lookup("u1@x.io"), t.lookup_all("by_team", 1)[0], t.all()[1],
-                t.export_snapshot()[1], dict(t.items())[1]):
+    for row in (
+        t.get(1),
+        t.lookup("u1@x.io"),
+        t.lookup_all("by_team", 1)[0],
+        t.all()[1],
+        t.export_snapshot()[1],
+        dict(t.items())[1],
+    ):
         assert row is not None
         row["name"] = "hacked"
         row["new"] = 1
@@ -290,10 +306,13 @@ def test_truncate_clears_rows_and_indexes() -> None:
 def test_unique_index_tolerates_transient_duplicates() -> None:
     # Two rows swap their unique name inside one transaction.
     t = make(2)
-    t.apply_changes(T, [
-        ev(ChangeAction.UPDATE, user(0, name="User 1")),
-        ev(ChangeAction.UPDATE, user(1, name="User 0")),
-    ])
+    t.apply_changes(
+        T,
+        [
+            ev(ChangeAction.UPDATE, user(0, name="User 1")),
+            ev(ChangeAction.UPDATE, user(1, name="User 0")),
+        ],
+    )
     assert t.lookup_by("by_name", "User 1")["id"] == 0  # type: ignore[index]
     assert t.lookup_by("by_name", "User 0")["id"] == 1  # type: ignore[index]
     # Duplicates in a unique index: deleting one keeps the other findable.
@@ -324,19 +343,22 @@ def test_unhashable_index_value_is_rejected_without_partial_state() -> None:
     assert t.get(2) is None
     assert_indexes_consistent(t)
     with pytest.raises(TargetError, match="not hashable"):
-        t.on_update(T, user(0, name=["x"]), None)
+        t.on_update(T, user(0, name=["x"], team=2, email="changed@x"), None)
     assert t.get(0) == user(0)
     assert_indexes_consistent(t)
 
 
 def test_apply_changes_mixed_batch_and_position() -> None:
     t = make(3)
-    t.apply_changes(T, [
-        ev(ChangeAction.INSERT, user(3), pos=11),
-        ev(ChangeAction.UPDATE, user(0, team=2), {"id": 0}, pos=12),
-        ev(ChangeAction.DELETE, None, {"id": 1}, pos=13),
-        ev(ChangeAction.SCHEMA_CHANGE, pos=14),
-    ])
+    t.apply_changes(
+        T,
+        [
+            ev(ChangeAction.INSERT, user(3), pos=11),
+            ev(ChangeAction.UPDATE, user(0, team=2), {"id": 0}, pos=12),
+            ev(ChangeAction.DELETE, None, {"id": 1}, pos=13),
+            ev(ChangeAction.SCHEMA_CHANGE, pos=14),
+        ],
+    )
     assert sorted(r["id"] for r in t.all()) == [0, 2, 3]
     assert t.position == 14
     assert_indexes_consistent(t)
@@ -347,11 +369,14 @@ def test_apply_changes_mixed_batch_and_position() -> None:
 def test_apply_changes_failure_reports_the_index() -> None:
     t = make(0)
     with pytest.raises(BatchApplyError) as info:
-        t.apply_changes(T, [
-            ev(ChangeAction.INSERT, user(1), pos=1),
-            ev(ChangeAction.INSERT, {"email": "nokey"}, pos=2),
-            ev(ChangeAction.INSERT, user(3), pos=3),
-        ])
+        t.apply_changes(
+            T,
+            [
+                ev(ChangeAction.INSERT, user(1), pos=1),
+                ev(ChangeAction.INSERT, {"email": "nokey"}, pos=2),
+                ev(ChangeAction.INSERT, user(3), pos=3),
+            ],
+        )
     assert info.value.index == 1
     assert isinstance(info.value.__cause__, TargetError)
     assert "missing key field 'id'" in str(info.value)
@@ -423,7 +448,77 @@ def test_schema_change_policy() -> None:
     retyped = [ColumnDefinition("team", "text", 3) if c.name == "team" else c for c in COLS]
     r = t.on_schema_change(T, COLS, retyped)
     assert r.action is SchemaChangeAction.RE_BASELINE and "'team' changed type" in r.message
-    rekeyed = [ColumnDefinition(c.name, c.type, c.ordinal_position, primary_key=c.name == "email",
-                                primary_key_ordinal=1 if c.name == "email" else 0) for c in COLS]
+    rekeyed = [
+        ColumnDefinition(
+            c.name,
+            c.type,
+            c.ordinal_position,
+            primary_key=c.name == "email",
+            primary_key_ordinal=1 if c.name == "email" else 0,
+        )
+        for c in COLS
+    ]
     r = t.on_schema_change(T, COLS, rekeyed)
     assert r.action is SchemaChangeAction.RE_BASELINE and "key changed" in r.message
+
+
+# -------------------------------------------------------------------------------- bulk baseline
+def test_baseline_chunk_with_duplicates_and_existing_keys_matches_per_row() -> None:
+    rows = [user(1), user(2), user(1, name="again", team=2), user(3), user(2, email="e2")]
+    bulk = make(0)
+    bulk.on_insert(T, user(3, team=1, name="pre"))
+    bulk.on_baseline_rows(T, rows)
+    per_row = make(0)
+    per_row.on_insert(T, user(3, team=1, name="pre"))
+    for r in rows:
+        per_row.on_baseline_row(T, r)
+    assert bulk.all() == per_row.all()
+    assert index_state(bulk) == index_state(per_row)
+    assert_indexes_consistent(bulk)
+
+
+def test_baseline_chunk_with_unhashable_index_value_keeps_the_rows_before_it() -> None:
+    t = make(0)
+    with pytest.raises(TargetError, match=r"index 'by_name'.*not hashable"):
+        t.on_baseline_rows(T, [user(1), user(2), user(3, name=["bad"]), user(4)])
+    assert sorted(r["id"] for r in t.all()) == [1, 2]
+    assert_indexes_consistent(t)
+
+
+def test_restore_with_unhashable_index_value_is_rejected_whole() -> None:
+    t = make(2)
+    info = TableSnapshotInfo(T, 2, tuple(COLS))
+    with pytest.raises(TargetError, match=r"row 1: index 'by_name' value \['x'\] is not hashable"):
+        t.restore_snapshot(info, [user(5), user(6, name=["x"])])
+    assert sorted(r["id"] for r in t.all()) == [0, 1]
+    assert_indexes_consistent(t)
+
+
+def test_baseline_chunk_with_duplicate_unique_values_keeps_both() -> None:
+    t = make(0)
+    t.on_baseline_rows(T, [user(1, name="same"), user(2, name="same"), user(3)])
+    assert sorted(r["id"] for r in t.lookup_all("by_name", "same")) == [1, 2]
+    t.on_delete(T, {"id": 2})
+    assert t.lookup_by("by_name", "same")["id"] == 1  # type: ignore[index]
+    assert_indexes_consistent(t)
+
+
+def test_reinit_with_a_key_some_rows_lack_fails_and_keeps_the_old_state() -> None:
+    t = make(3, lookup_fields=[], indexes=[Index("by_team", ["team"])])
+    t.on_insert(T, {"id": 9, "team": 1})  # has no email
+    cols = [
+        ColumnDefinition(
+            c.name,
+            c.type,
+            c.ordinal_position,
+            primary_key=c.name == "email",
+            primary_key_ordinal=1 if c.name == "email" else 0,
+        )
+        for c in COLS
+    ]
+    with pytest.raises(TargetError, match="missing key field 'email'"):
+        t.on_init(T, cols)
+    assert t.key_fields == ("id",)
+    assert t.get(9) == {"id": 9, "team": 1}
+    assert [r["id"] for r in t.lookup_all("by_team", 1)] == [1, 9]
+    assert_indexes_consistent(t)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -10,7 +11,6 @@ from typing import Any
 import pytest
 from laredo import ChangeAction, ChangeEvent, ColumnDefinition, Index, Table
 from laredo.types import TableSnapshotInfo
-
 from laredo_target_memory import CompiledTarget, IndexedTarget
 
 T = Table("public", "accounts")
@@ -29,8 +29,9 @@ def ev(action: ChangeAction, new: Any = None, old: Any = None) -> ChangeEvent:
 def new_target(n: int = 0) -> IndexedTarget:
     t = IndexedTarget(lookup_fields=["owner"], indexes=[Index("by_version", ["version"])])
     t.on_init(T, COLS)
-    t.on_baseline_rows(T, [{"id": i, "owner": f"o{i}", "balance": 100, "version": 0}
-                           for i in range(n)])
+    t.on_baseline_rows(
+        T, [{"id": i, "owner": f"o{i}", "balance": 100, "version": 0} for i in range(n)]
+    )
     return t
 
 
@@ -107,8 +108,10 @@ def test_replay_is_consistent_with_a_concurrent_writer() -> None:
         i = 0
         while not stop.is_set():
             k = i % 100
-            t.apply_changes(T, [ev(ChangeAction.UPDATE, {"id": k, "owner": f"o{k}",
-                                                          "balance": i, "version": i})])
+            t.apply_changes(
+                T,
+                [ev(ChangeAction.UPDATE, {"id": k, "owner": f"o{k}", "balance": i, "version": i})],
+            )
             i += 1
 
     th = threading.Thread(target=writer)
@@ -210,8 +213,12 @@ def test_readers_never_see_a_half_applied_batch() -> None:
                 elif i == b and a != b:
                     bal += 1
                 t_state[i] = bal
-                events.append(ev(ChangeAction.UPDATE, {"id": i, "owner": f"o{i}",
-                                                       "balance": bal, "version": version}))
+                events.append(
+                    ev(
+                        ChangeAction.UPDATE,
+                        {"id": i, "owner": f"o{i}", "balance": bal, "version": version},
+                    )
+                )
             t.apply_changes(T, events)
 
     def reader() -> None:
@@ -241,14 +248,19 @@ def test_readers_never_see_a_half_applied_batch() -> None:
 
     t_state = {i: 100 for i in range(n)}
     threads = [threading.Thread(target=f) for f in (writer, reader, reader, point_reader)]
-    for th in threads:
-        th.start()
-    deadline = time.monotonic() + 0.5
-    while time.monotonic() < deadline and not errors:
-        time.sleep(0.01)
-    stop.set()
-    for th in threads:
-        th.join(10)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # many more thread switches, so races show up quickly
+    try:
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and not errors:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(10)
+        sys.setswitchinterval(interval)
     assert not errors, errors[:5]
     assert reads[0] > 10
     assert sum(r["balance"] for r in t.all()) == total

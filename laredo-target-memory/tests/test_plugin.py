@@ -7,12 +7,14 @@ import importlib.metadata
 import laredo
 import pytest
 from laredo import ColumnDefinition, ConfigError, Table
-
 from laredo_target_memory import CompiledTarget, IndexedTarget
 
 T = Table("public", "users")
-COLS = [ColumnDefinition("id", "int8", 1, False, True, 1), ColumnDefinition("email", "text", 2),
-        ColumnDefinition("team", "int4", 3)]
+COLS = [
+    ColumnDefinition("id", "int8", 1, False, True, 1),
+    ColumnDefinition("email", "text", 2),
+    ColumnDefinition("team", "int4", 3),
+]
 
 
 def test_entry_point_is_installed() -> None:
@@ -21,8 +23,9 @@ def test_entry_point_is_installed() -> None:
 
 
 def test_indexed_memory_by_name() -> None:
-    t = laredo.target("indexed-memory", lookup_fields=["email"],
-                      indexes=[{"name": "by_team", "fields": ["team"]}])
+    t = laredo.target(
+        "indexed-memory", lookup_fields=["email"], indexes=[{"name": "by_team", "fields": ["team"]}]
+    )
     assert isinstance(t, IndexedTarget)
     assert t.lookup_fields == ("email",)
     assert [(i.name, i.fields, i.unique) for i in t.indexes] == [("by_team", ("team",), False)]
@@ -33,34 +36,54 @@ def test_indexed_memory_by_name() -> None:
 
 
 def test_indexed_memory_accepts_single_strings() -> None:
-    t = laredo.target("indexed-memory", lookup_fields="email",
-                      indexes=[{"name": "u", "fields": "team", "unique": True}])
+    t = laredo.target(
+        "indexed-memory",
+        lookup_fields="email",
+        indexes=[{"name": "u", "fields": "team", "unique": True}],
+    )
     assert t.lookup_fields == ("email",) and t.indexes[0].unique
 
 
 def test_bad_indexed_options_list_every_problem() -> None:
     with pytest.raises(ConfigError) as info:
-        laredo.target("indexed-memory", lookup_fields=[1, 2.5], indexes=[{"name": "", "fields": []},
-                      {"fields": ["a"], "uniq": True}], lookup="x")
+        laredo.target(
+            "indexed-memory",
+            lookup_fields=[1, 2.5],
+            indexes=[{"name": "", "fields": []}, {"fields": ["a"], "uniq": True}],
+            lookup="x",
+        )
     problems = info.value.problems
     joined = "\n".join(problems)
     assert len(problems) >= 6, joined
-    for fragment in ("lookup_fields.0", "lookup_fields.1", "indexes.0.name", "indexes.0.fields",
-                     "indexes.1.name", "indexes.1.uniq", "lookup: unknown option"):
+    for fragment in (
+        "lookup_fields.0",
+        "lookup_fields.1",
+        "indexes.0.name",
+        "indexes.0.fields",
+        "indexes.1.name",
+        "indexes.1.uniq",
+        "lookup: unknown option",
+    ):
         assert fragment in joined, (fragment, joined)
     assert all(p.startswith("target 'indexed-memory'") for p in problems)
 
 
 def test_duplicate_index_names_rejected_by_options() -> None:
     with pytest.raises(ConfigError, match="used twice: a"):
-        laredo.target("indexed-memory", indexes=[{"name": "a", "fields": ["x"]},
-                                                 {"name": "a", "fields": ["y"]}])
+        laredo.target(
+            "indexed-memory",
+            indexes=[{"name": "a", "fields": ["x"]}, {"name": "a", "fields": ["y"]}],
+        )
 
 
 def test_compiled_memory_by_name_with_named_compiler() -> None:
-    t = laredo.target("compiled-memory", compiler="namedtuple",
-                      compiler_options={"fields": ["id", "email"]}, key_fields=["id"],
-                      filter=None)
+    t = laredo.target(
+        "compiled-memory",
+        compiler="namedtuple",
+        compiler_options={"fields": ["id", "email"]},
+        key_fields=["id"],
+        filter=None,
+    )
     assert isinstance(t, CompiledTarget)
     t.on_init(T, COLS)
     t.on_insert(T, {"id": 1, "email": "a@x", "team": 2})
@@ -85,3 +108,27 @@ def test_compiler_builder_by_name() -> None:
     assert dict(fn({"a": 1})) == {"a": 1}
     with pytest.raises(ConfigError, match="fields"):
         laredo.compiler("namedtuple")
+
+
+def test_both_targets_offer_the_optional_capabilities_the_engine_looks_for() -> None:
+    from laredo.contracts import (
+        BaselineBatchTarget,
+        BatchTarget,
+        CountableTarget,
+        DurablePositionTarget,
+        KeyedTarget,
+        PositionedTarget,
+    )
+
+    for t in (IndexedTarget(), CompiledTarget(compiler="dict")):
+        for cap in (
+            BatchTarget,
+            BaselineBatchTarget,
+            CountableTarget,
+            KeyedTarget,
+            PositionedTarget,
+        ):
+            assert isinstance(t, cap), (type(t).__name__, cap.__name__)
+        # Memory state is durable only through snapshots: the engine must not think otherwise.
+        assert not isinstance(t, DurablePositionTarget)
+        assert t.is_durable() is False

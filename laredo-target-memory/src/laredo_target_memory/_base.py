@@ -3,9 +3,12 @@
 Concurrency model
 -----------------
 * One data lock (``_lock``) guards the stored state. Writers take it once per call: once per
-  ``apply_changes`` batch or ``on_baseline_rows`` chunk, never once per row. Readers take it for
-  the few dictionary look-ups they need and copy the result after releasing it, so a reader sees
-  the state before or after a whole batch (usually one source transaction), never half of one.
+  ``apply_changes`` batch or ``on_baseline_rows`` chunk, never once per row, and bump
+  ``_version`` to odd on entry and back to even on exit. Bulk readers (``all``, export) take the
+  lock; point readers (``get``, ``lookup``) read without it and check ``_version`` was even and
+  unchanged around their look-ups, else read again under the lock. Either way a reader sees the
+  state before or after a whole batch (usually one source transaction), never half of one.
+  Results are copied after the lock is released.
 * Stored rows are never mutated in place: an update stores a new dict. That is what lets readers
   copy outside the lock and ``export_snapshot`` be consistent.
 * Listeners run on the writer's thread *after* the data lock is released (readers are not blocked
@@ -108,10 +111,18 @@ class MemoryTargetBase(Generic[V]):
     def _no_key_hint(self) -> str:
         raise NotImplementedError
 
-    def _put(self, key: Any, row: Row, pending: Pending, moved_from: Any = MISSING) -> None:
+    def _put(
+        self,
+        key: Any,
+        row: Row,
+        pending: Pending,
+        moved_from: Any = MISSING,
+        old: Any = MISSING,
+    ) -> None:
         """Store ``row`` (a dict this target owns) under ``key``; called with the lock held.
 
-        ``moved_from`` is the row's previous key when an UPDATE changed the key.
+        ``moved_from`` is the row's previous key when an UPDATE changed the key; ``old`` the
+        row currently stored under ``key`` when the caller already looked it up (else MISSING).
         """
         raise NotImplementedError
 
@@ -171,6 +182,7 @@ class MemoryTargetBase(Generic[V]):
             raise ConfigError(problems)
         with self._dispatch_lock, self._lock:
             self._version += 1
+            saved = self._save_config()
             try:
                 changed = key_fields != self._key_fields
                 self._table = table
@@ -181,8 +193,20 @@ class MemoryTargetBase(Generic[V]):
                 needs_rebuild = self._on_columns(columns)
                 if (changed or needs_rebuild) and self._rows:
                     self._rebuild()
+            except BaseException:
+                self._restore_config(saved)  # e.g. a stored row lacks the new key
+                raise
             finally:
                 self._version += 1
+
+    def _save_config(self) -> dict[str, Any]:
+        """The attributes ``on_init`` changes, so a failed re-key can put them back."""
+        return {k: v for k, v in vars(self).items() if k != "_subs"}
+
+    def _restore_config(self, saved: dict[str, Any]) -> None:
+        subs = self._subs
+        vars(self).update(saved)
+        self._subs = subs
 
     def _on_columns(self, columns: tuple[ColumnDefinition, ...]) -> bool:
         """Hook: key and columns known (lock held). Return true to re-index stored rows."""
@@ -200,14 +224,18 @@ class MemoryTargetBase(Generic[V]):
                 with self._lock:
                     self._version += 1
                     try:
-                        insert = self._insert
-                        for row in rows:
-                            insert(row, pending)
+                        self._insert_many(rows, pending)
                     finally:
                         self._version += 1
             finally:
                 if pending:
                     self._dispatch(subs, pending)
+
+    def _insert_many(self, rows: Sequence[Row], pending: Pending) -> None:
+        """Insert ``rows`` in order (lock held); subclasses may do it in bulk."""
+        insert = self._insert
+        for row in rows:
+            insert(row, pending)
 
     def on_baseline_complete(self, table: TableIdentifier) -> None:
         self._baseline_complete = True
@@ -254,19 +282,32 @@ class MemoryTargetBase(Generic[V]):
                 with self._lock:
                     self._version += 1
                     try:
-                        insert = self._insert
                         update = self._update
+                        key_of = self._key_of
+                        put = self._put
+                        discard = self._discard
                         i = 0
                         try:
+                            # Inserts and deletes inlined (one call less per change).
                             for i, ev in enumerate(events):  # noqa: B007 - i used on error
                                 action = ev.action
-                                if action is _INSERT:
-                                    insert(ev.new_values, pending)  # type: ignore[arg-type]
-                                elif action is _UPDATE:
+                                if action is _UPDATE:
                                     new = ev.new_values
                                     update(new, ev.old_values, pending, ev.unchanged_toast)  # type: ignore[arg-type]
+                                elif action is _INSERT:
+                                    row = ev.new_values
+                                    try:
+                                        key = key_of(row)  # type: ignore[arg-type]
+                                    except (KeyError, TypeError):
+                                        key = self._key(row, "INSERT row")
+                                    put(key, dict(row), pending)  # type: ignore[arg-type]
                                 elif action is _DELETE:
-                                    self._delete(ev.old_values or ev.new_values, pending)
+                                    ident = ev.old_values or ev.new_values
+                                    try:
+                                        key = key_of(ident)  # type: ignore[arg-type]
+                                    except (KeyError, TypeError):
+                                        key = self._key(ident, "DELETE identity")
+                                    discard(key, pending)
                                 elif action is _TRUNCATE:
                                     self._truncate(None, pending)
                         except Exception as exc:
@@ -494,7 +535,9 @@ class MemoryTargetBase(Generic[V]):
         else:
             row = {**stored, **new}
         try:
-            if stored is not None and old_key != key:
+            if old_key == key:
+                self._put(key, row, pending, MISSING, stored)
+            elif stored is not None:
                 self._put(key, row, pending, old_key)
             else:
                 self._put(key, row, pending)

@@ -166,7 +166,14 @@ class CompiledTarget(MemoryTargetBase[Any]):
             )
             return MISSING
 
-    def _put(self, key: Any, row: Row, pending: Pending, moved_from: Any = MISSING) -> None:
+    def _put(
+        self,
+        key: Any,
+        row: Row,
+        pending: Pending,
+        moved_from: Any = MISSING,
+        old: Any = MISSING,
+    ) -> None:
         obj = self._compile(row)
         objects = self._objects
         if obj is MISSING:
@@ -245,8 +252,13 @@ class CompiledTarget(MemoryTargetBase[Any]):
         n = len(self._key_fields)
         if len(key_values) != n:
             self._arity("get()", self._key_fields, key_values)
-        with self._lock:
-            return self._objects.get(key_values[0] if n == 1 else key_values)
+        key = key_values[0] if n == 1 else key_values
+        v = self._version  # optimistic read (see IndexedTarget.get)
+        obj = self._objects.get(key)
+        if v & 1 or v != self._version:
+            with self._lock:
+                obj = self._objects.get(key)
+        return obj
 
     def all(self) -> list[Any]:
         """Every compiled object, as of one instant."""

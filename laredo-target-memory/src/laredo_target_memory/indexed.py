@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
@@ -157,6 +158,37 @@ class _MultiIndex(_Index):
         return list(bucket) if bucket else []
 
 
+def _fill_indexes(indexes: Sequence[_Index], pairs: list[tuple[Any, Row]]) -> None:
+    """Add ``(key, row)`` pairs (keys that hold no entry yet) to each index, one index at a
+    time. Raises TypeError on an unhashable index value (the caller cleans up)."""
+    for idx in indexes:
+        get = idx._get
+        slow = idx.key
+        m = idx.map
+        if idx.unique:
+            setdefault = m.setdefault
+            for key, row in pairs:
+                try:
+                    nk = get(row)
+                except KeyError:
+                    nk = slow(row)
+                cur = setdefault(nk, key)
+                if cur is not key and cur != key:
+                    idx.add(nk, key)
+        else:
+            mget = m.get
+            for key, row in pairs:
+                try:
+                    nk = get(row)
+                except KeyError:
+                    nk = slow(row)
+                bucket = mget(nk)
+                if bucket is None:
+                    m[nk] = {key: None}
+                else:
+                    bucket[key] = None
+
+
 def _make_index(d: IndexDefinition) -> _Index:
     cls = _UniqueIndex if d.unique else _MultiIndex
     return cls(d.name, tuple(d.fields), d.unique)
@@ -303,27 +335,135 @@ class IndexedTarget(MemoryTargetBase[Row]):
         self._by_name = {i.name: i for i in indexes}
 
     # ------------------------------------------------------------------ storage (lock held)
-    def _put(self, key: Any, row: Row, pending: Pending, moved_from: Any = MISSING) -> None:
+    def _put(
+        self,
+        key: Any,
+        row: Row,
+        pending: Pending,
+        moved_from: Any = MISSING,
+        old: Any = MISSING,
+    ) -> None:
         rows = self._rows
         if moved_from is not MISSING:
-            prev = rows[moved_from]
-            clash = rows.get(key)
-            if clash is not None:  # another row already lives under the new key
-                self._discard(key, pending)
-            self._reindex(key, None, row)
-            del rows[moved_from]
-            for idx in self._indexes:
-                idx.remove(idx.key(prev), moved_from)
-            rows[key] = row
-            if pending is not None:
-                pending.append((prev, row))
+            self._move(key, row, pending, moved_from)
             return
-        old = rows.get(key)
-        if self._indexes:
-            self._reindex(key, old, row)
+        if old is MISSING:
+            old = rows.get(key)
+        indexes = self._indexes
+        if indexes:
+            # Hot path, inlined: per index, compute the new (and old) value and move the key.
+            done = 0
+            try:
+                for idx in indexes:
+                    get = idx._get
+                    try:
+                        nk = get(row)
+                    except KeyError:
+                        nk = idx.key(row)
+                    m = idx.map
+                    if old is not None:
+                        try:
+                            ok = get(old)
+                        except KeyError:
+                            ok = idx.key(old)
+                        if ok == nk:
+                            done += 1
+                            continue
+                        if idx.unique:
+                            idx.add(nk, key)
+                            idx.remove(ok, key)
+                        else:
+                            bucket = m.get(nk)
+                            if bucket is None:
+                                m[nk] = {key: None}
+                            else:
+                                bucket[key] = None
+                            bucket = m.get(ok)
+                            if bucket is not None:
+                                bucket.pop(key, None)
+                                if not bucket:
+                                    del m[ok]
+                    elif idx.unique:
+                        cur = m.setdefault(nk, key)
+                        if cur is not key and cur != key:
+                            idx.add(nk, key)
+                    else:
+                        bucket = m.get(nk)
+                        if bucket is None:
+                            m[nk] = {key: None}
+                        else:
+                            bucket[key] = None
+                    done += 1
+            except TypeError:
+                self._undo_index(indexes, done, key, old, row)
         rows[key] = row
         if pending is not None:
             pending.append((old, row))
+
+    def _insert_many(self, rows: Sequence[Row], pending: Pending) -> None:
+        """Bulk insert (baseline chunks): store rows first, then fill each index in one pass.
+
+        Rows replacing an existing key, listeners (ordered notifications) or an unhashable index
+        value fall back to the per-row path, which gives the same result and errors."""
+        indexes = self._indexes
+        if pending is not None or not indexes:
+            super()._insert_many(rows, pending)
+            return
+        store = self._rows
+        key_of = self._key_of
+        fresh: list[tuple[Any, Row]] = []
+        for row in rows:
+            try:
+                key = key_of(row)
+            except (KeyError, TypeError):
+                key = self._key(row, "INSERT row")
+            try:
+                old = store.get(key)
+            except TypeError:
+                self._check_hashable(key)
+                raise
+            if old is None:
+                new = dict(row)
+                store[key] = new
+                fresh.append((key, new))
+            else:
+                self._index_fresh(fresh)
+                fresh = []
+                self._put(key, dict(row), None, MISSING, old)
+        self._index_fresh(fresh)
+
+    def _index_fresh(self, fresh: list[tuple[Any, Row]]) -> None:
+        """Add index entries for rows just stored under keys that held no row (lock held)."""
+        if not fresh:
+            return
+        indexes = self._indexes
+        try:
+            _fill_indexes(indexes, fresh)
+        except TypeError:
+            # An unhashable index value: take the chunk back out and redo it row by row, so
+            # the rows before the bad one stay applied and the error names the index.
+            for idx in indexes:
+                for key, row in fresh:
+                    with contextlib.suppress(TypeError):
+                        idx.remove(idx.key(row), key)
+            store = self._rows
+            for key, _ in fresh:
+                del store[key]
+            for key, row in fresh:
+                self._put(key, row, None)
+
+    def _move(self, key: Any, row: Row, pending: Pending, moved_from: Any) -> None:
+        rows = self._rows
+        prev = rows[moved_from]
+        if rows.get(key) is not None:  # another row already lives under the new key
+            self._discard(key, pending)
+        self._reindex(key, None, row)
+        del rows[moved_from]
+        for idx in self._indexes:
+            idx.remove(idx.key(prev), moved_from)
+        rows[key] = row
+        if pending is not None:
+            pending.append((prev, row))
 
     def _reindex(self, key: Any, old: Row | None, new: Row) -> None:
         indexes = self._indexes
@@ -333,20 +473,39 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 idx.replace(key, old, new)
                 done += 1
         except TypeError:
-            for undo in indexes[:done]:
-                undo.undo(key, old, new)
-            bad = indexes[done]
-            raise TargetError(
-                f"table {self._table}: index {bad.name!r} on {', '.join(bad.fields)}: value "
-                f"{bad.key(new)!r} is not hashable; index only scalar columns"
-            ) from None
+            self._undo_index(indexes, done, key, old, new)
+
+    def _undo_index(
+        self, indexes: tuple[_Index, ...], done: int, key: Any, old: Row | None, new: Row
+    ) -> None:
+        """Roll back the first ``done`` indexes after ``indexes[done]`` met an unhashable value,
+        then raise a TargetError naming it (the row is not stored)."""
+        for undo in indexes[:done]:
+            undo.undo(key, old, new)
+        bad = indexes[done]
+        raise TargetError(
+            f"table {self._table}: index {bad.name!r} on {', '.join(bad.fields)}: value "
+            f"{bad.key(new)!r} is not hashable; index only scalar columns"
+        ) from None
 
     def _discard(self, key: Any, pending: Pending) -> None:
         old = self._rows.pop(key, None)
         if old is None:
             return
         for idx in self._indexes:
-            idx.remove(idx.key(old), key)
+            try:
+                ok = idx._get(old)
+            except KeyError:
+                ok = idx.key(old)
+            if idx.unique:
+                idx.remove(ok, key)
+            else:
+                m = idx.map
+                bucket = m.get(ok)
+                if bucket is not None:
+                    bucket.pop(key, None)
+                    if not bucket:
+                        del m[ok]
         if pending is not None:
             pending.append((old, None))
 
@@ -360,30 +519,36 @@ class IndexedTarget(MemoryTargetBase[Row]):
     def _build(
         self, rows: Iterable[Row], copy: bool
     ) -> tuple[dict[Any, Row], tuple[_Index, ...], _UniqueIndex | None]:
+        """A complete new state from ``rows`` (later duplicates of a key win); raises
+        TargetError on a row without its key or an unhashable index value."""
         key_of = self._key_of
         new_rows: dict[Any, Row] = {}
-        indexes, lookup = self._fresh_indexes()
         for n, row in enumerate(rows):
             try:
                 key = key_of(row)
             except (KeyError, TypeError):
                 key = self._key(row, f"row {n}")
-            if copy:
-                row = dict(row)
             try:
-                old = new_rows.get(key)
+                new_rows[key] = dict(row) if copy else row
             except TypeError:
                 self._check_hashable(key)
                 raise
+        indexes, lookup = self._fresh_indexes()
+        pairs = list(new_rows.items())
+        try:
+            _fill_indexes(indexes, pairs)
+        except TypeError:
             for idx in indexes:
-                try:
-                    idx.replace(key, old, row)
-                except TypeError:
-                    raise TargetError(
-                        f"table {self._table}: row {n}: index {idx.name!r} value "
-                        f"{idx.key(row)!r} is not hashable; index only scalar columns"
-                    ) from None
-            new_rows[key] = row
+                for n, (_, row) in enumerate(pairs):
+                    value = idx.key(row)
+                    try:
+                        hash(value)
+                    except TypeError:
+                        raise TargetError(
+                            f"table {self._table}: row {n}: index {idx.name!r} value "
+                            f"{value!r} is not hashable; index only scalar columns"
+                        ) from None
+            raise
         return new_rows, indexes, lookup
 
     def _rebuild(self) -> None:
@@ -433,7 +598,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if len(values) != idx.nfields:
             self._arity("lookup()", idx.fields, values)
         ikey = values[0] if idx.nfields == 1 else values
-        pk = idx.get(ikey)
+        pk = idx.map.get(ikey, MISSING)
+        if type(pk) is _Dups:
+            pk = pk[-1]
         row = None if pk is MISSING else self._rows.get(pk)
         if v & 1 or v != self._version:
             with self._lock:
@@ -445,14 +612,18 @@ class IndexedTarget(MemoryTargetBase[Row]):
     def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
         """Every row whose index ``index_name`` fields equal ``values`` (copies, in insertion
         order). Works for unique and non-unique indexes; ``"lookup"`` is the lookup index."""
+        v = self._version  # optimistic read, as in get()
         idx = self._index(index_name)
         if len(values) != idx.nfields:
             self._arity(f"lookup_all({index_name!r})", idx.fields, values)
         ikey = values[0] if idx.nfields == 1 else values
-        with self._lock:
-            idx = self._by_name.get(index_name, idx)  # a restore may have swapped indexes
-            get = self._rows.get
-            found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
+        get = self._rows.get
+        found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
+        if v & 1 or v != self._version:
+            with self._lock:
+                idx = self._index(index_name)  # a restore may have swapped the indexes
+                get = self._rows.get
+                found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
         return [r.copy() for r in found]
 
     def lookup_by(self, index_name: str, *values: Any) -> Row | None:
