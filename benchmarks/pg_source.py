@@ -362,15 +362,51 @@ def bench_latency(pg: EmbeddedPostgres, samples: int) -> None:
             for e in events:
                 arrivals[e.new_values["id"]] = now
 
+    # The limit, on the same inserts at the same time: a bare pgoutput loop on its own slot.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot('bench_lat_bare', 'pgoutput')")
+    bare_arrivals: dict[int, float] = {}
+    bare_stop = threading.Event()
+
+    def bare() -> None:
+        import select
+
+        conn = psycopg.connect(dsn, autocommit=True, replication="database")
+        conn.execute(
+            "START_REPLICATION SLOT bench_lat_bare LOGICAL 0/0 (proto_version '1', "
+            "publication_names 'lat_pub')"
+        )
+        pgc = conn.pgconn
+        while not bare_stop.is_set():
+            k, data = pgc.get_copy_data(1)
+            if k > 0:
+                if data[0] == 119 and data[25] == 73:  # XLogData carrying an Insert
+                    # 'I' relid 'N' ncols 't' len value: the first column is the id
+                    ln = struct.unpack_from(">I", data, 25 + 1 + 4 + 1 + 2 + 1)[0]
+                    start = 25 + 13
+                    bare_arrivals[int(bytes(data[start : start + ln]))] = time.perf_counter()
+                continue
+            if k == 0:
+                select.select([pgc.socket], [], [], 0.2)
+                pgc.consume_input()
+                continue
+            break
+        conn.close()
+
+    bt = threading.Thread(target=bare, daemon=True)
+    bt.start()
     th = threading.Thread(target=src.stream, args=(pos, H(0)), daemon=True)
     th.start()
     time.sleep(0.3)
     commits = drive(dsn, samples, 0)
-    wait_for(lambda: len(arrivals) >= samples)
+    wait_for(lambda: len(arrivals) >= samples and len(bare_arrivals) >= samples)
     src.stop_stream()
+    bare_stop.set()
     th.join()
+    bt.join()
     src.close()
     src_lat = [(arrivals[i] - commits[i]) * 1000 for i in commits]
+    bare_lat = [(bare_arrivals[i] - commits[i]) * 1000 for i in commits]
 
     # 2) engine -> IndexedTarget (listener fires after the change is applied)
     target = IndexedTarget()
@@ -391,11 +427,14 @@ def bench_latency(pg: EmbeddedPostgres, samples: int) -> None:
     eng.stop()
     eng_lat = [(applied[i] - commits2[i]) * 1000 for i in commits2]
 
-    # 3) limit: a bare receive loop on its own slot
     print(f"latency: {samples} single-row inserts at ~100/s, commit -> delivery (ms)")
-    for name, values in (("source -> handler", src_lat), ("engine -> IndexedTarget", eng_lat)):
+    for name, values in (
+        ("limit: bare pgoutput loop", bare_lat),
+        ("source -> handler (same inserts as the limit)", src_lat),
+        ("engine -> IndexedTarget (own run)", eng_lat),
+    ):
         q = statistics.quantiles(values, n=100)
-        print(f"  {name:<44} p50 {q[49]:6.2f} ms   p99 {q[98]:6.2f} ms   max {max(values):6.2f} ms")
+        print(f"  {name:<48} p50 {q[49]:6.2f} ms   p99 {q[98]:6.2f} ms   max {max(values):6.2f} ms")
 
 
 def drive(dsn: str, samples: int, base: int) -> dict[int, float]:

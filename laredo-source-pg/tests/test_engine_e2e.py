@@ -1,4 +1,4 @@
-"""PostgresSource driven by laredo.Engine into real targets, and the core source conformance suite."""
+"""PostgresSource driven by laredo.Engine into real targets; the core source conformance suite."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ USERS = TableIdentifier("public", "users")
 
 
 def _engine(src: PostgresSource, target: Any, **kw: Any) -> laredo.Engine:
-    return laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", USERS, target, **kw)])
+    return laredo.Engine(
+        sources={"pg": src}, pipelines=[laredo.Pipeline("pg", USERS, target, **kw)]
+    )
 
 
 def test_engine_baseline_then_stream_into_a_target_equals_select_star(
@@ -44,7 +46,10 @@ def test_engine_baseline_then_stream_into_a_target_equals_select_star(
                     n += 1
                     conn.execute("INSERT INTO users VALUES (%s, 1, '[1]', now())", (n,))
                 elif op < 0.8:
-                    conn.execute("UPDATE users SET v = v + 1, at = now() WHERE id = %s", (rnd.randint(1, 2000),))
+                    conn.execute(
+                        "UPDATE users SET v = v + 1, at = now() WHERE id = %s",
+                        (rnd.randint(1, 2000),),
+                    )
                 else:
                     conn.execute("DELETE FROM users WHERE id = %s", (rnd.randint(1, 2000),))
 
@@ -70,7 +75,9 @@ def test_engine_baseline_then_stream_into_a_target_equals_select_star(
     slot = db.execute("SELECT slot_name FROM pg_replication_slots")
     assert slot
     wait_until(
-        lambda: parse_lsn(db.scalar("SELECT confirmed_flush_lsn::text FROM pg_replication_slots")) > 0
+        lambda: (
+            parse_lsn(db.scalar("SELECT confirmed_flush_lsn::text FROM pg_replication_slots")) > 0
+        )
     )
     eng.stop()
 
@@ -107,7 +114,10 @@ def test_engine_stateful_resume_redelivers_only_after_the_durable_position(
     db.execute("INSERT INTO users VALUES (2)")
     wait_until(lambda: (2,) in dict(t1.items()))
     wait_until(
-        lambda: parse_lsn(db.scalar("SELECT confirmed_flush_lsn::text FROM pg_replication_slots")) >= t1.position
+        lambda: (
+            parse_lsn(db.scalar("SELECT confirmed_flush_lsn::text FROM pg_replication_slots"))
+            >= t1.position
+        )
     )
     eng.stop()
     db.execute("INSERT INTO users VALUES (3)")
@@ -146,4 +156,78 @@ class TestPostgresSourceConformance(SourceConformance):
 
     def produce_changes(self, source: Any, table: TableIdentifier, n: int) -> None:
         for _ in range(n):
-            self.db.execute("INSERT INTO users (id, name) SELECT coalesce(max(id), 0) + 1, 'x' FROM users")
+            self.db.execute(
+                "INSERT INTO users (id, name) SELECT coalesce(max(id), 0) + 1, 'x' FROM users"
+            )
+
+
+def _expected(db: PgTestDb) -> dict[tuple[int], dict[str, Any]]:
+    return {(r[0],): {"id": r[0], "v": r[1]} for r in db.execute("SELECT id, v FROM users")}
+
+
+def test_engine_reload_while_writers_run_keeps_the_target_exact(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, v int)")
+    db.execute("INSERT INTO users SELECT g, 0 FROM generate_series(1, 500) g")
+    target = RecordingTarget(durable=True)
+    eng = _engine(make_source(), target)
+    eng.start()
+    stop = threading.Event()
+
+    def writer() -> None:
+        rnd = random.Random(1)
+        with db.connect() as conn:
+            while not stop.is_set():
+                conn.execute("UPDATE users SET v = v + 1 WHERE id = %s", (rnd.randint(1, 500),))
+                conn.execute(
+                    "INSERT INTO users VALUES (%s, 0) ON CONFLICT DO NOTHING",
+                    (rnd.randint(501, 5000),),
+                )
+
+    w = threading.Thread(target=writer)
+    try:
+        assert eng.await_ready(30)
+        w.start()
+        wait_until(lambda: len(target.calls) > 700)
+        eng.reload("pg", USERS)  # baseline of one table while the stream runs
+        wait_until(lambda: len(target.calls) > 1500)
+    finally:
+        stop.set()
+        if w.is_alive():
+            w.join()
+    try:
+        wait_until(lambda: dict(target.items()) == _expected(db), 20, what="target == SELECT *")
+    finally:
+        eng.stop()
+
+
+def test_engine_ephemeral_connection_loss_rebaselines_to_an_exact_target(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, v int)")
+    db.execute("INSERT INTO users VALUES (1, 0), (2, 0)")
+    target = RecordingTarget(durable=True)
+    eng = _engine(make_source(), target)
+    eng.start()
+    try:
+        assert eng.await_ready(30)
+        pid = wait_until(
+            lambda: db.scalar(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s",
+                (db.slot_name,),
+            ),
+            what="walsender",
+        )
+        db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        db.execute(
+            "DELETE FROM users WHERE id = 1"
+        )  # maybe in no slot at all: the re-baseline has it
+        db.execute("INSERT INTO users VALUES (3, 0)")
+        wait_until(lambda: dict(target.items()) == _expected(db), 20, what="target == SELECT *")
+        db.execute("UPDATE users SET v = 9 WHERE id = 3")
+        wait_until(lambda: dict(target.items()) == _expected(db), 20, what="streaming again")
+    finally:
+        eng.stop()

@@ -16,6 +16,10 @@ pytestmark = pytest.mark.integration
 
 USERS = TableIdentifier("public", "users")
 ORDERS = TableIdentifier("public", "orders")
+REL_OID = (
+    "SELECT pr.oid::text FROM pg_publication_rel pr JOIN pg_class c ON c.oid = pr.prrelid "
+    "WHERE c.relname = 'users'"
+)
 
 
 def _pub(db: PgTestDb, name: str | None = None) -> dict[str, tuple[Any, Any]]:
@@ -44,7 +48,9 @@ def test_create_with_row_filter_and_column_list_applies_to_baseline_and_stream(
     src = make_source(
         publication={
             "create": True,
-            "tables": {"public.users": {"row_filter": "active", "columns": ["id", "name", "active"]}},
+            "tables": {
+                "public.users": {"row_filter": "active", "columns": ["id", "name", "active"]}
+            },
         }
     )
     schemas = src.init(SourceConfig([USERS]))
@@ -86,7 +92,7 @@ def test_sync_adds_updates_and_drops_tables_and_publish_ops(
     assert _ops(db) == (True, True, True, False)
 
     # Unchanged configuration: nothing is rewritten (same filter as PostgreSQL prints it).
-    before = db.scalar("SELECT pr.oid::text FROM pg_publication_rel pr JOIN pg_class c ON c.oid = pr.prrelid WHERE c.relname = 'users'")
+    before = db.scalar(REL_OID)
     make_source(
         publication={
             "create": True,
@@ -94,7 +100,7 @@ def test_sync_adds_updates_and_drops_tables_and_publish_ops(
             "tables": {"public.users": {"row_filter": "active = true"}},
         }
     ).init(SourceConfig([USERS, ORDERS]))
-    after = db.scalar("SELECT pr.oid::text FROM pg_publication_rel pr JOIN pg_class c ON c.oid = pr.prrelid WHERE c.relname = 'users'")
+    after = db.scalar(REL_OID)
     assert before == after
 
     # We created it, so tables no longer configured are dropped from it.
@@ -107,7 +113,7 @@ def test_existing_publication_is_not_trimmed_unless_asked(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:
     db = pg_database
-    db.execute('CREATE TABLE users (id int PRIMARY KEY)')
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
     db.execute('CREATE TABLE "Odd Name" (id int PRIMARY KEY)')
     db.execute(f'CREATE PUBLICATION {db.publication} FOR TABLE "Odd Name"')
     make_source().init(SourceConfig([USERS]))
@@ -116,9 +122,7 @@ def test_existing_publication_is_not_trimmed_unless_asked(
         SourceConfig([USERS, TableIdentifier("public", "Odd Name")])
     )
     assert set(_pub(db)) == {"users", "Odd Name"}
-    make_source(publication={"create": True, "drop_unconfigured": True}).init(
-        SourceConfig([USERS])
-    )
+    make_source(publication={"create": True, "drop_unconfigured": True}).init(SourceConfig([USERS]))
     assert set(_pub(db)) == {"users"}
 
 
@@ -127,10 +131,14 @@ def test_publication_errors_are_clear(
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE users (id int PRIMARY KEY)")
-    src = make_source(publication={"create": True, "tables": {"public.orders": {"row_filter": "true"}}})
+    src = make_source(
+        publication={"create": True, "tables": {"public.orders": {"row_filter": "true"}}}
+    )
     with pytest.raises(ConfigError, match=r"public\.orders.*not one of the configured tables"):
         src.init(SourceConfig([USERS]))
-    src = make_source(publication={"create": True, "tables": {"public.users": {"row_filter": "nosuchcol > 1"}}})
+    src = make_source(
+        publication={"create": True, "tables": {"public.users": {"row_filter": "nosuchcol > 1"}}}
+    )
     with pytest.raises(Exception, match="could not create or update publication"):
         src.init(SourceConfig([USERS]))
     wait_until(lambda: True)

@@ -117,6 +117,8 @@ def test_stateful_restart_resumes_after_the_last_ack_exactly(
     src2 = make_source(slot_mode="stateful")
     src2.init(SourceConfig([USERS]))
     assert src2.last_acked_position() == evs[0].position
+    with pytest.raises(ReBaselineRequired, match="older than the slot"):
+        src2.stream(evs[0].position - 1, RecordingHandler())  # e.g. an old snapshot's position
     h2, th2 = _stream(src2, src2.last_acked_position())
     evs2 = h2.wait_for_events(3)
     db.execute("INSERT INTO users VALUES (5)")
@@ -133,6 +135,32 @@ def test_stateful_restart_resumes_after_the_last_ack_exactly(
     rows: list[dict[str, Any]] = []
     src3.baseline([USERS], lambda t, r: rows.append(r))
     assert sorted(r["id"] for r in rows) == [0, 1, 2, 3, 4, 5]
+
+
+def test_stateful_crash_during_baseline_leaves_no_slot_to_resume_from(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    db.execute("INSERT INTO users SELECT generate_series(1, 100)")
+    src = make_source(slot_mode="stateful", batch_size=10)
+    src.init(SourceConfig([USERS]))
+
+    def crash(table: TableIdentifier, row: dict[str, Any]) -> None:
+        if row["id"] == 50:
+            raise RuntimeError("process dies mid-baseline")
+
+    with pytest.raises(RuntimeError):
+        src.baseline([USERS], crash)
+    src.close()
+    assert _slot(db, db.slot_name) is None
+    again = make_source(slot_mode="stateful")
+    again.init(SourceConfig([USERS]))
+    assert again.last_acked_position() is None  # so the engine baselines again
+    rows: list[dict[str, Any]] = []
+    again.baseline([USERS], lambda t, r: rows.append(r))
+    assert len(rows) == 100
+    assert _slot(db, db.slot_name) is not None
 
 
 def test_stateful_reconnects_after_walsender_kill_without_duplicates(
@@ -162,6 +190,30 @@ def test_stateful_reconnects_after_walsender_kill_without_duplicates(
     assert src.reconnect_attempts_total >= 2
 
 
+def test_connection_lost_mid_transaction_discards_the_partial_transaction(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    src = make_source(slot_mode="stateful", batch_size=50_000)
+    src.init(SourceConfig([USERS]))
+    h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
+    db.execute("INSERT INTO users SELECT generate_series(1, 100000)")  # one transaction
+
+    def mid_transaction() -> bool:
+        d = src._decoder
+        return d is not None and d.tx is not None and d.tx.changes > 1000
+
+    wait_until(mid_transaction, what="part of the transaction received")
+    assert not h.events  # nothing of it reached the handler
+    _kill_walsender(db, db.slot_name)
+    evs = h.wait_for_events(100_000, timeout=60)
+    th.stop()
+    assert len(evs) == 100_000  # delivered once, whole, after the reconnect
+    assert len({e.new_values["id"] for e in evs if e.new_values}) == 100_000
+    assert src.reconnect_attempts_total >= 1
+
+
 def test_ephemeral_connection_loss_rebaselines_on_a_new_slot(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:
@@ -170,7 +222,7 @@ def test_ephemeral_connection_loss_rebaselines_on_a_new_slot(
     db.execute("INSERT INTO users VALUES (1)")
     src = make_source()
     src.init(SourceConfig([USERS]))
-    h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
+    _h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
     _kill_walsender(db, db.slot_name)
     th.join(10)
     assert isinstance(th.error, ReBaselineRequired)
@@ -275,12 +327,19 @@ def test_invalidated_slot_is_recreated_and_rebaselined(private_cluster: Embedded
     src.baseline([USERS], lambda t, r: None)
     src.close()
     for _ in range(4):  # push the slot's WAL out of max_slot_wal_keep_size
-        pg.execute("INSERT INTO users SELECT g, repeat('x', 1000) FROM generate_series(2, 3000) g ON CONFLICT DO NOTHING", "app")
+        pg.execute(
+            "INSERT INTO users SELECT g, repeat('x', 1000) FROM generate_series(2, 3000) g "
+            "ON CONFLICT DO NOTHING",
+            "app",
+        )
         pg.execute("DELETE FROM users WHERE id > 1", "app")
         pg.execute("SELECT pg_switch_wal()")
         pg.execute("CHECKPOINT")
     wait_until(
-        lambda: pg.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 's'")[0][0] == "lost",
+        lambda: (
+            pg.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 's'")[0][0]
+            == "lost"
+        ),
         what="slot invalidated",
     )
     strict = make(on_slot_invalidated="fail", lease=False)
@@ -324,11 +383,13 @@ def test_stateful_lease_lets_one_instance_consume_and_a_standby_take_over(
     t = threading.Thread(target=wait_for_lease, daemon=True)
     t.start()
     wait_until(
-        lambda: db.scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-            (f"laredo:{db.slot_name}",),
-        )
-        >= 2,
+        lambda: (
+            db.scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (f"laredo:{db.slot_name}",),
+            )
+            >= 2
+        ),
         what="standby connected",
     )
     assert not done.wait(0.3)  # still waiting for the holder
@@ -347,10 +408,68 @@ def test_reset_source_drops_slot_and_publication(
     db.execute("CREATE TABLE users (id int PRIMARY KEY)")
     src = make_source(slot_mode="stateful")
     src.init(SourceConfig([USERS]))
-    h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
+    _h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
     src.reset_source(drop_publication=True)
     th.join(10)
     assert not th.is_alive()
     assert _slot(db, db.slot_name) is None
-    assert db.scalar("SELECT count(*) FROM pg_publication WHERE pubname = %s", (db.publication,)) == 0
+    assert (
+        db.scalar("SELECT count(*) FROM pg_publication WHERE pubname = %s", (db.publication,)) == 0
+    )
     assert src.last_acked_position() is None
+
+
+def test_a_foreign_slot_with_our_name_is_refused_clearly(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    from laredo.errors import ConfigError
+
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    db.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (db.slot_name,))
+    src = make_source(slot_mode="stateful")
+    with pytest.raises(
+        ConfigError, match=r"output plugin 'test_decoding'.*pg_drop_replication_slot"
+    ):
+        src.init(SourceConfig([USERS]))
+
+
+def test_slot_invalidated_while_streaming_turns_into_a_rebaseline(
+    private_cluster: EmbeddedPostgres,
+) -> None:
+    pg = private_cluster
+    pg.execute("CREATE TABLE users (id int PRIMARY KEY)", "app")
+    pg.execute("CREATE TABLE noise (pad text)", "app")
+    src = PostgresSource(
+        pg.dsn("app"),
+        slot_mode="stateful",
+        slot_name="s",
+        publication={"create": True},
+        reconnect={"initial_backoff": 0.05, "max_backoff": 0.1},
+        status_interval=0.2,
+    )
+    try:
+        src.init(SourceConfig([USERS]))
+        h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
+
+        def invalidated() -> bool:
+            pg.execute(
+                "INSERT INTO noise SELECT repeat('x', 1000) FROM generate_series(1, 3000)", "app"
+            )
+            pg.execute("SELECT pg_switch_wal()")
+            pg.execute("CHECKPOINT")
+            return not th.is_alive()
+
+        wait_until(invalidated, timeout=60, interval=0.05, what="stream ended by invalidation")
+        assert isinstance(th.error, ReBaselineRequired), repr(th.error)
+        pg.execute("INSERT INTO users VALUES (1)", "app")
+        rows: list[dict[str, Any]] = []
+        pos = src.baseline([USERS], lambda t, r: rows.append(r))  # a new slot
+        assert rows == [{"id": 1}]
+        h2, th2 = _stream(src, pos)
+        pg.execute("INSERT INTO users VALUES (2)", "app")
+        assert h2.wait_for_events(1)[0].new_values == {"id": 2}
+        th2.stop()
+        assert not h.events
+    finally:
+        src.close()

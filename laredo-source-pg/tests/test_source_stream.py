@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from laredo.errors import TransientError
+from laredo.errors import ReBaselineRequired, TransientError
 from laredo.types import ChangeAction, ChangeEvent, SourceConfig, SourceState, TableIdentifier
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.source import PostgresSource
@@ -71,7 +71,10 @@ def test_validation_codes(
     role = f"r_{db.slot_name}"
     db.execute(f"CREATE ROLE {role} LOGIN")
     db.execute(f"GRANT SELECT ON ok, nopk, nothing, full_ident, outside TO {role}")
-    t = {n: TableIdentifier("public", n) for n in ("ok", "nopk", "nothing", "full_ident", "secret", "outside", "gone")}
+    t = {
+        n: TableIdentifier("public", n)
+        for n in ("ok", "nopk", "nothing", "full_ident", "secret", "outside", "gone")
+    }
 
     # No publication and create=false: PUBLICATION_NOT_FOUND.
     src = make_source(publication={"create": False})
@@ -82,9 +85,7 @@ def test_validation_codes(
     db.execute(
         f"CREATE PUBLICATION {db.publication} FOR TABLE ok, nopk, nothing, full_ident, secret"
     )
-    src = make_source(
-        connection=db.dsn_for(user=role), publication={"create": False}, lease=False
-    )
+    src = make_source(connection=db.dsn_for(user=role), publication={"create": False}, lease=False)
     tables = list(t.values())
     src.init(SourceConfig(tables))
     errors = src.validate_tables(tables)
@@ -163,9 +164,11 @@ def test_baseline_and_stream_align_under_concurrent_writers(
         for w in writers:
             w.join()
     assert not errors, errors
-    final_lsn = psycopg.connect(db.dsn, autocommit=True).execute(
-        "SELECT pg_current_wal_lsn()::text"
-    ).fetchone()
+    final_lsn = (
+        psycopg.connect(db.dsn, autocommit=True)
+        .execute("SELECT pg_current_wal_lsn()::text")
+        .fetchone()
+    )
     assert final_lsn is not None
     from laredo_source_pg.lsn import parse_lsn
 
@@ -200,12 +203,13 @@ def test_baseline_and_stream_align_under_concurrent_writers(
 
 TYPES_DDL = """
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE DOMAIN posint AS int CHECK (VALUE > 0);
 CREATE TABLE typed (
   id int PRIMARY KEY, i2 int2, i8 int8, num numeric(12,3), numnan numeric, f4 float4, f8 float8,
   b bool, t text, vc varchar(10), ch char(3), by bytea, d date, tm time, tmz timetz,
   ts timestamp, tstz timestamptz, iv interval, u uuid, j json, jb jsonb, ia int[], ta text[],
   m mood, ma mood[], inet_ inet, cidr_ cidr, mac macaddr, pt point, rng int4range, nul text,
-  big numeric
+  big numeric, dom posint
 )
 """
 
@@ -216,7 +220,7 @@ INSERT INTO typed VALUES ({id}, -7, 9007199254740993, 12345.678, 'NaN', 1.5, 3.1
   '1 year 2 mons 3 days 04:05:06.7', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
   '{{"a": [1, 2.5, null], "b": "x"}}', '{{"k": {{"n": 1}}, "l": [true, false]}}',
   '{{1,NULL,3}}', '{{"a b","c,d",NULL}}', 'happy', '{{sad,ok}}', '192.168.0.1/24', '10.0.0.0/8',
-  '08:00:2b:01:02:03', '(1.5,2)', '[1,10)', NULL, 123456789012345678901234567890.123456789)
+  '08:00:2b:01:02:03', '(1.5,2)', '[1,10)', NULL, 123456789012345678901234567890.123456789, 42)
 """
 
 
@@ -263,6 +267,7 @@ def test_values_have_identical_types_on_baseline_and_stream(
     assert base["ia"] == [1, None, 3] and base["ta"] == ["a b", "c,d", None]
     assert base["m"] == "happy" and isinstance(base["m"], str)
     assert base["nul"] is None and base["i8"] == 9007199254740993
+    assert base["dom"] == 42  # a domain loads as its base type on both paths
 
 
 def test_unchanged_toast_is_named_not_dropped(
@@ -389,8 +394,13 @@ def test_schema_change_is_reported_in_stream_order(
     assert h.batches[-1][0] is evs[1]
 
 
-def test_connection_errors_are_clear_and_masked(make_source: Callable[..., PostgresSource]) -> None:
+def test_connection_errors_are_clear_and_masked(
+    make_source: Callable[..., PostgresSource], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
     import socket
+
+    caplog.set_level(logging.DEBUG)
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -401,13 +411,15 @@ def test_connection_errors_are_clear_and_masked(make_source: Callable[..., Postg
     assert "hunter2" not in str(info.value)
     assert "***" in str(info.value) and "query connection" in str(info.value)
     assert src.state() is SourceState.ERROR
+    assert "hunter2" not in repr(src) and "hunter2" not in caplog.text
 
 
+@pytest.mark.parametrize("proto", [1, 2])
 def test_stream_events_are_change_events(
-    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource], proto: int
 ) -> None:
     pg_database.execute("CREATE TABLE users (id int PRIMARY KEY)")
-    src = make_source(batch_size=100)
+    src = make_source(batch_size=100, proto_version=proto)
     _rows, pos, h, th = _start(src, [USERS])
     pg_database.execute("INSERT INTO users SELECT generate_series(1, 250)")
     evs = h.wait_for_events(250)
@@ -415,3 +427,52 @@ def test_stream_events_are_change_events(
     assert all(isinstance(e, ChangeEvent) for e in evs)
     assert [len(b) for b in h.batches] == [100, 100, 50]  # one transaction, chunked
     assert len({e.position for e in evs}) == 1 and evs[0].position > pos
+
+
+def test_stop_stream_then_stream_again(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    eph = make_source(slot_name=db.slot_name + "_e")
+    _rows, pos, _h, th = _start(eph, [USERS])
+    th.stop()
+    with pytest.raises(ReBaselineRequired):  # its temporary slot went with the connection
+        eph.stream(pos, RecordingHandler())
+    src = make_source(slot_mode="stateful")  # the named slot stays: streaming continues
+    _rows, _pos, h, th = _start(src, [USERS])
+    db.execute("INSERT INTO users VALUES (1)")
+    (e1,) = h.wait_for_events(1)
+    th.stop()
+    assert th.error is None
+    db.execute("INSERT INTO users VALUES (2)")  # while nobody streams
+    h2 = RecordingHandler()
+    th2 = StreamThread(src, e1.position, h2)
+    th2.start()
+    wait_until(lambda: h2.events or th2.error, what="event or error")
+    assert th2.error is None, repr(th2.error)
+    (e2,) = h2.wait_for_events(1)
+    th2.stop()
+    assert e2.new_values == {"id": 2}
+
+
+def test_a_failing_handler_surfaces_and_ephemeral_then_needs_a_baseline(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    src = make_source()
+    _rows, pos, h, th = _start(src, [USERS])
+
+    def boom(batch: list[ChangeEvent]) -> None:
+        raise RuntimeError("target exploded")
+
+    h.on_batch = boom
+    db.execute("INSERT INTO users VALUES (1)")
+    th.join(10)
+    assert isinstance(th.error, RuntimeError)
+    with pytest.raises(ReBaselineRequired):
+        src.stream(pos, RecordingHandler())
+    rows: list[dict[str, Any]] = []
+    src.baseline([USERS], lambda t, r: rows.append(r))
+    assert rows == [{"id": 1}]

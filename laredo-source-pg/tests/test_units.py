@@ -21,7 +21,9 @@ def test_lsn_round_trip_and_format() -> None:
         assert parse_lsn(format_lsn(lsn)) == lsn
 
 
-@pytest.mark.parametrize("bad", ["", "noslash", "/", "/0", "0/", "xyz/1", "1/2/3", "100000000/0", "0/100000000", " 1 /2"])
+@pytest.mark.parametrize(
+    "bad", ["", "noslash", "/", "/0", "0/", "xyz/1", "1/2/3", "100000000/0", "0/100000000", " 1 /2"]
+)
 def test_lsn_rejects_bad_input(bad: str) -> None:
     with pytest.raises(ValueError, match="invalid LSN"):
         parse_lsn(bad)
@@ -78,9 +80,18 @@ def test_config_errors_list_every_problem() -> None:
 
 
 def test_plugin_registered_by_name() -> None:
-    import laredo
+    import importlib.metadata
 
-    src = laredo.source(
+    from laredo.plugins import PluginManager
+    from laredo_source_pg import _plugin
+
+    (ep,) = [e for e in importlib.metadata.entry_points(group="laredo") if e.name == "postgresql"]
+    assert ep.value == "laredo_source_pg._plugin"
+    # Only our plugin: other packages' plugins (work in progress elsewhere) cannot interfere.
+    pm = PluginManager(autoload=False)
+    pm.register(_plugin, provider="laredo-source-pg")
+    sources = pm.registry("source")
+    src = sources.build(
         "postgresql",
         connection="host=localhost dbname=app",
         slot_mode="stateful",
@@ -94,7 +105,7 @@ def test_plugin_registered_by_name() -> None:
     assert src.options.reconnect.max_attempts == 3
     assert src.options.publication.create is False  # seeds' default: use an existing one
     with pytest.raises(ConfigError, match="unknown option"):
-        laredo.source("postgresql", connection="host=x", slot_nmae="typo")
+        sources.build("postgresql", connection="host=x", slot_nmae="typo")
 
 
 def test_defaults() -> None:
@@ -128,7 +139,7 @@ def _relation(relid: int, cols: list[tuple[str, int, bool]], ident: bytes = b"d"
     return out
 
 
-def _tuple(values: list[bytes | None | str]) -> bytes:
+def _tuple(values: list[bytes | str | None]) -> bytes:
     out = struct.pack(">h", len(values))
     for v in values:
         if v is None:
@@ -164,7 +175,7 @@ def test_decoder_assembles_transactions_only_at_commit() -> None:
     tx = d.feed(b"C" + struct.pack(">bQQq", 0, 90, 120, 0))
     assert tx is not None and not d.in_transaction
     assert tx.end_lsn == 120 and tx.xid == 7
-    (t, a1, new1, _, _), (_, a2, new2, old2, unch2), (_, a3, _, old3, _) = tx.items
+    (_t, a1, new1, _, _), (_, a2, new2, old2, unch2), (_, a3, _, old3, _) = tx.items
     assert (a1, a2, a3) == (ChangeAction.INSERT, ChangeAction.UPDATE, ChangeAction.DELETE)
     assert new1 == {"id": 1, "body": "x", "note": None}
     assert new2 == {"id": 1, "note": "n2"}  # TOAST-unchanged column left out...
@@ -191,8 +202,26 @@ def test_decoder_skips_untracked_and_reports_schema_change() -> None:
     other = b"R" + struct.pack(">I", 2) + _s("public") + _s("other") + b"d" + struct.pack(">h", 0)
     d.feed(other)
     d.feed(b"I" + struct.pack(">I", 2) + b"N" + b"garbage that is never decoded")
-    d.feed(_relation(1, [("id", 23, True), ("body", 25, False), ("note", 25, False), ("x", 23, False)]))
+    d.feed(
+        _relation(1, [("id", 23, True), ("body", 25, False), ("note", 25, False), ("x", 23, False)])
+    )
     tx = d.feed(b"C" + struct.pack(">bQQq", 0, 90, 120, 0))
     assert tx is not None
     assert len(tx.items) == 1 and tx.changes == 0
     assert [c.name for c in tx.items[0].relation.columns] == ["id", "body", "note", "x"]
+
+
+def test_public_names_and_light_imports() -> None:
+    import subprocess
+    import sys
+
+    import laredo_source_pg
+
+    assert laredo_source_pg.PostgresSource is PostgresSource
+    assert laredo_source_pg.ReconnectOptions().max_attempts == 10
+    # The pytest plugin (auto-loaded in every package's tests) and the launcher stay light.
+    code = (
+        "import sys, laredo_source_pg.pytest_plugin, laredo_source_pg.embedded; "
+        "assert 'psycopg' not in sys.modules, 'psycopg imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

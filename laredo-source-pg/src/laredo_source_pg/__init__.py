@@ -1,19 +1,58 @@
 """Laredo PostgreSQL source: a consistent baseline plus a pgoutput logical-replication stream.
 
-``PostgresSource`` (plugin name ``postgresql``), the pgoutput decoder, LSN helpers, and an
+``PostgresSource`` (plugin name ``postgresql``) with its options models, LSN helpers, and an
 embedded PostgreSQL launcher (:mod:`laredo_source_pg.embedded`) used by tests and benchmarks.
+The source and its options import psycopg lazily (on first attribute access).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .embedded import EmbeddedPostgres, EmbeddedPostgresError, PostgresNotFoundError, find_bindir
 from .lsn import format_lsn, parse_lsn
+
+if TYPE_CHECKING:
+    from .options import (
+        PostgresSourceOptions,
+        PublicationOptions,
+        PublicationTableOptions,
+        ReconnectOptions,
+    )
+    from .source import PostgresSource
+
+__version__ = "0.1.0"
 
 __all__ = [
     "EmbeddedPostgres",
     "EmbeddedPostgresError",
     "PostgresNotFoundError",
+    "PostgresSource",
+    "PostgresSourceOptions",
+    "PublicationOptions",
+    "PublicationTableOptions",
+    "ReconnectOptions",
+    "__version__",
     "find_bindir",
     "format_lsn",
     "parse_lsn",
 ]
+
+_LAZY = {
+    "PostgresSource": "source",
+    "PostgresSourceOptions": "options",
+    "PublicationOptions": "options",
+    "PublicationTableOptions": "options",
+    "ReconnectOptions": "options",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'laredo_source_pg' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -82,6 +82,12 @@ class Relation:
     names: tuple[str, ...] = ()
     loaders: tuple[Callable[[Any], Any], ...] = ()
     key_mask: tuple[bool, ...] = ()
+    decode_row: Callable[[bytes, int], tuple[dict[str, Any], frozenset[str] | None, int]] | None = (
+        None
+    )
+    decode_key: Callable[[bytes, int], tuple[dict[str, Any], frozenset[str] | None, int]] | None = (
+        None
+    )
 
     @property
     def signature(self) -> tuple[tuple[str, int], ...]:
@@ -155,40 +161,46 @@ class PgOutputDecoder:
         if kind == 73:  # 'I'
             if tx is None:
                 raise DecodeError("Insert outside a transaction")
-            rel = self._relation(_I32.unpack_from(buf, 1)[0])
+            rel = self.relations.get(_I32.unpack_from(buf, 1)[0]) or self._relation(buf)
             if rel.tracked:
                 if buf[5] != 78:  # 'N'
                     raise DecodeError(f"Insert: expected 'N' tuple, got {chr(buf[5])!r}")
-                new, _unch, _ = self._tuple(buf, 6, rel, False)
+                new, _unch, _ = rel.decode_row(buf, 6)  # type: ignore[misc]
                 tx.items.append((rel.table, INSERT, new, None, None))
                 tx.changes += 1
             return None
         if kind == 85:  # 'U'
             if tx is None:
                 raise DecodeError("Update outside a transaction")
-            rel = self._relation(_I32.unpack_from(buf, 1)[0])
+            rel = self.relations.get(_I32.unpack_from(buf, 1)[0]) or self._relation(buf)
             if rel.tracked:
                 pos = 5
                 old = None
                 marker = buf[pos]
-                if marker in (75, 79):  # 'K' / 'O'
-                    old, _unch, pos = self._tuple(buf, pos + 1, rel, marker == 75)
+                if marker == 75:  # 'K'
+                    old, _unch, pos = rel.decode_key(buf, pos + 1)  # type: ignore[misc]
+                    marker = buf[pos]
+                elif marker == 79:  # 'O'
+                    old, _unch, pos = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
                     marker = buf[pos]
                 if marker != 78:
                     raise DecodeError(f"Update: expected 'N' tuple, got {chr(marker)!r}")
-                new, unchanged, _ = self._tuple(buf, pos + 1, rel, False)
+                new, unchanged, _ = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
                 tx.items.append((rel.table, UPDATE, new, old, unchanged))
                 tx.changes += 1
             return None
         if kind == 68:  # 'D'
             if tx is None:
                 raise DecodeError("Delete outside a transaction")
-            rel = self._relation(_I32.unpack_from(buf, 1)[0])
+            rel = self.relations.get(_I32.unpack_from(buf, 1)[0]) or self._relation(buf)
             if rel.tracked:
                 marker = buf[5]
-                if marker not in (75, 79):
+                if marker == 75:
+                    old, _unch, _ = rel.decode_key(buf, 6)  # type: ignore[misc]
+                elif marker == 79:
+                    old, _unch, _ = rel.decode_row(buf, 6)  # type: ignore[misc]
+                else:
                     raise DecodeError(f"Delete: expected 'K' or 'O' tuple, got {chr(marker)!r}")
-                old, _unch, _ = self._tuple(buf, 6, rel, marker == 75)
                 tx.items.append((rel.table, DELETE, None, old, None))
                 tx.changes += 1
             return None
@@ -217,7 +229,7 @@ class PgOutputDecoder:
             (nrels,) = _I32.unpack_from(buf, 1)
             pos = 6
             for _ in range(nrels):
-                rel = self._relation(_I32.unpack_from(buf, pos)[0])
+                rel = self._relation(buf, pos)
                 pos += 4
                 if rel.tracked:
                     tx.items.append((rel.table, TRUNCATE, None, None, None))
@@ -227,7 +239,8 @@ class PgOutputDecoder:
             return None
         raise DecodeError(f"unsupported pgoutput message {chr(kind)!r} (streaming is not enabled)")
 
-    def _relation(self, relid: int) -> Relation:
+    def _relation(self, buf: bytes, pos: int = 1) -> Relation:
+        (relid,) = _I32.unpack_from(buf, pos)
         rel = self.relations.get(relid)
         if rel is None:
             raise DecodeError(f"change for relation {relid} before its Relation message")
@@ -278,6 +291,8 @@ class PgOutputDecoder:
             rel.names = tuple(c.name for c in cols)
             rel.loaders = tuple(self.loader(c.type_oid) for c in cols)
             rel.key_mask = tuple(c.is_key for c in cols)
+            rel.decode_row = _compile_row_decoder(rel, self._tuple, key_only=False)
+            rel.decode_key = _compile_row_decoder(rel, self._tuple, key_only=True)
             sig = rel.signature
             previous = self.known.get(table)
             if previous != sig:
@@ -328,3 +343,60 @@ class PgOutputDecoder:
             else:
                 raise DecodeError(f"unknown tuple data kind {chr(kind)!r}")
         return row, (frozenset(unchanged) if unchanged else None), pos
+
+
+def _compile_row_decoder(
+    rel: Relation,
+    slow: Callable[[bytes, int, Relation, bool], tuple[dict[str, Any], frozenset[str] | None, int]],
+    key_only: bool,
+) -> Callable[[bytes, int], tuple[dict[str, Any], frozenset[str] | None, int]]:
+    """A tuple decoder unrolled for this relation's columns (the hot path of the stream).
+
+    Handles text and null values; anything else (unchanged TOAST, a column count that differs)
+    falls back to the generic decoder. ``key_only``: keep only replica-identity key columns."""
+    n = len(rel.names)
+    lines = [
+        "def decode(buf, pos):",
+        "    start = pos",
+        f"    if i16(buf, pos)[0] != {n}:",
+        f"        return slow(buf, start, rel, {key_only})",
+        "    pos += 2",
+        "    row = {}",
+    ]
+    for i, name in enumerate(rel.names):
+        if key_only and not rel.key_mask[i]:
+            lines += [
+                "    k = buf[pos]",
+                "    if k == 116:",
+                "        pos += 5 + i32(buf, pos + 1)[0]",
+                "    elif k == 110:",
+                "        pos += 1",
+                "    else:",
+                f"        return slow(buf, start, rel, {key_only})",
+            ]
+            continue
+        lines += [
+            "    k = buf[pos]",
+            "    if k == 116:",
+            "        ln = i32(buf, pos + 1)[0]",
+            "        pos += 5",
+            f"        row[{name!r}] = L{i}(buf[pos:pos + ln])",
+            "        pos += ln",
+            "    elif k == 110:",
+            f"        row[{name!r}] = None",
+            "        pos += 1",
+            "    else:",
+            f"        return slow(buf, start, rel, {key_only})",
+        ]
+    lines.append("    return row, None, pos")
+    env: dict[str, Any] = {
+        "i16": _I16.unpack_from,
+        "i32": _I32.unpack_from,
+        "slow": slow,
+        "rel": rel,
+    }
+    for i, loader in enumerate(rel.loaders):
+        env[f"L{i}"] = loader
+    exec("\n".join(lines), env)
+    fn: Callable[[bytes, int], tuple[dict[str, Any], frozenset[str] | None, int]] = env["decode"]
+    return fn

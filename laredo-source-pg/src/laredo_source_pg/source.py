@@ -36,6 +36,7 @@ import pydantic
 from laredo.errors import ConfigError, ReBaselineRequired, SourceError, TransientError
 from laredo.plugins import format_validation_error
 from laredo.types import (
+    ChangeAction,
     ChangeEvent,
     ColumnDefinition,
     LagInfo,
@@ -66,7 +67,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PostgresSource"]
 
-_XLOG = struct.Struct(">QQq")
 _KEEPALIVE = struct.Struct(">Qqb")
 _STATUS = struct.Struct(">cQQQqb")
 _PG_EPOCH_US = 946_684_800_000_000
@@ -88,6 +88,58 @@ def _quote_ident(value: str) -> str:
 
 def _table_sql(table: TableIdentifier) -> sql.Composable:
     return sql.SQL("{}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.table))
+
+
+_EVENT_FIELDS = (
+    "table",
+    "action",
+    "position",
+    "timestamp",
+    "new_values",
+    "old_values",
+    "xid",
+    "commit_timestamp",
+    "unchanged_toast",
+)
+
+
+def _event_factory() -> Callable[..., ChangeEvent]:
+    """``ChangeEvent(...)`` by position, about twice as fast as the frozen dataclass ``__init__``
+    (slot descriptors set directly). Falls back to the constructor if the type changes shape."""
+    import dataclasses
+
+    try:
+        names = tuple(f.name for f in dataclasses.fields(ChangeEvent))
+        if names != _EVENT_FIELDS or not hasattr(ChangeEvent, "__slots__"):
+            return ChangeEvent
+        env: dict[str, Any] = {"new": object.__new__, "CE": ChangeEvent}
+        body = ["def make(" + ", ".join(names) + "):", "    e = new(CE)"]
+        for i, name in enumerate(names):
+            env[f"s{i}"] = ChangeEvent.__dict__[name].__set__
+            body.append(f"    s{i}(e, {name})")
+        body.append("    return e")
+        exec("\n".join(body), env)
+        make: Callable[..., ChangeEvent] = env["make"]
+        args: tuple[Any, ...] = (
+            TableIdentifier("s", "t"),
+            ChangeAction.INSERT,
+            1,
+            None,
+            {"a": 1},
+            None,
+            2,
+            None,
+            frozenset(),
+        )
+        if make(*args) != ChangeEvent(*args):
+            return ChangeEvent
+        return make
+    except Exception:
+        return ChangeEvent
+
+
+_make_event = _event_factory()
+_NO_TOAST: frozenset[str] = frozenset()
 
 
 class _StopStream(Exception):
@@ -171,6 +223,7 @@ class PostgresSource:
         self._published_columns: dict[TableIdentifier, set[str]] = {}
         self._session_started = False
         self._acked_in_process = False
+        self._decoder: PgOutputDecoder | None = None
         self.reconnect_attempts_total = 0
         """Reconnect attempts since construction (for tests and metrics)."""
         self._tx: Any = None
@@ -195,6 +248,7 @@ class PostgresSource:
         self._stop = threading.Event()
         self._closed = threading.Event()
         self._paused = False
+        self._waiting = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -286,9 +340,9 @@ class PostgresSource:
         return out
 
     def _discover(
-        self, tables: Sequence[TableIdentifier]
+        self, tables: Sequence[TableIdentifier], conn: psycopg.Connection[Any] | None = None
     ) -> dict[TableIdentifier, list[ColumnDefinition]]:
-        conn = self._qconn()
+        conn = conn or self._qconn()
         out: dict[TableIdentifier, list[ColumnDefinition]] = {}
         query = """
             SELECT a.attname, t.typname, a.atttypid, a.attnum, NOT a.attnotnull,
@@ -522,10 +576,12 @@ class PostgresSource:
         return row[0] if row else None
 
     # -- slot ------------------------------------------------------------------------------
-    def _slot_row(self) -> tuple[Any, ...] | None:
-        cols = "slot_type, temporary, active, confirmed_flush_lsn::text, wal_status, database"
+    def _slot_row(self, conn: psycopg.Connection[Any] | None = None) -> tuple[Any, ...] | None:
+        cols = (
+            "slot_type, temporary, active, confirmed_flush_lsn::text, wal_status, database, plugin"
+        )
         row = (
-            self._qconn()
+            (conn or self._qconn())
             .execute(
                 f"SELECT {cols} FROM pg_replication_slots WHERE slot_name = %s",
                 (self.slot_name,),
@@ -542,13 +598,19 @@ class PostgresSource:
             self._slot_exists = False
             self._slot_confirmed = None
             return
-        slot_type, _temporary, _active, confirmed, wal_status, database = row
+        slot_type, _temporary, _active, confirmed, wal_status, database, plugin = row
         dbname = self._qconn().info.dbname
-        if slot_type != "logical" or database != dbname:
+        if slot_type != "logical" or database != dbname or plugin != "pgoutput":
             raise ConfigError(
                 f"postgresql source: replication slot {self.slot_name!r} exists but is "
-                f"{'a physical slot' if slot_type != 'logical' else f'for database {database!r}'}"
-                f"; choose another slot_name or drop it (SELECT pg_drop_replication_slot("
+                + (
+                    "a physical slot"
+                    if slot_type != "logical"
+                    else f"for database {database!r}"
+                    if database != dbname
+                    else f"using output plugin {plugin!r}, not pgoutput"
+                )
+                + f"; choose another slot_name or drop it (SELECT pg_drop_replication_slot("
                 f"{_quote_literal(self.slot_name)}))"
             )
         if wal_status == "lost":
@@ -837,15 +899,23 @@ class PostgresSource:
         position: int | None = None
         helper: psycopg.Connection[Any] | None = None
         new_slot = not self._streaming.is_set()
-        if new_slot:
+        copy_from: str | None = None
+        if new_slot and not self.stateful:
             if self._slot_exists:
                 self._drop_slot()
             self._close_repl()  # a fresh connection: the snapshot must be exported by it
             position, snapshot = self._create_slot(export=True)
+        elif new_slot:
+            # Stateful: the named slot appears only once the baseline is complete (copied from
+            # a temporary one), so a crash mid-baseline never leaves a slot to resume from.
+            if self._slot_exists:
+                self._drop_slot()
+            self._close_repl()
+            helper, position, snapshot, copy_from = self._helper_snapshot()
         else:
             # The stream is running (a single-table reload): a temporary slot on a helper
             # connection exports a snapshot whose consistent point splits the stream exactly.
-            helper, position, snapshot = self._helper_snapshot()
+            helper, position, snapshot, _name = self._helper_snapshot()
         conn = self._qconn()
         started = time.monotonic()
         total = 0
@@ -853,12 +923,23 @@ class PostgresSource:
             assert snapshot is not None
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             conn.execute(f"SET TRANSACTION SNAPSHOT {_quote_literal(snapshot)}")
-            if helper is not None:
+            if helper is not None and copy_from is None:
                 helper.close()  # the snapshot is imported; the temporary slot may go
                 helper = None
             for table in tables:
                 total += self._copy_table(conn, table, batch_callback)
             conn.execute("COMMIT")
+            if copy_from is not None:
+                conn.execute(
+                    "SELECT pg_copy_logical_replication_slot(%s, %s, false)",
+                    (copy_from, self.slot_name),
+                )
+                self._slot_exists = self._slot_fresh = True
+                self._slot_confirmed = self._consistent_point = position
+                self._need_new_slot = False
+                logger.info(
+                    "created replication slot %s at %s", self.slot_name, format_lsn(position)
+                )
         except psycopg.Error as exc:
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
@@ -887,7 +968,7 @@ class PostgresSource:
             self._unacked_times.clear()
         return position
 
-    def _helper_snapshot(self) -> tuple[psycopg.Connection[Any], int, str]:
+    def _helper_snapshot(self) -> tuple[psycopg.Connection[Any], int, str, str]:
         helper = self._connect(replication=True)
         name = f"{self.slot_name[:40]}_r{os.getpid()}_{int(time.time() * 1000) % 10**8}"
         try:
@@ -899,7 +980,7 @@ class PostgresSource:
             helper.close()
             raise
         assert row is not None
-        return helper, parse_lsn(row[1]), str(row[2])
+        return helper, parse_lsn(row[1]), str(row[2]), name
 
     def _copy_table(
         self,
@@ -917,18 +998,27 @@ class PostgresSource:
             query = sql.SQL("{} WHERE {}").format(query, sql.SQL(rf))
         size = self.options.batch_size
         count = 0
-        with conn.cursor(name=f"laredo_baseline_{os.getpid()}") as cur:
-            cur.itersize = size
-            cur.execute(query)
-            while True:
-                rows = cur.fetchmany(size)
-                if not rows:
-                    break
-                batch = [dict(zip(names, r, strict=True)) for r in rows]
+        closed = self._closed
+
+        def make_row(_cur: Any) -> Callable[[Sequence[Any]], Row]:
+            return lambda values: dict(zip(names, values, strict=True))
+
+        # Cursor.stream() in chunks of ``size`` rows: one query, no DECLARE/FETCH round trips.
+        with conn.cursor(row_factory=make_row) as cur:
+            batch: list[Row] = []
+            append = batch.append
+            for r in cur.stream(query, size=size):
+                append(r)
+                if len(batch) >= size:
+                    count += len(batch)
+                    batch_callback(table, batch)
+                    batch = []
+                    append = batch.append
+                    if closed.is_set():
+                        raise SourceError("postgresql source closed during baseline")
+            if batch:
                 count += len(batch)
                 batch_callback(table, batch)
-                if self._closed.is_set():
-                    raise SourceError("postgresql source closed during baseline")
         return count
 
     # -- SyncSource: stream --------------------------------------------------------------
@@ -973,7 +1063,13 @@ class PostgresSource:
                     self._stream_session(deliver, handler)
                     return
                 except _StopStream:
+                    # PostgreSQL (15) cannot restart logical streaming on a walsender whose
+                    # stream ended: the connection goes (with an ephemeral source's temporary
+                    # slot, so its next stream() needs a baseline; a stateful one reconnects).
+                    self._abandon_repl()
                     return
+                except (ReBaselineRequired, SourceError):
+                    raise
                 except (psycopg.OperationalError, TransientError, _Lost) as exc:
                     if self._stop.is_set() or self._closed.is_set():
                         return
@@ -1010,14 +1106,34 @@ class PostgresSource:
                     if self._stop.wait(backoff):
                         return
                     backoff = min(backoff * reconnect.multiplier, reconnect.max_backoff)
+                except BaseException:
+                    # e.g. the handler raised: the connection is mid-COPY, drop it.
+                    self._abandon_repl()
+                    raise
         finally:
             self._streaming.clear()
             if self._state in (SourceState.STREAMING, SourceState.RECONNECTING):
                 self._set_state(SourceState.CONNECTED)
 
+    def _side(self, fn: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        """Run ``fn`` on the side connection (reader thread and ``get_lag``): never blocked by a
+        baseline holding the query connection."""
+        with self._monitor_lock:
+            mon = self._monitor
+            if mon is None or mon.closed or mon.broken:
+                mon = self._monitor = self._connect()
+            return fn(mon)
+
+    def _abandon_repl(self) -> None:
+        self._close_repl()
+        if not self.stateful:
+            # The temporary slot went with the connection.
+            self._need_new_slot = True
+            self._slot_exists = False
+
     def _slot_invalidated(self) -> bool:
         try:
-            row = self._slot_row()
+            row = self._side(self._slot_row)
         except Exception:
             return False
         return row is not None and row[4] == "lost"
@@ -1046,24 +1162,28 @@ class PostgresSource:
                 for e in events:
                     on_change(e)  # type: ignore[misc]
 
+        make = _make_event
+        no_toast = _NO_TOAST
+
         def deliver(tx: Transaction) -> None:
             pos = tx.end_lsn
             ts = tx.commit_time
             xid = tx.xid
             chunk: list[ChangeEvent] = []
+            append = chunk.append
             for item in tx.items:
                 if type(item) is tuple:
                     table, action, new, old, unch = item
-                    chunk.append(
-                        ChangeEvent(table, action, pos, ts, new, old, xid, ts, unch or frozenset())
-                    )
+                    append(make(table, action, pos, ts, new, old, xid, ts, unch or no_toast))
                     if len(chunk) >= batch:
                         on_changes(chunk)
                         chunk = []
+                        append = chunk.append
                 elif isinstance(item, SchemaItem):
                     if chunk:
                         on_changes(chunk)
                         chunk = []
+                        append = chunk.append
                     self._schema_change(item, pos, on_schema)
             if chunk:
                 on_changes(chunk)
@@ -1076,7 +1196,8 @@ class PostgresSource:
         old = list(self._columns.get(table, []))
         by_name = {c.name: c for c in old}
         try:
-            fresh = {c.name: c for c in self._discover([table]).get(table, [])}
+            found = self._side(lambda conn: self._discover([table], conn))
+            fresh = {c.name: c for c in found.get(table, [])}
         except Exception:
             fresh = {}
         new: list[ColumnDefinition] = []
@@ -1112,10 +1233,11 @@ class PostgresSource:
         assert tx is not None
 
         def loader_for(oid: int) -> Callable[[Any], Any]:
-            return tx.get_loader(oid, pq.Format.TEXT).load  # type: ignore[no-any-return]
+            return tx.get_loader(self._result_oid(oid), pq.Format.TEXT).load  # type: ignore[no-any-return]
 
         known = {t: tuple((c.name, c.type_oid) for c in cols) for t, cols in self._columns.items()}
         decoder = PgOutputDecoder(loader_for, lambda s, n: tracked.get((s, n)), known)
+        self._decoder = decoder
         start = max(self._delivered, self._acked)
         pubs = _quote_literal(_quote_ident(self.publication_name))
         cmd = (
@@ -1149,7 +1271,8 @@ class PostgresSource:
         last_io = time.monotonic()
         hb_candidate = 0
         get = pgconn.get_copy_data
-        xlog = _XLOG.unpack_from
+        feed = decoder.feed
+        unacked_times = self._unacked_times
         stop = self._stop
         delivered_skip = self._delivered
         since_check = 0
@@ -1161,16 +1284,15 @@ class PostgresSource:
                 since_check += 1
                 kind = data[0]
                 if kind == 119:  # 'w' XLogData
-                    _wal_start, wal_end, _ts = xlog(data, 1)
-                    self._server_wal_end = max(self._server_wal_end, wal_end)
-                    done = decoder.feed(bytes(data[25:]))
+                    done = feed(bytes(data[25:]))
                     if done is not None:
                         end = done.end_lsn
                         self._received = end
                         if end <= delivered_skip:
                             pass  # delivered before a reconnect: never twice
                         elif done.items:
-                            self._unacked_times.append((end, done.commit_time))
+                            if len(unacked_times) < 10_000:  # bounded: oldest kept
+                                unacked_times.append((end, done.commit_time))
                             self._delivered = end
                             deliver(done)
                         elif end > hb_candidate:
@@ -1216,7 +1338,11 @@ class PostgresSource:
                     self._send_status(pgconn, reply=True)
                     last_status = now
                 timeout = max(0.01, min(interval - (now - last_status), 1.0))
-                readable, _, _ = select.select([sock, wake_fd], [], [], timeout)
+                self._waiting = True
+                try:
+                    readable, _, _ = select.select([sock, wake_fd], [], [], timeout)
+                finally:
+                    self._waiting = False
                 if wake_fd in readable:
                     with contextlib.suppress(BlockingIOError):
                         wake.recv(4096)
@@ -1231,6 +1357,24 @@ class PostgresSource:
                     msg = res.error_message.decode("utf-8", "replace").strip()
                 raise _Lost(msg)
             raise _Lost(pgconn.error_message.decode("utf-8", "replace").strip() or "copy failed")
+
+    def _result_oid(self, oid: int) -> int:
+        """The type OID a query result reports for a column of type ``oid``: a domain's base
+        type (pgoutput sends the domain, a SELECT the base type), so both paths load alike."""
+        tx = self._tx
+        if tx is None or tx.adapters.get_loader(oid, pq.Format.TEXT) is not None:
+            return oid
+        try:
+            row = self._side(
+                lambda conn: conn.execute(
+                    "SELECT typtype, typbasetype FROM pg_type WHERE oid = %s", (oid,)
+                ).fetchone()
+            )
+        except Exception:
+            return oid
+        if row is not None and row[0] == "d" and row[1]:
+            return self._result_oid(int(row[1]))
+        return oid
 
     def _send_status(self, pgconn: Any, *, reply: bool) -> None:
         acked = self._acked
@@ -1254,8 +1398,9 @@ class PostgresSource:
         times = self._unacked_times
         while times and times[0][0] <= lsn:
             times.popleft()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"a")
+        if self._waiting:  # a busy reader sends the status on its own
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"a")
 
     def supports_resume(self) -> bool:
         return self.stateful
@@ -1314,22 +1459,18 @@ class PostgresSource:
         if cached is not None and now - cached[0] < 1.0:
             return cached[1]
         lag_bytes = max(0, self._server_wal_end - self._acked) if self._acked else 0
-        if self._monitor_lock.acquire(timeout=2):
-            try:
-                mon = self._monitor
-                if mon is None or mon.closed or mon.broken:
-                    mon = self._monitor = self._connect()
-                row = mon.execute(
+        try:
+            row = self._side(
+                lambda conn: conn.execute(
                     "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots "
                     "WHERE slot_name = %s",
                     (self.slot_name,),
                 ).fetchone()
-                if row is not None and row[0] is not None:
-                    lag_bytes = max(0, int(row[0]))
-            except Exception as exc:
-                logger.debug("lag query failed: %s", mask_text(str(exc)))
-            finally:
-                self._monitor_lock.release()
+            )
+            if row is not None and row[0] is not None:
+                lag_bytes = max(0, int(row[0]))
+        except Exception as exc:
+            logger.debug("lag query failed: %s", mask_text(str(exc)))
         lag_time: timedelta | None = None
         times = self._unacked_times
         if times:
@@ -1343,7 +1484,11 @@ class PostgresSource:
         return info
 
     def stop_stream(self) -> None:
-        """Make a running ``stream()`` return promptly (the slot and connections stay)."""
+        """Make a running ``stream()`` return promptly.
+
+        The replication connection closes: a stateful source streams again from its slot; an
+        ephemeral one lost its temporary slot and raises ``ReBaselineRequired`` on the next
+        ``stream()``."""
         self._stop.set()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"s")

@@ -47,6 +47,12 @@ class CompiledTarget(MemoryTargetBase[Any]):
 
     plugin_name = "compiled-memory"
 
+    @property
+    def counts_delivered_rows(self) -> bool:
+        """False when a filter or failing compiler may drop rows (the engine then skips its
+        row-count validation, which would report a false mismatch)."""
+        return self._filter is None and self.compile_errors == 0
+
     def __init__(
         self,
         compiler: Callable[[Row], Any] | str,
