@@ -17,6 +17,7 @@ PY = sys.executable
 SRC_DIRS = [
     "laredo-core/src",
     "laredo-target-memory/src",
+    "laredo-source-pg/src",
     "laredo-target-http/src",
     "laredo-snapshot-s3/src",
     "laredo-source-kinesis/src",

@@ -66,6 +66,9 @@ class Entry:
     description: str = ""
 
 
+_SECRET_KEYS = ("password", "secret", "token", "auth", "header", "connection", "dsn", "url", "key")
+
+
 def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> list[str]:
     """One line per problem: ``key.path: message (got value)``."""
     out = []
@@ -79,7 +82,7 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> 
             shown = repr(err["input"])
             if len(shown) > 60:
                 shown = shown[:57] + "..."
-            if not any(s in key.lower() for s in ("password", "secret", "token", "auth", "header")):
+            if not any(s in key.lower() for s in _SECRET_KEYS):
                 msg = f"{msg} (got {shown})"
         out.append(f"{key}: {msg}")
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import logging
 import os
 import select
@@ -29,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pydantic
@@ -1164,6 +1165,7 @@ class PostgresSource:
 
         make = _make_event
         no_toast = _NO_TOAST
+        emit = _chunk_emitter(on_changes)
 
         def deliver(tx: Transaction) -> None:
             pos = tx.end_lsn
@@ -1171,22 +1173,25 @@ class PostgresSource:
             xid = tx.xid
             chunk: list[ChangeEvent] = []
             append = chunk.append
-            for item in tx.items:
+            items = tx.items
+            last = len(items) - 1
+            for i, item in enumerate(items):
                 if type(item) is tuple:
                     table, action, new, old, unch = item
                     append(make(table, action, pos, ts, new, old, xid, ts, unch or no_toast))
                     if len(chunk) >= batch:
-                        on_changes(chunk)
+                        # more of this transaction follows: not acknowledgeable yet
+                        emit(chunk, i == last)
                         chunk = []
                         append = chunk.append
                 elif isinstance(item, SchemaItem):
                     if chunk:
-                        on_changes(chunk)
+                        emit(chunk, False)
                         chunk = []
                         append = chunk.append
                     self._schema_change(item, pos, on_schema)
             if chunk:
-                on_changes(chunk)
+                emit(chunk, True)
 
         return deliver
 
@@ -1533,3 +1538,22 @@ class PostgresSource:
 
 class _Lost(Exception):
     """The replication stream ended or the connection failed."""
+
+
+def _chunk_emitter(on_changes: Any) -> Callable[[list[ChangeEvent], bool], None]:
+    """Call ``on_changes(chunk, complete)`` when the handler takes the flag (the engine does:
+    a chunk that is not the end of its transaction must not be acknowledged); older handlers
+    get ``on_changes(chunk)``."""
+    try:
+        params = inspect.signature(on_changes).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    if "complete" in params or any(
+        p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values()
+    ):
+        return cast(Callable[[list[ChangeEvent], bool], None], on_changes)
+
+    def emit(chunk: list[ChangeEvent], complete: bool) -> None:
+        on_changes(chunk)
+
+    return emit

@@ -39,7 +39,7 @@ class RecordingHandler:
         ] = []
         self.on_batch: Callable[[list[ChangeEvent]], None] | None = None
 
-    def on_changes(self, events: Sequence[ChangeEvent]) -> None:
+    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
         batch = list(events)
         with self.lock:
             self.batches.append(batch)

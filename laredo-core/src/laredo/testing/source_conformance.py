@@ -35,7 +35,7 @@ class _Collect:
     def on_change(self, event: ChangeEvent) -> None:
         self.on_changes([event])
 
-    def on_changes(self, events: Any) -> None:
+    def on_changes(self, events: Any, complete: bool = True) -> None:
         with self.cond:
             self.events.extend(events)
             self.cond.notify_all()
