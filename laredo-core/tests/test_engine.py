@@ -836,3 +836,16 @@ def test_partial_chunks_do_not_advance_ack_until_the_transaction_completes() -> 
     srt.on_changes(chunk[2:])
     assert wait(lambda: src.acked == pos)
     eng.stop()
+
+
+def test_source_reconnects_become_observer_events(obs: laredo.RecordingObserver) -> None:
+    src = make_source()
+    eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs])
+    assert eng.await_ready(5)
+    assert wait(lambda: src.state() is laredo.SourceState.STREAMING)
+    time.sleep(0.1)
+    src._state = laredo.SourceState.RECONNECTING
+    assert obs.wait_for("source_disconnected", 1, 5)
+    src._state = laredo.SourceState.STREAMING
+    assert obs.wait_for("source_connected", 2, 5)
+    eng.stop()

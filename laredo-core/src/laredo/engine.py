@@ -609,9 +609,11 @@ class Engine:
             for srt in self._sources_rt.values()
             if any(p.has_durable_position for p in srt.pipelines)
         ]
+        seen_state: dict[str, Any] = {}
         while not self._stopping.wait(0.05):
             for srt in buffering:
                 srt.try_ack()
+            self._watch_source_states(seen_state)
             now = time.monotonic()
             if (
                 self.snapshot_schedule
@@ -631,6 +633,24 @@ class Engine:
                         self._obs.on_lag_updated(srt.id, lag.lag_bytes, lag.lag_time)
                     except Exception:
                         logger.debug("lag of %s unavailable", srt.id, exc_info=True)
+
+    def _watch_source_states(self, seen: dict[str, Any]) -> None:
+        """Turn a source's own reconnects into observer events (sources have no observer)."""
+        for srt in self._sources_rt.values():
+            state = _call(getattr(srt.source, "state", lambda: None), None)
+            before = seen.get(srt.id)
+            if state is None or state == before:
+                continue
+            seen[srt.id] = state
+            name = str(getattr(state, "value", state))
+            if name == "RECONNECTING":
+                self._obs.on_source_disconnected(srt.id, "connection lost; reconnecting")
+            elif (
+                name == "STREAMING"
+                and before is not None
+                and str(getattr(before, "value", before)) == "RECONNECTING"
+            ):
+                self._obs.on_source_connected(srt.id, type(srt.source).__name__)
 
     def _fail_all(self, message: str) -> None:
         for srt in self._sources_rt.values():
