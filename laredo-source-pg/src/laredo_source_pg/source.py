@@ -673,19 +673,31 @@ class PostgresSource:
         """``CREATE_REPLICATION_SLOT`` on the replication connection.
 
         Returns (consistent point, exported snapshot name or None)."""
-        repl = self._repl_conn()
         temp = "" if self.stateful else " TEMPORARY"
         snap = " EXPORT_SNAPSHOT" if export else " NOEXPORT_SNAPSHOT"
-        try:
-            row = repl.execute(
-                f"CREATE_REPLICATION_SLOT {_quote_ident(self.slot_name)}{temp} LOGICAL pgoutput"
-                f"{snap}"
-            ).fetchone()
-        except psycopg.Error as exc:
-            raise SourceError(
-                f"postgresql source: could not create replication slot {self.slot_name!r}: "
-                f"{mask_text(str(exc)).strip()}"
-            ) from None
+        deadline = time.monotonic() + 10.0
+        while True:
+            repl = self._repl_conn()
+            try:
+                row = repl.execute(
+                    f"CREATE_REPLICATION_SLOT {_quote_ident(self.slot_name)}{temp} LOGICAL "
+                    f"pgoutput{snap}"
+                ).fetchone()
+                break
+            except psycopg.errors.DuplicateObject as exc:
+                # A temporary slot lives until its old session has fully exited on the
+                # server, which can trail our close() of that connection: wait for it.
+                if self.stateful or time.monotonic() > deadline:
+                    raise SourceError(
+                        f"postgresql source: could not create replication slot "
+                        f"{self.slot_name!r}: {mask_text(str(exc)).strip()}"
+                    ) from None
+                time.sleep(0.05)
+            except psycopg.Error as exc:
+                raise SourceError(
+                    f"postgresql source: could not create replication slot {self.slot_name!r}: "
+                    f"{mask_text(str(exc)).strip()}"
+                ) from None
         assert row is not None
         lsn = parse_lsn(row[1])
         self._slot_exists = True
