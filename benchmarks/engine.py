@@ -95,7 +95,8 @@ def main() -> None:
         f"{'ours/s':>12}{'limit/s':>12}{'ratio':>8}"
     )
     print(
-        f"{'  engine + IndexedTarget, no filters':<58}{plain:>12,.0f}{limit:>12,.0f}{plain / limit:>8.2f}"
+        f"{'  engine + IndexedTarget, no filters':<58}{plain:>12,.0f}{limit:>12,.0f}"
+        f"{plain / limit:>8.2f}"
     )
     print(
         f"{'  engine + IndexedTarget, filter + transform':<58}{chain:>12,.0f}{limit:>12,.0f}"

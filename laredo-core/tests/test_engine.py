@@ -5,9 +5,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-import pytest
-
 import laredo
+import pytest
 from laredo import ChangeAction, PipelineState, Table
 from laredo.testing import RecordingTarget, TestSource, columns
 
@@ -427,7 +426,7 @@ def test_validation_errors_fail_only_that_pipeline() -> None:
         ],
     )
     assert wait(lambda: eng.is_ready("s", USERS))
-    p = [x for x in eng.pipelines() if x.table.table == "missing"][0]
+    p = next(x for x in eng.pipelines() if x.table.table == "missing")
     assert p.state is PipelineState.ERROR and "TABLE_NOT_FOUND" in (p.error or "")
     eng.stop()
 

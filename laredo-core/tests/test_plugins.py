@@ -8,10 +8,9 @@ import sys
 import time
 from collections.abc import Iterator
 
+import laredo
 import pydantic
 import pytest
-
-import laredo
 from laredo.plugins import PluginManager, reset_plugin_manager
 from laredo.testing import RecordingTarget
 
@@ -22,7 +21,8 @@ REPO = HERE.parent.parent
 def test_import_laredo_pulls_in_no_driver_or_sdk() -> None:
     code = (
         "import sys, laredo, laredo.engine, laredo.testing; laredo.get_plugin_manager().load();"
-        "bad = [m for m in ('psycopg', 'boto3', 'botocore', 'grpc', 'pyspark', 'pyarrow') if m in sys.modules];"
+        "mods = ('psycopg', 'boto3', 'botocore', 'grpc', 'pyspark', 'pyarrow');"
+        "bad = [m for m in mods if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

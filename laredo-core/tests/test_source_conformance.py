@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import laredo
+import pytest
 from laredo.testing import TestSource, columns
 from laredo.testing.source_conformance import SourceConformance
 

@@ -95,7 +95,7 @@ class ChangeBuffer:
         kept: list[tuple[int, Any]] = []
         while excess > 0 and self._items:
             kind, payload = self._items.popleft()
-            if kind != BATCH and kind != PARTIAL:
+            if kind not in (BATCH, PARTIAL):
                 kept.append((kind, payload))
                 continue
             if len(payload) <= excess:
@@ -147,7 +147,7 @@ class ChangeBuffer:
                     return ("control", self._control.popleft())
                 if self._items and (not self._paused or self._closed):
                     kind, payload = self._items.popleft()
-                    if kind == BATCH or kind == PARTIAL:
+                    if kind in (BATCH, PARTIAL):
                         self._depth -= len(payload)
                     self._cond.notify_all()
                     return ("item", (kind, payload))

@@ -39,7 +39,7 @@ class TableIdentifier:
         return cls(schema, table)
 
 
-def Table(schema: str, table: str | None = None) -> TableIdentifier:  # noqa: N802 - seeds' name
+def Table(schema: str, table: str | None = None) -> TableIdentifier:
     """``Table("public", "users")`` or ``Table("public.users")``."""
     if table is None:
         return TableIdentifier.parse(schema)
@@ -48,7 +48,7 @@ def Table(schema: str, table: str | None = None) -> TableIdentifier:  # noqa: N8
 
 @dataclass(frozen=True, slots=True)
 class ColumnDefinition:
-    """A column. ``ordinal_position`` and ``primary_key_ordinal`` are 1-based (0 = unset / not PK)."""
+    """A column. ``ordinal_position`` and ``primary_key_ordinal`` are 1-based (0: unset/not PK)."""
 
     name: str
     type: str = "text"
