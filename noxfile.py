@@ -6,6 +6,7 @@ installs once; ``./dev`` owns installation (pinned by ``constraints.txt``).
 
 from __future__ import annotations
 
+import pathlib
 import sys
 
 import nox
@@ -21,6 +22,8 @@ SRC_DIRS = [
     "laredo-target-http/src",
     "laredo-snapshot-s3/src",
     "laredo-source-kinesis/src",
+    "laredo-server/src",
+    "laredo-target-fanout/src",
 ]
 
 
@@ -67,5 +70,13 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job on an embedded default (see README)."""
+    """The main job on an embedded default: ``laredo quickstart`` (embedded PostgreSQL, live
+    workload, the server and its CLI). Ctrl-C stops it; ``./dev demo --duration 30`` bounds it."""
+    laredo = str(pathlib.Path(PY).parent / "laredo")
+    session.run(laredo, "quickstart", *session.posargs, external=True)
+
+
+@nox.session
+def example(session: nox.Session) -> None:
+    """The library example: laredo.testing.TestSource into IndexedTarget, no database."""
     session.run(PY, "examples/demo.py", *session.posargs, external=True)

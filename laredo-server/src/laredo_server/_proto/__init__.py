@@ -1,0 +1,1 @@
+"""Generated gRPC code (scripts/gen_proto.py)."""

@@ -1,0 +1,464 @@
+"""``PrometheusObserver``: every engine observer event becomes a Prometheus metric.
+
+Labels: ``source``, ``pipeline`` and ``table`` wherever the event concerns them (pipelines are
+mapped to their source and table with :meth:`PrometheusObserver.bind`), plus ``action``,
+``outcome``, ``result`` or ``policy`` where relevant. :meth:`PrometheusObserver.render` gives the
+text exposition format (version 0.0.4) served on ``/metrics``.
+
+The observer is called on engine threads and never blocks: each update is a dictionary write
+under one short lock.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from laredo.observers import NullObserver
+from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, PipelineState, TableIdentifier
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["CONTENT_TYPE", "PrometheusObserver", "PrometheusOptions"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0)
+_STATES = tuple(s.value for s in PipelineState)
+
+LabelKey = tuple[tuple[str, str], ...]
+
+
+class PrometheusOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    per_action: bool = True
+    """Count changes per action (one observer call per change); False counts per batch."""
+    buffer_depth: bool = False
+    """Follow every buffer operation (one call per enqueue/dequeue). The server instead reads
+    buffer depths at scrape time."""
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _fmt_labels(labels: LabelKey, extra: str = "") -> str:
+    parts = [f'{k}="{_esc(v)}"' for k, v in labels]
+    if extra:
+        parts.append(extra)
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def _fmt_value(v: float) -> str:
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return str(int(v))
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+class _Family:
+    __slots__ = ("help", "kind", "name", "values")
+
+    def __init__(self, name: str, kind: str, help_: str) -> None:
+        self.name = name
+        self.kind = kind
+        self.help = help_
+        self.values: dict[LabelKey, Any] = {}
+
+
+class PrometheusObserver(NullObserver):
+    """Engine events as metrics. ``per_action=False`` skips the per-change observer calls."""
+
+    def __new__(cls, per_action: bool = True, buffer_depth: bool = False) -> PrometheusObserver:
+        kind = _variant(per_action, buffer_depth) if cls is PrometheusObserver else cls
+        return super().__new__(kind)
+
+    def __init__(self, per_action: bool = True, buffer_depth: bool = False) -> None:
+        self.per_action = per_action
+        self.buffer_depth = buffer_depth
+        self._lock = threading.Lock()
+        self._families: dict[str, _Family] = {}
+        self._pipes: dict[str, LabelKey] = {}
+        self._collectors: list[Callable[[], Iterable[tuple[str, str, str, LabelKey, float]]]] = []
+        self._started = time.time()
+        for name, kind, help_ in _DEFS:
+            self._families[name] = _Family(name, kind, help_)
+
+    # -- wiring -------------------------------------------------------------------------------
+    def bind(self, pipelines: Mapping[str, tuple[str, TableIdentifier | str]]) -> None:
+        """Map pipeline ids to ``(source_id, table)`` so pipeline metrics carry those labels."""
+        for pid, (source, table) in pipelines.items():
+            self._pipes[pid] = (("pipeline", pid), ("source", source), ("table", str(table)))
+
+    def add_collector(
+        self, fn: Callable[[], Iterable[tuple[str, str, str, LabelKey, float]]]
+    ) -> None:
+        """``fn()`` yields ``(name, type, help, labels, value)`` samples at every render."""
+        self._collectors.append(fn)
+
+    def _p(self, pipeline_id: str, table: TableIdentifier | None = None) -> LabelKey:
+        labels = self._pipes.get(pipeline_id)
+        if labels is None:
+            labels = (("pipeline", pipeline_id), ("source", ""), ("table", str(table or "")))
+            if table is not None:
+                self._pipes[pipeline_id] = labels
+        return labels
+
+    # -- primitives ---------------------------------------------------------------------------
+    def _inc(self, name: str, labels: LabelKey, by: float = 1.0) -> None:
+        with self._lock:
+            vals = self._families[name].values
+            vals[labels] = vals.get(labels, 0) + by
+
+    def _set(self, name: str, labels: LabelKey, value: float) -> None:
+        with self._lock:
+            self._families[name].values[labels] = value
+
+    def _observe(self, name: str, labels: LabelKey, value: float) -> None:
+        with self._lock:
+            vals = self._families[name].values
+            h = vals.get(labels)
+            if h is None:
+                h = vals[labels] = [[0] * len(_BUCKETS), 0.0, 0]
+            for i, b in enumerate(_BUCKETS):
+                if value <= b:
+                    h[0][i] += 1
+            h[1] += value
+            h[2] += 1
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """The current value of a counter or gauge sample (tests, the quickstart dashboard);
+        labels not given match anything, and matching samples are summed."""
+        with self._lock:
+            fam = self._families.get(name)
+            if fam is None:
+                return None
+            total = None
+            for key, v in fam.values.items():
+                d = dict(key)
+                if all(d.get(k) == x for k, x in labels.items()) and not isinstance(v, list):
+                    total = (total or 0) + v
+            return total
+
+    # -- rendering ----------------------------------------------------------------------------
+    def render(self) -> str:
+        lines: list[str] = []
+        with self._lock:
+            fams = [(f.name, f.kind, f.help, dict(f.values)) for f in self._families.values()]
+        extra: dict[str, tuple[str, str, dict[LabelKey, Any]]] = {}
+        for fn in self._collectors:
+            try:
+                for name, kind, help_, labels, value in fn():
+                    extra.setdefault(name, (kind, help_, {}))[2][labels] = value
+            except Exception:  # a failing collector must not break /metrics
+                continue
+        index = {f[0]: f for f in fams}
+        for n, (k, h, v) in extra.items():
+            if n in index:
+                index[n][3].update(v)  # scrape-time values win over event-driven ones
+            else:
+                fams.append((n, k, h, v))
+        fams.append(
+            (
+                "laredo_process_start_time_seconds",
+                "gauge",
+                "Start time of the process since the Unix epoch.",
+                {(): self._started},
+            )
+        )
+        for name, kind, help_, values in fams:
+            if not values:
+                continue
+            lines.append(f"# HELP {name} {help_}")
+            lines.append(f"# TYPE {name} {kind}")
+            for labels, v in sorted(values.items()):
+                if kind == "histogram":
+                    counts, total, n = v
+                    for b, c in zip(_BUCKETS, counts, strict=True):
+                        le = 'le="' + str(b) + '"'
+                        lines.append(f"{name}_bucket{_fmt_labels(labels, le)} {c}")
+                    inf = 'le="+Inf"'
+                    lines.append(f"{name}_bucket{_fmt_labels(labels, inf)} {n}")
+                    lines.append(f"{name}_sum{_fmt_labels(labels)} {_fmt_value(total)}")
+                    lines.append(f"{name}_count{_fmt_labels(labels)} {n}")
+                else:
+                    lines.append(f"{name}{_fmt_labels(labels)} {_fmt_value(v)}")
+        return "\n".join(lines) + "\n"
+
+    # -- events: lifecycle ---------------------------------------------------------------------
+    def on_source_connected(self, source_id: str, source_type: str) -> None:
+        self._set("laredo_source_connected", (("source", source_id),), 1)
+        self._inc("laredo_source_connects_total", (("source", source_id),))
+
+    def on_source_disconnected(self, source_id: str, reason: str) -> None:
+        self._set("laredo_source_connected", (("source", source_id),), 0)
+        self._inc("laredo_source_disconnects_total", (("source", source_id),))
+
+    def on_pipeline_state_changed(
+        self, pipeline_id: str, old: PipelineState, new: PipelineState
+    ) -> None:
+        base = self._p(pipeline_id)
+        with self._lock:
+            vals = self._families["laredo_pipeline_state"].values
+            for s in _STATES:
+                vals[(*base, ("state", s))] = 1 if s == new.value else 0
+
+    # -- baseline ------------------------------------------------------------------------------
+    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
+        labels = self._p(pipeline_id, table)
+        self._inc("laredo_baselines_started_total", labels)
+        self._set("laredo_baseline_rows_loaded", labels, 0)
+
+    def on_baseline_row_loaded(
+        self, pipeline_id: str, table: TableIdentifier, row_count: int
+    ) -> None:
+        self._set("laredo_baseline_rows_loaded", self._p(pipeline_id, table), row_count)
+
+    def on_baseline_completed(
+        self, pipeline_id: str, table: TableIdentifier, total_rows: int, duration: timedelta
+    ) -> None:
+        labels = self._p(pipeline_id, table)
+        self._set("laredo_baseline_rows_loaded", labels, total_rows)
+        self._inc("laredo_baseline_rows_total", labels, total_rows)
+        self._set("laredo_baseline_duration_seconds", labels, duration.total_seconds())
+
+    def on_rebaseline_triggered(self, source_id: str) -> None:
+        self._inc("laredo_source_rebaseline_total", (("source", source_id),))
+
+    # -- streaming -----------------------------------------------------------------------------
+    def on_change_received(
+        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, position: Any
+    ) -> None:
+        self._inc(
+            "laredo_changes_received_total",
+            (*self._p(pipeline_id, table), ("action", action.name.lower())),
+        )
+
+    def on_change_applied(
+        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, duration: timedelta
+    ) -> None:
+        self._inc(
+            "laredo_changes_applied_total",
+            (*self._p(pipeline_id, table), ("action", action.name.lower())),
+        )
+
+    def on_changes_applied(
+        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
+    ) -> None:
+        labels = self._p(pipeline_id, table)
+        self._inc("laredo_change_batches_applied_total", labels)
+        self._observe("laredo_change_apply_duration_seconds", labels, duration.total_seconds())
+        self._set("laredo_last_change_applied_timestamp_seconds", labels, time.time())
+
+    def on_change_error(
+        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, error: ErrorInfo
+    ) -> None:
+        self._inc(
+            "laredo_change_errors_total",
+            (*self._p(pipeline_id, table), ("action", action.name.lower())),
+        )
+
+    def on_ack_advanced(self, source_id: str, position: Any) -> None:
+        labels = (("source", source_id),)
+        self._inc("laredo_ack_advanced_total", labels)
+        self._set("laredo_last_ack_timestamp_seconds", labels, time.time())
+
+    def on_buffer_depth_changed(self, pipeline_id: str, depth: int, capacity: int) -> None:
+        labels = self._p(pipeline_id)
+        with self._lock:
+            self._families["laredo_pipeline_buffer_depth"].values[labels] = depth
+            self._families["laredo_pipeline_buffer_capacity"].values[labels] = capacity
+
+    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None:
+        self._inc(
+            "laredo_buffer_policy_triggered_total",
+            (*self._p(pipeline_id), ("policy", str(getattr(policy, "value", policy)))),
+        )
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def on_snapshot_started(self, snapshot_id: str) -> None:
+        self._inc("laredo_snapshots_started_total", ())
+
+    def on_snapshot_completed(
+        self, snapshot_id: str, tables: int, rows: int, size_bytes: int, duration: timedelta
+    ) -> None:
+        self._inc("laredo_snapshots_total", (("outcome", "created"),))
+        self._observe("laredo_snapshot_duration_seconds", (), duration.total_seconds())
+        self._set("laredo_snapshot_last_rows", (), rows)
+        self._set("laredo_snapshot_last_size_bytes", (), size_bytes)
+        self._set("laredo_snapshot_last_success_timestamp_seconds", (), time.time())
+
+    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None:
+        self._inc("laredo_snapshots_total", (("outcome", "failed"),))
+
+    def on_snapshot_restore_started(self, snapshot_id: str) -> None:
+        self._inc("laredo_snapshot_restores_total", (("outcome", "started"),))
+
+    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None:
+        self._inc("laredo_snapshot_restores_total", (("outcome", "completed"),))
+        self._set("laredo_snapshot_restore_duration_seconds", (), duration.total_seconds())
+
+    # -- schema, lag ---------------------------------------------------------------------------
+    def on_schema_change(self, source_id: str, table: TableIdentifier, event: Any) -> None:
+        self._inc("laredo_schema_changes_total", (("source", source_id), ("table", str(table))))
+
+    def on_lag_updated(self, source_id: str, lag_bytes: int, lag_time: timedelta | None) -> None:
+        labels = (("source", source_id),)
+        with self._lock:
+            self._families["laredo_source_lag_bytes"].values[labels] = lag_bytes
+            if lag_time is not None:
+                self._families["laredo_source_lag_seconds"].values[labels] = (
+                    lag_time.total_seconds()
+                )
+
+    # -- dead letters, ttl, validation ---------------------------------------------------------
+    def on_dead_letter_written(
+        self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo
+    ) -> None:
+        self._inc("laredo_dead_letters_total", self._p(pipeline_id, change.table))
+
+    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None:
+        self._inc("laredo_rows_expired_total", self._p(pipeline_id, table))
+
+    def on_validation_result(
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        source_count: int,
+        target_count: int,
+        match: bool,
+    ) -> None:
+        labels = self._p(pipeline_id, table)
+        self._inc(
+            "laredo_validation_runs_total", (*labels, ("result", "match" if match else "mismatch"))
+        )
+        with self._lock:
+            self._families["laredo_validation_expected_row_count"].values[labels] = source_count
+            self._families["laredo_validation_target_row_count"].values[labels] = target_count
+
+    # -- fan-out -------------------------------------------------------------------------------
+    def on_fanout_client_connected(self, pipeline_id: str, client_id: str, mode: Any) -> None:
+        labels = self._p(pipeline_id)
+        self._inc(
+            "laredo_fanout_client_connects_total",
+            (*labels, ("mode", str(getattr(mode, "value", mode)))),
+        )
+        self._inc("laredo_fanout_clients_connected", labels)
+
+    def on_fanout_client_disconnected(self, pipeline_id: str, client_id: str, reason: str) -> None:
+        labels = self._p(pipeline_id)
+        self._inc("laredo_fanout_client_disconnects_total", labels)
+        self._inc("laredo_fanout_clients_connected", labels, -1)
+
+    def on_fanout_client_caught_up(self, pipeline_id: str, client_id: str, seq: int) -> None:
+        self._inc("laredo_fanout_client_caught_up_total", self._p(pipeline_id))
+
+    def on_fanout_client_backpressure(self, pipeline_id: str, client_id: str, depth: int) -> None:
+        self._inc("laredo_fanout_client_backpressure_total", self._p(pipeline_id))
+
+    def on_fanout_snapshot_created(
+        self, pipeline_id: str, snapshot_id: str, seq: int, rows: int
+    ) -> None:
+        labels = self._p(pipeline_id)
+        self._inc("laredo_fanout_snapshots_total", labels)
+        self._set("laredo_fanout_snapshot_rows", labels, rows)
+
+    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None:
+        labels = self._p(pipeline_id)
+        self._inc("laredo_fanout_journal_pruned_total", labels, pruned)
+        self._set("laredo_fanout_journal_oldest_sequence", labels, oldest_seq)
+
+
+def _batch_changes_applied(
+    self: PrometheusObserver,
+    pipeline_id: str,
+    table: TableIdentifier,
+    count: int,
+    duration: timedelta,
+) -> None:
+    PrometheusObserver.on_changes_applied(self, pipeline_id, table, count, duration)
+    self._inc(
+        "laredo_changes_applied_total", (*self._p(pipeline_id, table), ("action", "any")), count
+    )
+
+
+_VARIANTS: dict[tuple[bool, bool], type[PrometheusObserver]] = {}
+
+
+def _variant(per_action: bool, buffer_depth: bool) -> type[PrometheusObserver]:
+    """The subclass that implements only the events wanted: the engine skips per-change and
+    per-buffer-operation observer calls that no observer overrides."""
+    key = (per_action, buffer_depth)
+    cls = _VARIANTS.get(key)
+    if cls is None:
+        ns: dict[str, Any] = {}
+        if not per_action:
+            ns["on_change_received"] = NullObserver.on_change_received
+            ns["on_change_applied"] = NullObserver.on_change_applied
+            ns["on_changes_applied"] = _batch_changes_applied
+        if not buffer_depth:
+            ns["on_buffer_depth_changed"] = NullObserver.on_buffer_depth_changed
+        if not ns:
+            cls = PrometheusObserver
+        else:
+            cls = type(
+                f"PrometheusObserver_{int(per_action)}{int(buffer_depth)}",
+                (PrometheusObserver,),
+                ns,
+            )
+        _VARIANTS[key] = cls
+    return cls
+
+
+_DEFS: tuple[tuple[str, str, str], ...] = (
+    ("laredo_source_connected", "gauge", "1 while the source is connected."),
+    ("laredo_source_connects_total", "counter", "Source connections."),
+    ("laredo_source_disconnects_total", "counter", "Source disconnections."),
+    ("laredo_pipeline_state", "gauge", "1 for the pipeline's current state."),
+    ("laredo_baselines_started_total", "counter", "Baselines started."),
+    ("laredo_baseline_rows_loaded", "gauge", "Rows loaded by the current or last baseline."),
+    ("laredo_baseline_rows_total", "counter", "Rows loaded by completed baselines."),
+    ("laredo_baseline_duration_seconds", "gauge", "Duration of the last baseline."),
+    ("laredo_source_rebaseline_total", "counter", "Re-baselines triggered by the source."),
+    ("laredo_changes_received_total", "counter", "Changes taken from the buffer."),
+    ("laredo_changes_applied_total", "counter", "Changes applied to the target."),
+    ("laredo_change_batches_applied_total", "counter", "Batches of changes applied."),
+    ("laredo_change_apply_duration_seconds", "histogram", "Time to apply one batch."),
+    ("laredo_last_change_applied_timestamp_seconds", "gauge", "When a change was last applied."),
+    ("laredo_change_errors_total", "counter", "Failed attempts to apply a change."),
+    ("laredo_ack_advanced_total", "counter", "Times the source acknowledgement moved forward."),
+    ("laredo_last_ack_timestamp_seconds", "gauge", "When the source ACK last moved."),
+    ("laredo_pipeline_buffer_depth", "gauge", "Items waiting in the pipeline buffer."),
+    ("laredo_pipeline_buffer_capacity", "gauge", "Capacity of the pipeline buffer."),
+    ("laredo_buffer_policy_triggered_total", "counter", "Buffer-full policy activations."),
+    ("laredo_snapshots_started_total", "counter", "Snapshots started."),
+    ("laredo_snapshots_total", "counter", "Snapshots by outcome (created, failed)."),
+    ("laredo_snapshot_duration_seconds", "histogram", "Time to take a snapshot."),
+    ("laredo_snapshot_last_rows", "gauge", "Rows in the last snapshot."),
+    ("laredo_snapshot_last_size_bytes", "gauge", "Size of the last snapshot."),
+    ("laredo_snapshot_last_success_timestamp_seconds", "gauge", "When the last snapshot ended."),
+    ("laredo_snapshot_restores_total", "counter", "Snapshot restores (started, completed)."),
+    ("laredo_snapshot_restore_duration_seconds", "gauge", "Duration of the last restore."),
+    ("laredo_schema_changes_total", "counter", "Schema changes seen."),
+    ("laredo_source_lag_bytes", "gauge", "Source replication lag in bytes."),
+    ("laredo_source_lag_seconds", "gauge", "Source replication lag in seconds."),
+    ("laredo_dead_letters_total", "counter", "Changes written to the dead-letter store."),
+    ("laredo_rows_expired_total", "counter", "Rows removed by TTL."),
+    ("laredo_validation_runs_total", "counter", "Row-count validations by result."),
+    ("laredo_validation_expected_row_count", "gauge", "Expected row count at validation."),
+    ("laredo_validation_target_row_count", "gauge", "Target row count at validation."),
+    ("laredo_fanout_client_connects_total", "counter", "Fan-out client connections."),
+    ("laredo_fanout_clients_connected", "gauge", "Connected fan-out clients."),
+    ("laredo_fanout_client_disconnects_total", "counter", "Fan-out client disconnections."),
+    ("laredo_fanout_client_caught_up_total", "counter", "Fan-out clients that caught up."),
+    ("laredo_fanout_client_backpressure_total", "counter", "Fan-out client backpressure."),
+    ("laredo_fanout_snapshots_total", "counter", "Fan-out snapshots created."),
+    ("laredo_fanout_snapshot_rows", "gauge", "Rows in the last fan-out snapshot."),
+    ("laredo_fanout_journal_pruned_total", "counter", "Fan-out journal entries pruned."),
+    ("laredo_fanout_journal_oldest_sequence", "gauge", "Oldest fan-out journal sequence."),
+)

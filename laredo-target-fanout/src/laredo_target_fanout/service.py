@@ -1,0 +1,469 @@
+"""The ``laredo.replication.v1.LaredoReplicationService`` gRPC service (grpcio, sync server).
+
+One ``ReplicationServer`` per bound address serves every fan-out target (table) registered on
+it; targets that ask for the same ``host:port`` share one server. Stream responses are written
+as pre-serialised bytes (see ``_wire``), so a journal batch costs one join, not a protobuf
+message build per client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from laredo.errors import ConfigError
+from laredo.types import ChangeAction, TableIdentifier
+
+from . import _wire
+from ._filters import Predicate, compile_filters, normalize_filters
+from ._proto import replication_pb2 as pb
+from .target import (
+    ClientSession,
+    Exhausted,
+    FanOutSnapshot,
+    FanOutTarget,
+    Unavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SERVICE_NAME", "ReplicationServer", "make_handler"]
+
+SERVICE_NAME = "laredo.replication.v1.LaredoReplicationService"
+
+
+def _serialize(msg: Any) -> bytes:
+    if isinstance(msg, bytes):
+        return msg
+    out: bytes = msg.SerializeToString()
+    return out
+
+
+class _Registry:
+    """Tables served by one gRPC server."""
+
+    def __init__(self) -> None:
+        self.targets: dict[TableIdentifier, FanOutTarget] = {}
+        self.lock = threading.Lock()
+
+    def find(self, schema: str, table: str, context: Any) -> FanOutTarget:
+        if not table:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "table is required")
+        t = TableIdentifier(schema or "public", table)
+        with self.lock:
+            target = self.targets.get(t)
+            known = ", ".join(sorted(map(str, self.targets))) or "none"
+        if target is None:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no replication-fanout target for table {t} on this server (tables: {known})",
+            )
+        assert target is not None
+        return target
+
+
+def _predicates(request: Any) -> list[Predicate]:
+    out = []
+    for f in request.filters:
+        kind = f.WhichOneof("op")
+        if kind == "equals":
+            out.append(Predicate(f.field, "equals", _wire.decode_value(f.equals.json)))
+        elif kind == "prefix":
+            out.append(Predicate(f.field, "prefix", f.prefix))
+        elif kind == "in":
+            values = getattr(f, "in").values
+            out.append(Predicate(f.field, "in", [_wire.decode_value(v.json) for v in values]))
+        else:
+            out.append(Predicate(f.field, "", None))
+    return out
+
+
+class _Servicer:
+    def __init__(self, registry: _Registry) -> None:
+        self.registry = registry
+
+    # -- Sync -------------------------------------------------------------------------------
+    def sync(self, request: Any, context: Any) -> Iterator[Any]:
+        target = self.registry.find(request.schema, request.table, context)
+        try:
+            preds = normalize_filters(_predicates(request))
+        except (ConfigError, ValueError) as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad filter: {exc}")
+        matcher = compile_filters(preds)
+        client_id = request.client_id or f"anon-{uuid.uuid4().hex[:12]}"
+        try:
+            session, handshake, snapshot = target.open_session(
+                client_id,
+                peer=context.peer(),
+                last_sequence=request.last_known_sequence,
+                journal_id=request.journal_id,
+                last_position=request.last_known_source_position,
+                last_snapshot_id=request.last_snapshot_id,
+                matcher=matcher,
+                applied_at_position=request.applied_at_position,
+            )
+        except Exhausted as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except Unavailable as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+        def on_done() -> None:
+            target.close_session(session, "client disconnected")
+
+        context.add_callback(on_done)
+        session.extra["cancel"] = context.cancel
+        max_batch = min(request.max_batch or target.grpc_options.max_batch, 100_000)
+        reason = "stream ended"
+        try:
+            yield handshake
+            if snapshot is not None:
+                yield from _snapshot_messages(snapshot, matcher, max_batch)
+            if session.cursor >= session.catch_up_to:
+                target.mark_caught_up(session)
+            code = yield from self._tail(target, session, max_batch)
+            reason = code
+            if code == "overflow":
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, session.close_reason)
+            elif code == "replaced":
+                context.abort(grpc.StatusCode.ABORTED, session.close_reason)
+            elif code == "closed":
+                context.abort(grpc.StatusCode.UNAVAILABLE, "server closed")
+        finally:
+            target.close_session(session, reason)
+
+    def _tail(
+        self, target: FanOutTarget, session: ClientSession, max_batch: int
+    ) -> Generator[Any, None, str]:
+        """Catch-up then live: batches from the session cursor; heartbeats when idle; GoAway
+        once when draining; ends at the drain deadline. Returns the close code."""
+        hb = target.heartbeat_interval
+        codec = target.codec
+        last_sent = time.monotonic()
+        matcher = session.matcher
+        reported = session.cursor  # the client holds everything up to here
+        last_data = 0.0
+        while True:
+            drain = target.drain_info()
+            if drain is not None:
+                reason, deadline, deadline_ms = drain
+                if not session.go_away_sent:
+                    session.go_away_sent = True
+                    session.state = "draining" if session.state == "live" else session.state
+                    yield pb.SyncResponse(
+                        go_away=pb.GoAway(reason=reason, drain_deadline_unix_ms=deadline_ms)
+                    )
+                    last_sent = time.monotonic()
+                if time.monotonic() >= deadline:
+                    return "drained"
+            wait = max(0.0, hb - (time.monotonic() - last_sent))
+            if drain is not None:
+                wait = min(wait, max(0.0, drain[1] - time.monotonic()), 0.05)
+            else:
+                # linger: with many clients, let changes accumulate a moment so each stream
+                # sends fewer, larger messages (per-message cost dominates in grpcio)
+                since = time.monotonic() - last_data
+                linger = target.linger()
+                if since < linger:
+                    time.sleep(linger - since)
+            got = target.read_batch(session, max_batch, wait)
+            if got is None:
+                if time.monotonic() - last_sent >= hb:
+                    reported = session.cursor
+                    yield pb.SyncResponse(
+                        heartbeat=pb.Heartbeat(
+                            current_sequence=reported,
+                            server_time_unix_ms=int(time.time() * 1000),
+                        )
+                    )
+                    last_sent = time.monotonic()
+                continue
+            if isinstance(got, str):
+                if got == "resync":
+                    yield pb.SyncResponse(
+                        resync=pb.Resync(
+                            reason=session.close_reason,
+                            journal_oldest_sequence=target.oldest_sequence,
+                        )
+                    )
+                return got
+            _after, through, entries = got
+            for msg, msg_through in _journal_messages(reported, through, entries, matcher, codec):
+                yield msg
+                reported = msg_through
+                last_sent = last_data = time.monotonic()
+            if reported < through and time.monotonic() - last_sent >= hb:
+                yield _wire.journal_message(reported, through, [])
+                reported = through
+                last_sent = time.monotonic()
+
+    # -- other RPCs -------------------------------------------------------------------------
+    def list_snapshots(self, request: Any, context: Any) -> Any:
+        target = self.registry.find(request.schema, request.table, context)
+        snaps = target.snapshots()
+        if request.limit > 0:
+            snaps = snaps[: request.limit]
+        return pb.ListSnapshotsResponse(snapshots=[_snapshot_info(s) for s in snaps])
+
+    def fetch_snapshot(self, request: Any, context: Any) -> Iterator[Any]:
+        target = self.registry.find(request.schema, request.table, context)
+        snap = target.get_snapshot(request.snapshot_id)
+        if snap is None:
+            known = ", ".join(s.snapshot_id for s in target.snapshots()) or "none"
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"snapshot {request.snapshot_id!r} is not retained for {target.table} "
+                f"(retained: {known})",
+            )
+        assert snap is not None
+        yield from _snapshot_messages(snap, None, target.grpc_options.max_batch)
+
+    def get_status(self, request: Any, context: Any) -> Any:
+        target = self.registry.find(request.schema, request.table, context)
+        st = target.status()
+        latest = st["latest_snapshot"]
+        resp = pb.GetReplicationStatusResponse(
+            current_sequence=st["current_sequence"],
+            journal_oldest_sequence=st["journal_oldest_sequence"],
+            journal_entry_count=st["journal_entry_count"],
+            row_count=st["row_count"],
+            connected_clients=st["connected_clients"],
+            journal_id=st["journal_id"],
+            draining=st["draining"],
+            schema=target.table.schema if target.table else "",
+            table=target.table.table if target.table else "",
+        )
+        for c in st["clients"]:
+            resp.clients.append(
+                pb.ConnectedClient(
+                    client_id=c["client_id"],
+                    current_sequence=c["current_sequence"],
+                    behind_count=c["behind_count"],
+                    buffer_depth=c["buffer_depth"],
+                    connected_at_unix_ms=int(c["connected_at"].timestamp() * 1000),
+                    state=c["state"],
+                    mode=_MODE[c["mode"]],
+                    peer=c["peer"],
+                )
+            )
+        if latest is not None:
+            resp.latest_snapshot.CopyFrom(_snapshot_info(latest))
+        return resp
+
+
+_MODE = {
+    "FULL_SNAPSHOT": pb.SYNC_MODE_FULL_SNAPSHOT,
+    "DELTA": pb.SYNC_MODE_DELTA,
+    "DELTA_FROM_SNAPSHOT": pb.SYNC_MODE_DELTA_FROM_SNAPSHOT,
+}
+
+
+def _snapshot_info(s: FanOutSnapshot) -> Any:
+    return pb.ReplicationSnapshotInfo(
+        snapshot_id=s.snapshot_id,
+        sequence=s.sequence,
+        source_position=s.position,
+        row_count=len(s.rows),
+        size_bytes=s.size_bytes,
+        created_at_unix_ms=int(s.created_at.timestamp() * 1000),
+        persisted=s.persisted,
+    )
+
+
+def _snapshot_messages(snap: FanOutSnapshot, matcher: Any, max_batch: int) -> Iterator[Any]:
+    encoded = snap.encoded_rows()
+    if matcher is None:
+        rows = encoded
+    else:
+        rows = [b for r, b in zip(snap.rows, encoded, strict=True) if matcher(r)]
+    yield pb.SyncResponse(
+        snapshot_begin=pb.SnapshotBegin(
+            snapshot_id=snap.snapshot_id,
+            sequence=snap.sequence,
+            row_count=len(rows),
+            source_position=snap.position,
+            applied_at_position=snap.applied_at_position,
+        )
+    )
+    for i in range(0, len(rows), max_batch):
+        yield _wire.snapshot_rows_message(rows[i : i + max_batch])
+    yield pb.SyncResponse(snapshot_end=pb.SnapshotEnd(sequence=snap.sequence, rows_sent=len(rows)))
+
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""A journal batch is split into several messages above this size."""
+
+_INSERT = ChangeAction.INSERT
+_UPDATE = ChangeAction.UPDATE
+_DELETE = ChangeAction.DELETE
+
+
+def _journal_messages(
+    after: int, through: int, entries: list[Any], matcher: Any, codec: Any
+) -> Iterator[tuple[bytes, int]]:
+    """Serialised journal batches covering ``(after, through]``, each with the sequence it
+    covers through: the entries that pass ``matcher`` (an UPDATE leaving the subscription
+    becomes a DELETE of the old row), split so that no message grows far beyond
+    ``MAX_MESSAGE_BYTES``. Nothing when every entry was filtered out (a heartbeat later
+    carries the sequence)."""
+    chunks: list[bytes] = []
+    size = 0
+    start = after
+    for e in entries:
+        if matcher is None:
+            c: bytes | None = e.chunk(codec)
+        else:
+            a = e.action
+            c = None
+            if a is _INSERT:
+                if matcher(e.new_values):
+                    c = e.chunk(codec)
+            elif a is _UPDATE:
+                if matcher(e.new_values):
+                    c = e.chunk(codec)
+                elif matcher(e.old_values):
+                    c = e.chunk_as_delete(codec)
+            elif a is _DELETE:
+                if matcher(e.old_values):
+                    c = e.chunk(codec)
+            else:
+                c = e.chunk(codec)
+        if c is None:
+            continue
+        chunks.append(c)
+        size += len(c)
+        if size >= MAX_MESSAGE_BYTES:
+            yield _wire.journal_message(start, e.sequence, chunks), e.sequence
+            start = e.sequence
+            chunks = []
+            size = 0
+    if chunks:
+        yield _wire.journal_message(start, through, chunks), through
+
+
+def make_handler(registry: _Registry) -> Any:
+    """The generic RPC handler of the replication service over ``registry``'s targets."""
+    s = _Servicer(registry)
+    return grpc.method_handlers_generic_handler(
+        SERVICE_NAME,
+        {
+            "Sync": grpc.unary_stream_rpc_method_handler(
+                s.sync,
+                request_deserializer=pb.SyncRequest.FromString,
+                response_serializer=_serialize,
+            ),
+            "ListSnapshots": grpc.unary_unary_rpc_method_handler(
+                s.list_snapshots,
+                request_deserializer=pb.ListSnapshotsRequest.FromString,
+                response_serializer=_serialize,
+            ),
+            "FetchSnapshot": grpc.unary_stream_rpc_method_handler(
+                s.fetch_snapshot,
+                request_deserializer=pb.FetchSnapshotRequest.FromString,
+                response_serializer=_serialize,
+            ),
+            "GetReplicationStatus": grpc.unary_unary_rpc_method_handler(
+                s.get_status,
+                request_deserializer=pb.GetReplicationStatusRequest.FromString,
+                response_serializer=_serialize,
+            ),
+        },
+    )
+
+
+class ReplicationServer:
+    """A grpcio server for fan-out targets; shared by targets bound to the same address."""
+
+    _servers: dict[tuple[str, int], ReplicationServer] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.registry = _Registry()
+        workers = max(64, (options.max_clients or 200) + 16)
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fanout-grpc"),
+            handlers=(make_handler(self.registry),),
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.keepalive_time_ms", 30_000),
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ],
+        )
+        addr = f"{options.host}:{options.port}"
+        tls = options.tls
+        try:
+            if tls is not None:
+                with open(tls.cert_file, "rb") as f:
+                    cert = f.read()
+                with open(tls.key_file, "rb") as f:
+                    key = f.read()
+                ca = None
+                if tls.client_ca_file:
+                    with open(tls.client_ca_file, "rb") as f:
+                        ca = f.read()
+                creds = grpc.ssl_server_credentials(
+                    [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+                )
+                self.port = self._server.add_secure_port(addr, creds)
+            else:
+                self.port = self._server.add_insecure_port(addr)
+        except (OSError, RuntimeError) as exc:
+            raise ConfigError(
+                f"replication-fanout grpc: cannot listen on {addr}: {exc}; pick another "
+                "grpc.port (0 picks a free one)"
+            ) from exc
+        if not self.port:
+            raise ConfigError(
+                f"replication-fanout grpc: cannot listen on {addr} (port in use?); pick another "
+                "grpc.port (0 picks a free one)"
+            )
+        self._server.start()
+        self.refs = 0
+        logger.info("replication fan-out gRPC service listening on %s:%d", options.host, self.port)
+
+    @classmethod
+    def acquire(cls, options: Any) -> ReplicationServer:
+        """The server for ``options.host:options.port`` (port 0: always a new one)."""
+        with cls._lock:
+            key = (options.host, options.port)
+            server = cls._servers.get(key) if options.port else None
+            if server is None:
+                server = cls(options)
+                if options.port:
+                    cls._servers[key] = server
+            server.refs += 1
+            return server
+
+    def add_target(self, target: FanOutTarget) -> None:
+        if target.table is None:
+            raise ConfigError("replication-fanout: add a target after its on_init")
+        with self.registry.lock:
+            other = self.registry.targets.get(target.table)
+            if other is not None and other is not target:
+                raise ConfigError(
+                    f"replication-fanout: table {target.table} is already served on port "
+                    f"{self.port}; give each fan-out target of that table its own grpc.port"
+                )
+            self.registry.targets[target.table] = target
+
+    def remove_target(self, target: FanOutTarget) -> None:
+        with self.registry.lock:
+            if target.table is not None and self.registry.targets.get(target.table) is target:
+                del self.registry.targets[target.table]
+        with ReplicationServer._lock:
+            self.refs -= 1
+            if self.refs > 0:
+                return
+            key = (self.options.host, self.options.port)
+            if ReplicationServer._servers.get(key) is self:
+                del ReplicationServer._servers[key]
+        self.stop()
+
+    def stop(self, grace: float = 0.5) -> None:
+        self._server.stop(grace).wait(grace + 1)
