@@ -91,12 +91,15 @@ class Server:
             return str(r.read().decode())
 
     def cli(self, *args: str, token: bool = False) -> subprocess.CompletedProcess[str]:
-        pre = ["--address", f"127.0.0.1:{self.grpc_port}", "--output", "json"]
+        pre = ["--address", f"127.0.0.1:{self.grpc_port}", "--output", "json", "--timeout", "60"]
         if token:
             pre += ["--token", TOKEN]
-        return subprocess.run(
-            [LAREDO, *pre, *args], capture_output=True, text=True, timeout=60, check=False
+        r = subprocess.run(
+            [LAREDO, *pre, *args], capture_output=True, text=True, timeout=120, check=False
         )
+        if r.returncode not in (0, 1, 2) or (r.returncode == 0 and not r.stdout.strip()):
+            raise AssertionError(f"laredo {' '.join(args)} failed: rc={r.returncode} {r.stderr}")
+        return r
 
     def count(self) -> int:
         return int(
