@@ -47,8 +47,6 @@ from .types import (
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-PROGRESS_EVERY = 10_000
-BASELINE_CHUNK = 2_000
 _REQUIRED_SOURCE_METHODS = (
     "init",
     "validate_tables",

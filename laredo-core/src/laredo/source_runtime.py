@@ -43,19 +43,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 PROGRESS_EVERY = 10_000
 BASELINE_CHUNK = 2_000
-_REQUIRED_SOURCE_METHODS = (
-    "init",
-    "validate_tables",
-    "baseline",
-    "stream",
-    "ack",
-    "supports_resume",
-    "last_acked_position",
-    "compare_positions",
-    "position_to_string",
-    "position_from_string",
-    "close",
-)
 
 
 def _overrides(observer: Any, name: str) -> bool:
