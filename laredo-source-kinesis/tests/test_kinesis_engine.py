@@ -170,3 +170,27 @@ def test_engine_restores_from_s3_snapshot_then_resumes_stream(
         wait_until(lambda: t2.get(4) is not None and t2.get(1) is None, what="restored + streamed")
         assert sorted(r["id"] for r in t2.export_snapshot()) == [2, 3, 4]
         assert t2.get(2) == user(2)
+
+
+def test_engine_dead_letter_store_receives_bad_records(
+    moto_server: Any, s3_bucket: str, make_kinesis_stream: Any, make_source: Any
+) -> None:
+    from laredo.deadletter import MemoryDeadLetterStore
+
+    s3, kinesis = moto_server.client("s3"), moto_server.client("kinesis")
+    write_baseline(s3, s3_bucket, "baseline/", {USERS: [user(1)]})
+    stream = make_kinesis_stream(shards=1)
+    dl = MemoryDeadLetterStore()
+    users = IndexedTarget()
+    eng = laredo.Engine(
+        sources={"k": make_source(stream)},  # no store given to the source itself
+        pipelines=[laredo.Pipeline("k", USERS, users)],
+        dead_letter_store=dl,
+    )
+    with eng:
+        assert eng.await_ready(20)
+        put(kinesis, stream, b"{not json", "a")
+        put(kinesis, stream, encode_record(USERS, "INSERT", new=user(2)), "a")
+        wait_until(lambda: users.get(2) is not None, timeout=15, what="stream continues")
+        wait_until(lambda: len(dl.read(f"kinesis:{stream}")) == 1, what="dead letter")
+        assert "malformed JSON" in dl.read(f"kinesis:{stream}")[0].error.message

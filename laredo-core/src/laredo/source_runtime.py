@@ -223,6 +223,9 @@ class _SourceRuntime:
     def _run_inner(self) -> None:
         obs = self.engine._obs
         tables = list(dict.fromkeys(p.table for p in self.pipelines))
+        bind = getattr(self.source, "bind_dead_letter_store", None)
+        if callable(bind) and self.engine.dead_letter_store is not None:
+            bind(self.engine.dead_letter_store)  # sources that dead-letter bad records
         try:
             schemas = self.source.init(SourceConfig(tables=tables))
         except Exception as exc:

@@ -227,6 +227,12 @@ class KinesisSource:
         }
 
     # -- clients ----------------------------------------------------------------------------
+
+    def bind_dead_letter_store(self, store: DeadLetterStore) -> None:
+        """Engine hook: use the engine's dead-letter store unless one was given to the source."""
+        if self.dead_letter_store is None:
+            self.dead_letter_store = store
+
     def _client(self, service: str) -> Any:
         try:
             import boto3
