@@ -791,16 +791,13 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
 
     def _sorted_keys(self, target: Any) -> list[tuple[Any, Any]]:
         """``(sort key, key)`` of every row, sorted; cached until the target changes."""
-        version = getattr(target, "_version", None)
+        version = getattr(target, "version", None)
         cached = self._keys.get(id(target))
         if cached is not None and version is not None and cached[0] == version:
             return cached[1]
-        store = getattr(target, "_rows", None)  # memory targets: keys without copying rows
-        try:
-            raw = list(store) if isinstance(store, dict) else [k for k, _ in target.items()]
-        except RuntimeError:  # changed while listing
-            raw = [k for k, _ in target.items()]
-        if getattr(target, "_version", None) != version:
+        keys_of = getattr(target, "keys", None)  # memory targets: keys without copying rows
+        raw = list(keys_of()) if callable(keys_of) else [k for k, _ in target.items()]
+        if getattr(target, "version", None) != version:
             version = None  # a write ran meanwhile: use, but do not cache
         keys = [(_sort_key(k), k) for k in raw]
         try:

@@ -367,6 +367,17 @@ class MemoryTargetBase(Generic[V]):
     def count(self) -> int:
         return len(self._rows)
 
+    @property
+    def version(self) -> int:
+        """A counter that changes with every write (odd while a write is in progress): readers
+        such as paged listings cache by it."""
+        return self._version
+
+    def keys(self) -> list[Any]:
+        """The keys of every stored row, as of the call (no row copies)."""
+        with self._lock:
+            return list(self._rows)
+
     def items(self) -> Iterator[tuple[Any, Row]]:
         """``(key, row copy)`` pairs as of the call (the engine's TTL scan uses it)."""
         with self._lock:
