@@ -24,6 +24,7 @@ SRC_DIRS = [
     "laredo-source-kinesis/src",
     "laredo-server/src",
     "laredo-target-fanout/src",
+    "laredo-spark/src",
 ]
 
 
@@ -61,6 +62,11 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def e2e(session: nox.Session) -> None:
     _pytest(session, "-m", "e2e")
+
+
+@nox.session
+def spark(session: nox.Session) -> None:
+    _pytest(session, "-m", "spark")
 
 
 @nox.session

@@ -1,0 +1,69 @@
+"""Laredo on Spark: the same pipelines, config and plugins, executed by PySpark.
+
+* :func:`spark_session` -- a SparkSession set up for Laredo (loopback for local masters, this
+  interpreter for workers, Laredo's data sources registered).
+* :func:`apply_chain` -- a pipeline's filters and transforms as Spark column expressions.
+* :func:`spark_baseline` -- a parallel, consistent PostgreSQL baseline written as a Laredo
+  snapshot that the local engine restores and then streams from (no gap, no duplicate).
+* ``spark.readStream.format("laredo")`` -- any Laredo source as a Structured Streaming source;
+  :class:`TargetSink` / :class:`SnapshotSink` for ``foreachBatch``.
+* :func:`run_spark` -- the runner entry point over the same config dict as ``laredo serve``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._session import prepare_environment, spark_session
+    from .compile import apply_chain, compile_filter
+    from .frame import LaredoFrame, frame_from_rows, infer_kinds
+    from .pg import ExportedSnapshot, spark_baseline
+    from .runner import run_spark
+    from .stream import SnapshotSink, TargetSink, stream_options
+
+# Lazy: the plugin entry point imports this package, and ``laredo`` must stay free of pyspark
+# until a Spark feature is used.
+_LAZY = {
+    "prepare_environment": "._session",
+    "spark_session": "._session",
+    "apply_chain": ".compile",
+    "compile_filter": ".compile",
+    "LaredoFrame": ".frame",
+    "frame_from_rows": ".frame",
+    "infer_kinds": ".frame",
+    "ExportedSnapshot": ".pg",
+    "spark_baseline": ".pg",
+    "run_spark": ".runner",
+    "SnapshotSink": ".stream",
+    "TargetSink": ".stream",
+    "stream_options": ".stream",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'laredo_spark' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ExportedSnapshot",
+    "LaredoFrame",
+    "SnapshotSink",
+    "TargetSink",
+    "apply_chain",
+    "compile_filter",
+    "frame_from_rows",
+    "infer_kinds",
+    "prepare_environment",
+    "run_spark",
+    "spark_baseline",
+    "spark_session",
+    "stream_options",
+]

@@ -1,0 +1,77 @@
+"""``laredo spark baseline --config FILE [--partitions N] [--master URL]``.
+
+Registered into the ``laredo`` CLI when it is a typer app; also runnable as
+``python -m laredo_spark.cli baseline --config FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        from laredo_server.config import load_config
+    except ImportError:
+        with open(path, encoding="utf-8") as f:
+            data: dict[str, Any] = json.load(f)
+        return data
+    loaded = load_config(path, validate=False)
+    return dict(loaded.tree)
+
+
+def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
+    from .runner import run_spark
+
+    results = run_spark(_load(config), partitions=partitions, master=master)
+    for r in results:
+        total = sum(r.row_counts.values())
+        print(
+            f"snapshot {r.snapshot_id}: {total} rows at {r.position} in {r.seconds:.1f}s "
+            f"({', '.join(f'{k}={v}' for k, v in r.row_counts.items())})"
+        )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="laredo spark")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("baseline", help="parallel consistent baseline into a snapshot")
+    b.add_argument("--config", required=True)
+    b.add_argument("--partitions", type=int)
+    b.add_argument("--master")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    return baseline(args.config, args.partitions, args.master)
+
+
+def register(app: Any) -> None:
+    """Add ``spark baseline`` to a typer app; other CLI frameworks are left alone."""
+    try:
+        import typer
+    except ImportError:
+        return
+    if not isinstance(app, typer.Typer):
+        return
+    spark_app = typer.Typer(help="Run pipelines on Spark (laredo-spark).")
+
+    @spark_app.command("baseline")
+    def _baseline(
+        config: str = typer.Option(..., "--config", help="HOCON config file"),
+        partitions: int | None = typer.Option(None, "--partitions"),
+        master: str | None = typer.Option(None, "--master"),
+    ) -> None:
+        raise typer.Exit(baseline(config, partitions, master))
+
+    app.add_typer(spark_app, name="spark")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""run_spark over the server's config dict; laredo-snapshot batch reads; the CLI entry."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import laredo
+import pytest
+from laredo.observers import RecordingObserver
+from laredo.types import TableIdentifier
+from laredo_spark import run_spark, spark_baseline
+from laredo_spark.cli import main as cli_main
+from laredo_spark.runner import build_plan
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+ITEMS = TableIdentifier("public", "items")
+
+
+def _config(db: Any, path: Any) -> dict[str, Any]:
+    return {
+        "sources": {
+            "pg": {
+                "type": "postgresql",
+                "connection": db.dsn,
+                "slot_mode": "stateful",
+                "slot_name": db.slot_name,
+                "publication": {"create": True},
+            }
+        },
+        "tables": [
+            {
+                "source": "pg",
+                "schema": "public",
+                "table": "items",
+                "targets": [
+                    {
+                        "type": "indexed-memory",
+                        "filters": [{"type": "field-prefix", "field": "sku", "prefix": "A"}],
+                        "transforms": [{"type": "drop-fields", "fields": ["secret"]}],
+                    },
+                    {"type": "indexed-memory", "id": "all-items"},
+                ],
+            }
+        ],
+        "snapshot": {"store": "local", "store_config": {"path": str(path)}, "serializer": "jsonl"},
+        "spark": {"partitions": 2},
+    }
+
+
+def test_run_spark_from_config_then_read_the_snapshot_back(
+    spark: Any, pg_database: Any, tmp_path: Any
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text, price numeric, secret text)")
+    db.execute(
+        "INSERT INTO items SELECT g, CASE WHEN g % 2 = 0 THEN 'A' ELSE 'B' END || g, g / 4.0, "
+        "'s' FROM generate_series(1, 400) g"
+    )
+    cfg = _config(db, tmp_path / "snaps")
+    (result,) = run_spark(cfg, spark=spark)
+    assert result.row_counts == {"pg:public.items:indexed-memory": 200, "all-items": 400}
+    assert set(result.phases) == {"init", "slot", "read", "save"}
+    store = laredo.snapshot_store("local", path=str(tmp_path / "snaps"))
+    meta, data = store.load(result.snapshot_id)
+    assert [i.pipeline_id for i in meta.tables] == ["pg:public.items:indexed-memory", "all-items"]
+    filtered = sorted(data[ITEMS], key=lambda r: r["id"])
+    assert filtered[0] == {"id": 2, "sku": "A2", "price": Decimal("0.50000000000000000000")}
+    assert len(list(data[TableIdentifier("public", "items~1")])) == 400
+
+    df = (
+        spark.read.format("laredo-snapshot")
+        .option("store", "local")
+        .option("store_config", json.dumps({"path": str(tmp_path / "snaps")}))
+        .option("table", "public.items")
+        .option("kinds", json.dumps({"id": "int", "sku": "str", "price": "json"}))
+        .load()
+    )
+    assert df.count() == 200
+    assert (
+        df.where("sku = 'A10'").collect()[0]["price"] == '{"$t":"decimal","v":"2.5000000000000000"}'
+    )
+
+
+def test_observer_progress_and_cli_argument_errors(
+    spark: Any, pg_database: Any, tmp_path: Any
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text)")
+    db.execute("INSERT INTO items SELECT g, 'A' || g FROM generate_series(1, 50) g")
+    plan = build_plan(_config(db, tmp_path / "snaps"))
+    obs = RecordingObserver()
+    res = spark_baseline(
+        spark,
+        plan.sources["pg"],
+        plan.pipelines[:1],
+        snapshot_store=plan.snapshot_store,
+        observer=obs,
+        progress_every=20,
+    )
+    assert sum(res.row_counts.values()) == 50
+    assert obs.of("baseline_started") == [("pg:public.items:indexed-memory", ITEMS)]
+    assert [a[2] for a in obs.of("baseline_row_loaded")] == [20, 40]
+    ((pid, table, total, _duration),) = obs.of("baseline_completed")
+    assert (pid, table, total) == ("pg:public.items:indexed-memory", ITEMS, 50)
+    with pytest.raises(SystemExit):
+        cli_main(["baseline"])  # --config is required
+
+
+def test_cli_group_registers_on_a_typer_app() -> None:
+    typer = pytest.importorskip("typer")
+    from laredo_spark.cli import register
+    from typer.testing import CliRunner
+
+    app = typer.Typer()
+
+    @app.command()
+    def version() -> None:  # a second command so typer keeps sub-groups
+        pass
+
+    register(app)
+    out = CliRunner().invoke(app, ["spark", "baseline", "--help"])
+    assert out.exit_code == 0, out.output
+    assert "--partitions" in out.output
