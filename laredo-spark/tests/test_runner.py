@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -85,22 +86,35 @@ def test_run_spark_from_config_then_read_the_snapshot_back(
 
 
 def test_observer_progress_and_cli_argument_errors(
-    spark: Any, pg_database: Any, tmp_path: Any
+    spark: Any, pg_database: Any, tmp_path: Any, caplog: Any
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text)")
     db.execute("INSERT INTO items SELECT g, 'A' || g FROM generate_series(1, 50) g")
     plan = build_plan(_config(db, tmp_path / "snaps"))
-    obs = RecordingObserver()
-    res = spark_baseline(
-        spark,
-        plan.sources["pg"],
-        plan.pipelines[:1],
-        snapshot_store=plan.snapshot_store,
-        observer=obs,
-        progress_every=20,
-    )
+    parts: list[tuple[str, int, int, int, int]] = []
+
+    class PartitionObserver(RecordingObserver):
+        def on_spark_partition_done(self, *args: Any) -> None:
+            parts.append(args)
+
+    obs = PartitionObserver()
+    with caplog.at_level(logging.INFO, logger="laredo_spark.pg"):
+        res = spark_baseline(
+            spark,
+            plan.sources["pg"],
+            plan.pipelines[:1],
+            snapshot_store=plan.snapshot_store,
+            observer=obs,
+            progress_every=20,
+            partitions=2,
+        )
     assert sum(res.row_counts.values()) == 50
+    # rows per partition as each one reaches the driver, with the partition count for the ETA
+    assert parts and sum(p[2] for p in parts) == 50
+    assert [p[3] for p in parts] == list(range(1, len(parts) + 1))
+    assert all(p[0] == "pg:public.items:indexed-memory" and p[4] >= 1 for p in parts)
+    assert any("partition" in r.getMessage() and "rows" in r.getMessage() for r in caplog.records)
     assert obs.of("baseline_started") == [("pg:public.items:indexed-memory", ITEMS)]
     assert [a[2] for a in obs.of("baseline_row_loaded")] == [20, 40]
     ((pid, table, total, _duration),) = obs.of("baseline_completed")

@@ -106,3 +106,39 @@ def test_snapshot_restore_brings_back_rows_types_and_indexes(tmp_path: Path) -> 
         assert [r["id"] for r in second.lookup_all("by_team", "red")] == [1, 3, 4]
     finally:
         eng2.stop()
+
+
+def test_row_missing_its_key_is_dead_lettered_at_once_with_a_clear_error() -> None:
+    import time
+
+    import laredo
+    from laredo.testing import TestSource, columns
+    from laredo_target_memory import IndexedTarget
+
+    table = laredo.Table("public", "keyed")
+    src = TestSource()
+    src.add_table(table, columns("id", "name"), [{"id": 1, "name": "a"}])
+    dl = laredo.MemoryDeadLetterStore()
+    target = IndexedTarget()
+    eng = laredo.Engine(
+        sources={"s": src}, pipelines=[laredo.Pipeline("s", table, target)], dead_letter_store=dl
+    )
+    eng.start()
+    try:
+        assert eng.await_ready(5)
+        started = time.monotonic()
+        eng._sources_rt["s"].on_changes(
+            [laredo.ChangeEvent(table, laredo.ChangeAction.INSERT, 99, new_values={"name": "x"})]
+        )
+        deadline = started + 5
+        while eng.pipelines()[0].state is not laredo.PipelineState.ERROR:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert time.monotonic() - started < 1.0  # terminal: no retry backoff
+        error = eng.pipelines()[0].error or ""
+        assert "s:public.keyed" in error and "missing key field 'id'" in error
+        assert "not retried" in error
+        assert target.count() == 1  # what was accepted before is kept
+        assert len(dl.read(eng.pipelines()[0].id)) == 1
+    finally:
+        eng.stop()

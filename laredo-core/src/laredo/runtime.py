@@ -489,10 +489,13 @@ class PipelineRuntime:
                     ev.action,
                     ErrorInfo.of(again, f"retry {attempt}/{cfg.max_retries}: "),
                 )
+        tried = (
+            "not retried (terminal error)"
+            if terminal
+            else f"failed after {cfg.max_retries} retries"
+        )
         info = ErrorInfo.of(
-            last,
-            f"{self.id}: {ev.action} at {self.source_rt.pos_str(ev.position)} failed after "
-            f"{cfg.max_retries} retries: ",
+            last, f"{self.id}: {ev.action} at {self.source_rt.pos_str(ev.position)} {tried}: "
         )
         store = self.engine.dead_letter_store
         if store is not None:

@@ -6,7 +6,9 @@
 * :func:`spark_baseline` -- a parallel, consistent PostgreSQL baseline written as a Laredo
   snapshot that the local engine restores and then streams from (no gap, no duplicate).
 * ``spark.readStream.format("laredo")`` -- any Laredo source as a Structured Streaming source;
-  :class:`TargetSink` / :class:`SnapshotSink` for ``foreachBatch``.
+  :class:`TargetSink` / :class:`SnapshotSink` / :class:`FileSink` for ``foreachBatch``.
+* ``spark.read.format("laredo-snapshot")`` / ``format("laredo-baseline")`` -- a snapshot table
+  or an S3 baseline (kinesis source layout) as a DataFrame.
 * :func:`run_spark` -- the runner entry point over the same config dict as ``laredo serve``.
 """
 
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._session import prepare_environment, spark_session
     from .compile import apply_chain, compile_filter
+    from .file_sink import FileSink
     from .frame import LaredoFrame, frame_from_rows, infer_kinds
     from .pg import ExportedSnapshot, spark_baseline
     from .runner import run_spark
@@ -29,6 +32,7 @@ _LAZY = {
     "spark_session": "._session",
     "apply_chain": ".compile",
     "compile_filter": ".compile",
+    "FileSink": ".file_sink",
     "LaredoFrame": ".frame",
     "frame_from_rows": ".frame",
     "infer_kinds": ".frame",
@@ -54,6 +58,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ExportedSnapshot",
+    "FileSink",
     "LaredoFrame",
     "SnapshotSink",
     "TargetSink",

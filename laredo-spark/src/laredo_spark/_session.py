@@ -34,8 +34,8 @@ def spark_session(
 
     Sets: loopback driver host/bind address for local masters, the Spark UI off, UTC session
     time zone, few shuffle partitions, Arrow for Python data, and registers Laredo's Python
-    data sources (``laredo``, ``laredo-snapshot``, ``laredo-pg-slices``). ``conf`` overrides any
-    of them.
+    data sources (``laredo``, ``laredo-snapshot``, ``laredo-baseline``, ``laredo-pg-slices``).
+    ``conf`` overrides any of them.
     """
     try:
         from pyspark.sql import SparkSession
@@ -66,9 +66,10 @@ def spark_session(
 
 def register_data_sources(spark: Any) -> None:
     """Register Laredo's Python data sources on ``spark`` (idempotent)."""
+    from .baseline_source import BaselineDataSource
     from .pg import PgSliceDataSource
     from .snapshot_source import SnapshotDataSource
     from .stream import LaredoStreamDataSource
 
-    for ds in (LaredoStreamDataSource, PgSliceDataSource, SnapshotDataSource):
+    for ds in (LaredoStreamDataSource, PgSliceDataSource, SnapshotDataSource, BaselineDataSource):
         spark.dataSource.register(ds)

@@ -30,7 +30,21 @@ def _load(path: str) -> dict[str, Any]:
 def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
     from .runner import run_spark
 
-    results = run_spark(_load(config), partitions=partitions, master=master)
+    # progress (rows, rows/s and ETA every 50k rows; rows per partition as each one arrives)
+    # goes to stderr even when the CLI framework configured no logging
+    log = logging.getLogger("laredo_spark.pg")
+    handler: logging.Handler | None = None
+    if not logging.getLogger().handlers and not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
+    try:
+        results = run_spark(_load(config), partitions=partitions, master=master)
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
     for r in results:
         total = sum(r.row_counts.values())
         print(

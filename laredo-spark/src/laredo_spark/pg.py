@@ -335,6 +335,53 @@ def _progress(observer: Any, pid: str, table: TableIdentifier, estimate: int, t0
     return report
 
 
+def _partition_progress(observer: Any, pid: str, total: int, t0: float) -> Any:
+    """Per-partition progress: an INFO log and ``observer.on_spark_partition_done`` (if the
+    observer has it) each time the driver has received a whole partition (slice)."""
+
+    def report(index: int, done: int, rows: int) -> None:
+        elapsed = time.monotonic() - t0
+        eta = f", ETA {elapsed / done * (total - done):.0f}s" if done < total else ""
+        logger.info(
+            "spark baseline %s: partition %d done, %d rows (%d/%d partitions, %.1fs%s)",
+            pid,
+            index,
+            rows,
+            done,
+            total,
+            elapsed,
+            eta,
+        )
+        hook = getattr(observer, "on_spark_partition_done", None)
+        if callable(hook):
+            hook(pid, index, rows, done, total)
+
+    return report
+
+
+def _by_partition(lines_df: Any, report: Any) -> Iterator[str]:
+    """Typed-JSON lines of ``lines_df`` on the driver, partition by partition, calling
+    ``report(partition, partitions_done, rows)`` when a partition's rows have all arrived
+    (``toLocalIterator`` yields partitions in order; empty partitions are not reported)."""
+    from pyspark.sql import functions as F
+
+    col = lines_df.columns[0]
+    tagged = lines_df.select(F.col(col), F.spark_partition_id().alias("__laredo_partition"))
+    current: int | None = None
+    count = 0
+    done = 0
+    for r in tagged.toLocalIterator(prefetchPartitions=True):
+        if r[1] != current:
+            if current is not None:
+                done += 1
+                report(current, done, count)
+            current, count = r[1], 0
+        count += 1
+        yield r[0]
+    if current is not None:
+        report(current, done + 1, count)
+
+
 @dataclasses.dataclass(frozen=True)
 class BaselineResult:
     """What :func:`spark_baseline` wrote."""
@@ -564,9 +611,12 @@ def spark_baseline(
                 t0 = time.monotonic()
                 df = spark.read.format("laredo-pg-slices").option("plan", json.dumps(plan)).load()
                 frame = apply_chain(LaredoFrame(df, kinds, table), p.filters, p.transforms)
-                lines = frame.json_lines().toLocalIterator(prefetchPartitions=True)
+                lines = _by_partition(
+                    frame.json_lines(),
+                    _partition_progress(observer, pid, len(slices[table]), t0),
+                )
                 spool = _SpooledRows(
-                    (r[0] for r in lines),
+                    lines,
                     progress=_progress(observer, pid, table, estimates.get(table, 0), t0),
                     every=progress_every,
                 )

@@ -5,18 +5,21 @@ options, e.g. ``{"path": "/data/snapshots"}``), ``table`` (``schema.table``), op
 ``snapshot_id`` (default: the newest snapshot holding the table). Every column is a string of
 typed JSON (:mod:`laredo.serialization`) unless ``kinds`` (JSON ``{column: kind}``, see
 :mod:`laredo_spark.frame`) gives native kinds; the schema is read from the snapshot header on
-the driver, and the rows are read by one task.
+the driver, and the rows are read by one task, except for a JSONL snapshot in a ``local``
+store whose table file is larger than ``split_bytes`` (default 64 MiB): then each task reads
+its own byte range of lines (after the driver has checked the file's size and checksum).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from laredo.errors import ConfigError, SnapshotError
 from laredo.types import TableIdentifier
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .frame import row_to_tuple, spark_schema
 
@@ -50,12 +53,77 @@ def _kinds(options: Mapping[str, str]) -> dict[str, str]:
     raise SnapshotError(f"laredo-snapshot: snapshot {snap} has no table {table}")
 
 
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+
+
+class _Range(InputPartition):
+    def __init__(self, path: str, start: int, end: int) -> None:
+        super().__init__(path)
+        self.path = path
+        self.start = start
+        self.end = end
+
+
+def _ranges(options: Mapping[str, str]) -> list[InputPartition]:
+    """Byte ranges of a big local JSONL table file, or one whole-table partition."""
+    from laredo.snapshots.local import LocalSnapshotStore, table_file_name
+
+    split = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
+    if split <= 0:
+        raise ConfigError(f"laredo-snapshot: split_bytes must be positive (got {split})")
+    store, snap, table = _open(options)
+    if not isinstance(store, LocalSnapshotStore):
+        return [InputPartition(None)]
+    desc = store.describe(snap)
+    if desc.format != "jsonl":
+        return [InputPartition(None)]
+    path = os.path.join(store.base, snap, table_file_name(table, "jsonl"))
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return [InputPartition(None)]
+    if size <= split:
+        return [InputPartition(None)]
+    # checks the recorded size and checksum of every table file, reads the headers
+    _meta, data = store.load(snap)
+    if table not in data:
+        raise SnapshotError(f"laredo-snapshot: snapshot {snap} has no table {table}")
+    return [_Range(path, s, min(s + split, size)) for s in range(0, size, split)]
+
+
+def _range_rows(p: _Range) -> Iterator[Any]:
+    """Rows on the lines starting in ``[start, end)``; line 1 (the header) is skipped."""
+    from laredo.serialization import loads_row
+
+    with open(p.path, "rb") as f:
+        f.seek(max(p.start - 1, 0))
+        pos = f.tell()
+        # from 0: skip the header line; else the line the range before owns (if the byte
+        # before start is a newline, this reads just that byte)
+        pos += len(f.readline())
+        while pos < p.end:
+            line = f.readline()
+            if not line:
+                break
+            pos += len(line)
+            if not line.endswith(b"\n"):
+                raise SnapshotError(f"{p.path}: last line has no newline: the file is truncated")
+            yield loads_row(line)
+
+
 class _Reader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], kinds: dict[str, str]) -> None:
         self.options = dict(options)
         self.kinds = kinds
 
+    def partitions(self) -> list[InputPartition]:
+        return _ranges(self.options)
+
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
+        if isinstance(partition, _Range):
+            for row in _range_rows(partition):
+                yield row_to_tuple(self.kinds, row)
+            return
         store, snap, table = _open(self.options)
         _meta, data = store.load(snap)
         for row in data[table]:

@@ -166,7 +166,10 @@ class _Servicer:
                 wait = min(wait, max(0.0, drain[1] - time.monotonic()), 0.05)
             else:
                 # linger: with many clients, let changes accumulate a moment so each stream
-                # sends fewer, larger messages (per-message cost dominates in grpcio)
+                # sends fewer, larger messages (per-message cost dominates in grpcio). It is
+                # counted from the previous read, so the time spent sending (GIL and gRPC
+                # queueing with many streams) is part of it, not added to every change's
+                # latency; an idle stream (nothing read for ``linger``) sends at once.
                 since = time.monotonic() - last_data
                 linger = target.linger()
                 if since < linger:
@@ -193,10 +196,11 @@ class _Servicer:
                     )
                 return got
             _after, through, entries = got
+            last_data = time.monotonic()
             for msg, msg_through in _journal_messages(reported, through, entries, matcher, codec):
                 yield msg
                 reported = msg_through
-                last_sent = last_data = time.monotonic()
+                last_sent = time.monotonic()
             if reported < through and time.monotonic() - last_sent >= hb:
                 yield _wire.journal_message(reported, through, [])
                 reported = through

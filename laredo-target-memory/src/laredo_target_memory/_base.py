@@ -62,6 +62,12 @@ def key_getter(fields: Sequence[str]) -> Callable[[Mapping[str, Any]], Any]:
     return itemgetter(*fields)
 
 
+class TerminalTargetError(TargetError):
+    """A change this target can never apply (e.g. a row without its key): not worth retrying."""
+
+    terminal = True
+
+
 class Subscription:
     """A registered listener; ``active`` turns false at unsubscribe (checked before each call)."""
 
@@ -485,7 +491,7 @@ class MemoryTargetBase(Generic[V]):
         try:
             return self._key_of(row)  # type: ignore[arg-type]
         except KeyError as exc:
-            raise TargetError(
+            raise TerminalTargetError(
                 f"table {self._table}: {what} is missing key field {exc.args[0]!r} "
                 f"(key fields: {', '.join(self._key_fields)}; got fields: "
                 f"{', '.join(map(str, row or ())) or 'none'})"
