@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,7 +53,6 @@ class Pipeline:
     validation_interval: float | timedelta | None = None
     id: str | None = None
     target_type: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
 
     def problems(self, index: int) -> list[str]:
         """Every configuration problem of this pipeline (empty when valid)."""
