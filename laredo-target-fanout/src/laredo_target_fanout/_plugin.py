@@ -109,8 +109,8 @@ class GrpcOptions(_Model):
     max_batch: int = Field(default=1000, ge=1, description="rows or entries per message")
     linger: float | None = Field(
         default=None,
-        description="pause between two messages of a stream to batch changes (default: "
-        "0.2 ms per connected client, 1-20 ms)",
+        description="minimum time between two reads of a stream, counted from the previous "
+        "read, to batch changes (default: 0.2 ms per connected client, 1-20 ms)",
     )
 
     @field_validator("drain_timeout", "linger", mode="before")

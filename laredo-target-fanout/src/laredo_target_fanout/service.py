@@ -148,6 +148,7 @@ class _Servicer:
         matcher = session.matcher
         reported = session.cursor  # the client holds everything up to here
         last_data = 0.0
+        backlog = False
         while True:
             drain = target.drain_info()
             if drain is not None:
@@ -169,10 +170,11 @@ class _Servicer:
                 # sends fewer, larger messages (per-message cost dominates in grpcio). It is
                 # counted from the previous read, so the time spent sending (GIL and gRPC
                 # queueing with many streams) is part of it, not added to every change's
-                # latency; an idle stream (nothing read for ``linger``) sends at once.
+                # latency; an idle stream (nothing read for ``linger``) sends at once, and so
+                # does one with a backlog (its previous read was a full batch).
                 since = time.monotonic() - last_data
                 linger = target.linger()
-                if since < linger:
+                if since < linger and not backlog:
                     time.sleep(linger - since)
             got = target.read_batch(session, max_batch, wait)
             if got is None:
@@ -197,6 +199,7 @@ class _Servicer:
                 return got
             _after, through, entries = got
             last_data = time.monotonic()
+            backlog = len(entries) >= max_batch
             for msg, msg_through in _journal_messages(reported, through, entries, matcher, codec):
                 yield msg
                 reported = msg_through
