@@ -181,17 +181,10 @@ class PipelineRuntime:
 
     def process_row(self, row: Row) -> Row | None:
         """Filters, transforms, TTL for a baseline/insert row; ``None`` drops it."""
-        for f in self.filters:
-            if not f.include(self.table, row):
-                return None
-        for t in self.transforms:
-            out = t.transform(self.table, row)
-            if out is None:
-                return None
-            row = out
-        if self.ttl is not None and self.expired(row, datetime.now(UTC)):
+        out = self.process_row_no_ttl(row)
+        if out is not None and self.ttl is not None and self.expired(out, datetime.now(UTC)):
             return None
-        return row
+        return out
 
     def baseline_rows(self, rows: Sequence[Row]) -> int:
         if not self.plain:

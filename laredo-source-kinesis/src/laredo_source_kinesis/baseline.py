@@ -62,7 +62,9 @@ class BaselineObject:
     size: int
 
 
-class _Body(io.RawIOBase):
+class S3Body(io.RawIOBase):
+    """A boto3 ``StreamingBody`` as a raw stream (wrap it in ``io.BufferedReader``)."""
+
     def __init__(self, body: Any) -> None:
         super().__init__()
         self._body = body
@@ -202,7 +204,7 @@ class S3Baseline:
                     f"run the baseline again"
                 ) from None
             raise SourceError(f"reading baseline object {self.url(obj.key)}: {exc}") from exc
-        raw = io.BufferedReader(_Body(resp["Body"]), buffer_size=256 * 1024)
+        raw = io.BufferedReader(S3Body(resp["Body"]), buffer_size=256 * 1024)
         with raw:
             if obj.key.endswith(".parquet"):
                 yield from self._parquet_rows(raw, obj, batch_size)

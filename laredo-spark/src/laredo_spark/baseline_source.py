@@ -205,7 +205,9 @@ def _range_rows(base: Any, p: _Part) -> Iterator[list[Any]]:
             ) from None
         raise SourceError(f"reading baseline object s3://{base.bucket}/{p.key}: {exc}") from exc
     body = resp["Body"]
-    stream = io.BufferedReader(_RawBody(body), buffer_size=256 * 1024)
+    from laredo_source_kinesis.baseline import S3Body
+
+    stream = io.BufferedReader(S3Body(body), buffer_size=256 * 1024)
     try:
         pos = first
         if p.start > 0:
@@ -233,21 +235,6 @@ def _range_rows(base: Any, p: _Part) -> Iterator[list[Any]]:
             yield batch
     finally:
         body.close()
-
-
-class _RawBody(io.RawIOBase):
-    def __init__(self, body: Any) -> None:
-        super().__init__()
-        self._body = body
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self._body.read(len(view))
-        view[: len(data)] = data
-        return len(data)
 
 
 class BaselineDataSource(DataSource):
