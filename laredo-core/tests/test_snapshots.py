@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import logging
 import sys
+import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -77,7 +79,7 @@ def test_jsonl_format_is_header_then_one_row_per_line() -> None:
     header = json.loads(lines[0])
     assert header["table"] == {"schema": "public", "table": "users"}
     assert header["row_count"] == 2
-    assert json.loads(lines[1]) == {"id": 1, "d": {"$t": "decimal", "v": "1.5"}}
+    assert json.loads(lines[1]) == {"id": 1, "d": {"$type": "decimal", "value": "1.5"}}
     assert json.loads(lines[2]) == {"id": 2, "d": None}
     assert len(lines) == 4
 
@@ -312,13 +314,23 @@ def _desc(sid: str, age_hours: float) -> SnapshotDescriptor:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("7d", 604800), ("24h", 86400), ("1h30m", 5400), ("90s", 90), ("500ms", 0.5), (5, 5)],
+    [
+        ("7d", 604800),
+        ("24h", 86400),
+        ("1h30m", 5400),
+        ("1h 30m", 5400),
+        ("90s", 90),
+        ("500ms", 0.5),
+        (5, 5),
+        ("7", 7),
+        ("2 weeks", 1209600),
+    ],
 )
 def test_parse_duration(text: Any, seconds: float) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("bad", ["", "7", "d", "1x", "-1h", True, None, -3])
+@pytest.mark.parametrize("bad", ["", "d", "1x", "-1h", "1 fortnight", True, None, -3])
 def test_parse_duration_rejects(bad: Any) -> None:
     with pytest.raises(laredo.ConfigError, match="duration"):
         parse_duration(bad)
@@ -369,11 +381,13 @@ _values = st.recursive(
     _scalars,
     lambda kids: (
         st.lists(kids, max_size=4)
-        | st.dictionaries(st.text(max_size=5) | st.just("$t"), kids, max_size=4)
+        | st.dictionaries(st.text(max_size=5) | st.sampled_from(["$t", "$type"]), kids, max_size=4)
     ),
     max_leaves=12,
 )
-_rows = st.dictionaries(st.text(max_size=8) | st.just("$t"), _values, max_size=6)
+_rows = st.dictionaries(
+    st.text(max_size=8) | st.sampled_from(["$t", "$type", "value"]), _values, max_size=6
+)
 
 
 def _same(a: Any, b: Any) -> None:
@@ -408,10 +422,54 @@ def test_fast_path_matches_exact_path_for_scalar_rows() -> None:
     nan_row = {"x": float("nan"), "y": float("-inf")}
     back = loads_row(enc.dumps(nan_row))
     assert back["x"] != back["x"] and back["y"] == float("-inf")
-    # a column literally named "$t" must not be mistaken for a tag
+    # a column literally named "$type" (or the 0.1 "$t") must not be mistaken for a tag
     assert loads_row(enc.dumps({"$t": "decimal", "v": "1"})) == {"$t": "decimal", "v": "1"}
+    row = {"$type": "decimal", "value": "1"}
+    assert loads_row(enc.dumps(row)) == row
+    assert decode_row(json.loads(enc.dumps(row))) == row
+    # JSON data that looks like a tag inside a jsonb value stays data
+    doc = {"doc": {"inner": {"$type": "decimal", "value": "1"}}}
+    assert loads_row(enc.dumps(doc)) == doc
     # int dict keys would be coerced to str by json: the exact path keeps them
     assert loads_row(enc.dumps({"m": {1: "one"}})) == {"m": {1: "one"}}
+
+
+def test_legacy_01_spelling_still_decodes() -> None:
+    """Files written by Laredo 0.1 ({"$t", "v"}) read back with the same Python types."""
+    legacy = (
+        '{"a":{"$t":"decimal","v":"1.50"},"b":{"$t":"datetime","v":"2024-01-02T03:04:05+00:00"},'
+        '"c":{"$t":"timedelta","v":[1,2,3]},"d":{"$t":"ip","v":["network","10.0.0.0/8"]},'
+        '"e":{"$t":"float","v":"nan"},"f":{"nested":[1,{"$t":"uuid","v":"'
+        + str(uuid.UUID(int=5))
+        + '"}]},"g":{"$t":"map","v":[[1,"one"]]},'
+        '"h":{"$t":"datetime","v":"2024-03-10T01:30:00-05:00","z":"America/New_York"}}'
+    )
+    for row in (loads_row(legacy), decode_row(json.loads(legacy))):
+        assert row["a"] == Decimal("1.50") and str(row["a"]) == "1.50"
+        assert row["b"] == datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+        assert row["c"] == timedelta(1, 2, 3)
+        assert row["d"] == ipaddress.ip_network("10.0.0.0/8")
+        assert row["e"] != row["e"]
+        assert row["f"] == {"nested": [1, uuid.UUID(int=5)]}
+        assert row["g"] == {1: "one"}
+        assert str(row["h"].tzinfo) == "America/New_York"
+
+
+@pytest.mark.parametrize("fold", [0, 1])
+@pytest.mark.parametrize(
+    "wall",
+    [datetime(2026, 3, 29, 2, 30), datetime(2026, 10, 25, 2, 30)],  # DST gap, overlap
+)
+def test_zoned_datetimes_keep_wall_time_and_fold(wall: datetime, fold: int) -> None:
+    from zoneinfo import ZoneInfo
+
+    value = wall.replace(tzinfo=ZoneInfo("Europe/Paris"), fold=fold)
+    for back in (
+        loads_row(dumps_row({"at": value}))["at"],
+        decode_row(json.loads(json.dumps(encode_row({"at": value}))))["at"],
+    ):
+        assert back == value and back.tzinfo == value.tzinfo
+        assert back.utcoffset() == value.utcoffset() and back.replace(tzinfo=None) == wall
 
 
 def test_metadata_and_change_round_trip() -> None:

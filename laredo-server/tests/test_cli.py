@@ -52,8 +52,8 @@ def test_query_commands(harness: Harness) -> None:
     assert run(harness, "query", "count", "users").stdout.strip() == "25"
     assert js(harness, "query", "get", "public.users", "3")[0]["email"] == "u3@x"
     assert js(harness, "query", "get", "public.orders", "eu", "1")[0]["total"] == {
-        "$t": "decimal",
-        "v": "9.50",
+        "$type": "decimal",
+        "value": "9.50",
     }
     assert "9.50" in run(harness, "query", "get", "public.orders", "eu", "1").output
     assert js(harness, "query", "lookup", "public.users", "u5@x")[0]["id"] == 5

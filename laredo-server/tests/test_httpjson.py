@@ -33,7 +33,7 @@ def test_unary_json(harness: Harness) -> None:
         {"table": {"table": "public.orders"}, "primary_key": ['"eu"', "1"]},
     )
     assert code == 200 and got["found"] is True
-    assert json.loads(got["row"]["json"])["total"] == {"$t": "decimal", "v": "9.50"}
+    assert json.loads(got["row"]["json"])["total"] == {"$type": "decimal", "value": "9.50"}
     code, err = post(port, "/laredo.v1.LaredoOAMService/GetPipelineStatus", {"pipeline_id": "x"})
     assert code == 404 and err["code"] == "not_found" and "unknown pipeline" in err["message"]
     code, err = post(port, "/laredo.v1.LaredoOAMService/Nope", {})

@@ -137,7 +137,7 @@ def test_parts_gzip_parquet_manifest_kinds(spark: Any, moto_server: Any, s3_buck
     ]
     got = {r["id"]: r for r in df.collect()}
     assert sorted(got) == list(range(1, 91))
-    assert got[8]["score"] == '{"$t":"decimal","v":"1"}'
+    assert got[8]["score"] == '{"$type":"decimal","value":"1"}'
     assert decode_json(got[9]["score"]) == Decimal("1.125")
     assert got[72]["score"] is None and got[72]["ok"] is True and got[72]["name"] == "user-72"
     assert got[7]["name"] is None

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from laredo.filters import FieldEquals, FieldPrefix, FieldRegex, filter_from_spec
+from laredo.pipeline_ops import run_chain
 from laredo.serialization import encode_value
 from laredo.transforms import AddTimestamp, DropFields, RenameFields, transform_from_spec
 from laredo.types import TableIdentifier
@@ -30,16 +31,12 @@ def canon(row: dict[str, Any]) -> str:
 
 
 def local(rows: list[dict[str, Any]], filters: list[Any], transforms: list[Any]) -> list[str]:
+    """What the local engine does with each row: the one chain of laredo.pipeline_ops."""
     out = []
     for r in rows:
-        if not all(f.include(T, r) for f in filters):
-            continue
-        for t in transforms:
-            r = t.transform(T, r)
-            if r is None:
-                break
-        if r is not None:
-            out.append(canon(r))
+        got = run_chain(T, r, filters, transforms)
+        if got is not None:
+            out.append(canon(got))
     return sorted(out)
 
 

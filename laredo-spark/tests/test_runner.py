@@ -80,9 +80,8 @@ def test_run_spark_from_config_then_read_the_snapshot_back(
         .load()
     )
     assert df.count() == 200
-    assert (
-        df.where("sku = 'A10'").collect()[0]["price"] == '{"$t":"decimal","v":"2.5000000000000000"}'
-    )
+    price = df.where("sku = 'A10'").collect()[0]["price"]
+    assert price == '{"$type":"decimal","value":"2.5000000000000000"}'
 
 
 def test_observer_progress_and_cli_argument_errors(

@@ -29,9 +29,10 @@ from urllib.parse import quote, unquote
 import pydantic
 from pydantic import ConfigDict
 
-from .errors import LaredoError, TargetError
+from . import pipeline_ops
+from .errors import DeadLetterError, DeadLetterReplayError
 from .serialization import decode_dead_letter, encode_dead_letter
-from .types import ChangeAction, ChangeEvent, DeadLetter, ErrorInfo
+from .types import ChangeEvent, DeadLetter, ErrorInfo
 
 logger = logging.getLogger(__name__)
 
@@ -45,23 +46,6 @@ __all__ = [
 ]
 
 
-class DeadLetterError(LaredoError):
-    """A dead-letter file could not be read or written."""
-
-
-class DeadLetterReplayError(TargetError):
-    """Replay stopped at an entry the target rejected; ``replayed`` entries were applied and
-    removed, the rest are still stored."""
-
-    def __init__(self, pipeline_id: str, replayed: int, message: str) -> None:
-        self.pipeline_id = pipeline_id
-        self.replayed = replayed
-        super().__init__(message)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (self.__class__, (self.pipeline_id, self.replayed, str(self)))
-
-
 class LocalDeadLetterStoreOptions(pydantic.BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str
@@ -69,25 +53,9 @@ class LocalDeadLetterStoreOptions(pydantic.BaseModel):
 
 
 def apply_change(target: Any, change: ChangeEvent) -> None:
-    """Apply one change through the per-change methods of ``target``."""
-    action = change.action
-    table = change.table
-    if action is ChangeAction.INSERT:
-        if change.new_values is None:
-            raise TargetError(f"{table}: INSERT dead letter without new values")
-        target.on_insert(table, change.new_values)
-    elif action is ChangeAction.UPDATE:
-        if change.new_values is None:
-            raise TargetError(f"{table}: UPDATE dead letter without new values")
-        target.on_update(table, change.new_values, change.old_values)
-    elif action is ChangeAction.DELETE:
-        if change.old_values is None:
-            raise TargetError(f"{table}: DELETE dead letter without old values")
-        target.on_delete(table, change.old_values)
-    elif action is ChangeAction.TRUNCATE:
-        target.on_truncate(table)
-    else:
-        raise TargetError(f"{table}: cannot replay a {action.name} change")
+    """Apply one dead-lettered change through the target's per-change methods
+    (:func:`laredo.pipeline_ops.apply_change`)."""
+    pipeline_ops.apply_change(target, change.table, change)
 
 
 def _now() -> datetime:

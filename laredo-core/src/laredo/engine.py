@@ -31,7 +31,7 @@ from .contracts import (
 )
 from .errors import ConfigError, EngineStateError, SnapshotError
 from .observers import composite
-from .pipeline import Pipeline, PipelineInfo, SourceRunInfo, _seconds
+from .pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from .runtime import PipelineRuntime
 from .snapshots.schedule import apply_retention
 from .source_runtime import _call, _overrides, _SourceRuntime
@@ -44,6 +44,7 @@ from .types import (
     TableIdentifier,
     TableSnapshotInfo,
 )
+from .units import to_seconds
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +61,14 @@ _REQUIRED_SOURCE_METHODS = (
     "position_from_string",
     "close",
 )
+
+
+def _duration(value: Any, what: str, problems: list[str]) -> float | None:
+    try:
+        return to_seconds(value, what)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
 
 
 class Engine:
@@ -141,7 +150,10 @@ class Engine:
                     as_transform(t)
             except Exception as exc:
                 problems.append(f"pipelines[{i}]: invalid filter/transform: {exc}")
-        sched = _seconds(snapshot_schedule)
+        sched = _duration(snapshot_schedule, "snapshot_schedule", problems)
+        max_age = _duration(snapshot_max_age, "snapshot_max_age", problems)
+        shutdown = _duration(shutdown_timeout, "shutdown_timeout", problems)
+        lag_every = _duration(lag_interval, "lag_interval", problems)
         if sched is not None and sched <= 0:
             problems.append(f"snapshot_schedule: must be positive (got {snapshot_schedule!r})")
         if snapshot_retention is not None and snapshot_retention < 1:
@@ -165,7 +177,7 @@ class Engine:
         self.snapshot_serializer = snapshot_serializer
         self.snapshot_schedule = sched
         self.snapshot_retention = snapshot_retention
-        self.snapshot_max_age = _seconds(snapshot_max_age)
+        self.snapshot_max_age = max_age
         self.snapshot_on_shutdown = snapshot_on_shutdown
         self.snapshot_user_meta = dict(snapshot_user_meta or {})
         self.snapshot_meta_policy = snapshot_meta_policy
@@ -177,8 +189,8 @@ class Engine:
         self._wants_received = _overrides(self._obs, "on_change_received")
         self._wants_applied = _overrides(self._obs, "on_change_applied")
         self._wants_depth = _overrides(self._obs, "on_buffer_depth_changed")
-        self.shutdown_timeout = _seconds(shutdown_timeout) or 30.0
-        self.lag_interval = _seconds(lag_interval) or 10.0
+        self.shutdown_timeout = shutdown or 30.0
+        self.lag_interval = lag_every or 10.0
         self._lifecycle = "new"
         self._lock = threading.RLock()
         self._ready = threading.Event()

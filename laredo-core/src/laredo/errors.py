@@ -1,31 +1,58 @@
 """The one error hierarchy of Laredo.
 
-Every error pickles (the Spark runner ships them between processes). ``transient`` marks errors
-that a retry policy may retry; everything else is terminal.
+Every error pickles (the Spark runner ships them between processes). Whether retrying may help
+is said by one of two marker mix-ins, :class:`Transient` or :class:`Terminal`, and read by one
+function, :func:`retry_class`, which every retry policy (pipeline workers, source restarts)
+calls. Plugins mark their own errors the same way::
+
+    class ThrottledError(laredo.TargetError, laredo.Transient): ...
+    class RejectedError(laredo.TargetError, laredo.Terminal): ...
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
+
+
+class Transient:
+    """Marker mix-in: retrying may succeed (connection lost, timeout, throttling)."""
+
+
+class Terminal:
+    """Marker mix-in: retrying will not help (bad data, a 4xx answer, a missing key)."""
+
+
+RetryClass = Literal["transient", "terminal", "unknown"]
+
+
+def retry_class(exc: BaseException) -> RetryClass:
+    """``"transient"``, ``"terminal"`` or ``"unknown"`` (an error without a marker: pipeline
+    workers retry it, source streams do not restart on it)."""
+    if isinstance(exc, Terminal):
+        return "terminal"
+    if isinstance(exc, Transient):
+        return "transient"
+    return "unknown"
 
 
 class LaredoError(Exception):
-    """Base of all Laredo errors."""
+    """Base of all Laredo errors. Do not raise it directly; raise a subclass."""
 
-    transient: bool = False
+    @property
+    def transient(self) -> bool:
+        """``retry_class(self) == "transient"`` (kept for readers of the 0.1 attribute)."""
+        return isinstance(self, Transient)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, self.args)
 
 
-class TransientError(LaredoError):
+class TransientError(LaredoError, Transient):
     """A failure that may succeed when retried (connection lost, timeout, throttling)."""
 
-    transient = True
 
-
-class TerminalError(LaredoError):
+class TerminalError(LaredoError, Terminal):
     """A failure that will not go away by retrying."""
 
 
@@ -81,6 +108,11 @@ class TargetError(LaredoError):
     """A target failed to apply a change."""
 
 
+class InvalidChangeError(TargetError, Terminal):
+    """A change that lacks what its action needs (an INSERT without values, a DELETE without
+    its identity): no target can apply it."""
+
+
 class BatchApplyError(TargetError):
     """Raised by ``apply_changes`` to say ``events[:index]`` were applied and ``events[index]``
     failed (chain the cause). The engine then retries change by change from ``index``."""
@@ -91,6 +123,27 @@ class BatchApplyError(TargetError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, (self.index, str(self)))
+
+
+class BufferOverflow(TargetError):
+    """A pipeline's buffer was full under the ``error`` buffer policy."""
+
+
+class DeadLetterError(LaredoError):
+    """A dead-letter file could not be read or written."""
+
+
+class DeadLetterReplayError(TargetError):
+    """Replay stopped at an entry the target rejected; ``replayed`` entries were applied and
+    removed, the rest are still stored."""
+
+    def __init__(self, pipeline_id: str, replayed: int, message: str) -> None:
+        self.pipeline_id = pipeline_id
+        self.replayed = replayed
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.pipeline_id, self.replayed, str(self)))
 
 
 class SnapshotError(LaredoError):
@@ -133,6 +186,6 @@ def grpc_status_name(exc: BaseException) -> str:
         return "UNIMPLEMENTED"
     if isinstance(exc, TimeoutError):
         return "DEADLINE_EXCEEDED"
-    if isinstance(exc, LaredoError) and exc.transient:
+    if retry_class(exc) == "transient":
         return "UNAVAILABLE"
     return "INTERNAL"

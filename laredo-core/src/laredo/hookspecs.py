@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from .plugins import Registry
+    from .registry import Registry
 
 hookspec = pluggy.HookspecMarker("laredo")
 hookimpl = pluggy.HookimplMarker("laredo")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from .errors import ConfigError
 from .types import (
     BufferPolicy,
     ErrorPolicy,
@@ -15,14 +16,9 @@ from .types import (
     TableIdentifier,
     ValidationAction,
 )
+from .units import to_seconds
 
-
-def _seconds(value: float | timedelta | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value)
+_DURATIONS = ("retry_backoff", "retry_max_backoff", "ttl_scan_interval", "validation_interval")
 
 
 @dataclass(eq=False)
@@ -98,10 +94,22 @@ class Pipeline:
                     out.append(f"{where}.{name}: unknown value {value!r}; use one of {allowed}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             out.append(f"{where}.max_retries: must be >= 0 (got {self.max_retries!r})")
-        for name in ("ttl_scan_interval", "validation_interval"):
-            v = _seconds(getattr(self, name))
-            if v is not None and v <= 0:
-                out.append(f"{where}.{name}: must be positive (got {getattr(self, name)!r})")
+        for name in (
+            "retry_backoff",
+            "retry_max_backoff",
+            "ttl_scan_interval",
+            "validation_interval",
+        ):
+            value = getattr(self, name)
+            try:
+                seconds = to_seconds(value, f"{where}.{name}")
+            except ConfigError as exc:
+                out.extend(exc.problems)
+                continue
+            if seconds is not None and seconds <= 0 and name.endswith("interval"):
+                out.append(f"{where}.{name}: must be positive (got {value!r})")
+            else:
+                setattr(self, name, seconds)
         return out
 
     @property

@@ -25,8 +25,8 @@ from .contracts import (
     KeyedTarget,
     PositionedTarget,
 )
-from .errors import BatchApplyError, TerminalError
-from .pipeline import Pipeline, _seconds
+from .errors import BatchApplyError, retry_class
+from .pipeline import Pipeline
 from .types import (
     BufferPolicy,
     ChangeAction,
@@ -41,6 +41,7 @@ from .types import (
     TableIdentifier,
     ValidationAction,
 )
+from .units import to_seconds as _seconds
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -466,7 +467,7 @@ class PipelineRuntime:
         cap = _seconds(cfg.retry_max_backoff) or 5.0
         obs.on_change_error(self.id, self.table, ev.action, ErrorInfo.of(exc))
         last: BaseException = exc
-        terminal = isinstance(exc, TerminalError) or getattr(exc, "terminal", False) is True
+        terminal = retry_class(exc) == "terminal"
         for attempt in range(1, 0 if terminal else cfg.max_retries + 1):
             if self._stop_now.wait(backoff):
                 break

@@ -1,29 +1,46 @@
-"""Typed JSON encoding of rows, shared by JSONL snapshots, dead letters and other file formats.
+"""``laredo-json/1``: the one typed JSON encoding of row values in Laredo.
 
-Plain JSON values (``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``dict`` with string
-keys) are written as themselves. Every other value becomes a *tagged object*
-``{"$t": <tag>, "v": <payload>}`` so that decoding gives back the same Python type:
+Snapshots (JSONL), dead letters, the HTTP sync body, the fan-out wire, the gRPC services, the
+Kinesis record format and the Spark runner all write values this way, so a value decodes to the
+same Python type wherever it travelled.
 
-===============  =========================================================================
-tag              value
-===============  =========================================================================
-``decimal``      ``Decimal``; payload ``str(value)`` (keeps the exponent: ``1.50`` stays ``1.50``)
-``datetime``     ``datetime``; payload ISO 8601 (``+HH:MM`` offset when aware); a ``ZoneInfo``
-                 zone is kept by name in ``"z"``
-``date``         ``date``; ISO 8601
-``time``         ``time``; ISO 8601 (offset when aware)
-``timedelta``    ``timedelta``; payload ``[days, seconds, microseconds]``
-``uuid``         ``UUID``; canonical string
-``bytes``        ``bytes`` (``bytearray``/``memoryview`` decode as ``bytes``); base64
-``float``        non-finite floats; payload ``"nan"``, ``"inf"`` or ``"-inf"``
-``ip``           ``ipaddress`` address / network / interface; payload ``[kind, text]``
-``map``          a ``dict`` that itself has a ``"$t"`` key, or non-string keys; payload
-                 ``[[key, value], ...]`` (keys and values encoded)
-===============  =========================================================================
+A value is written as plain JSON when JSON holds it losslessly (``str``, ``int``, ``bool``,
+``None``, finite ``float``; lists and tuples become arrays of encoded elements), and as a
+tagged object ``{"$type": <tag>, "value": <payload>}`` otherwise. An object in a value position
+is therefore always a tag, never data. A row is a JSON object of column name to encoded value
+(a row with a column literally named ``$type`` or ``$t`` is written whole as a ``map``).
 
-Tuples and sets are not JSON: tuples are written as lists and decode as lists; other types
-raise ``TypeError`` naming the type. Decoding is bottom-up (``json`` ``object_hook`` order), so
-``loads_row(text)`` and ``decode_row(json.loads(text))`` give the same result.
+==================  ====================================================  =====================
+tag                 ``value``                                             decodes to
+==================  ====================================================  =====================
+``decimal``         ``str(d)``: ``"1.50"``, ``"NaN"``, ``"1E+2"``         ``Decimal``
+``float``           ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``          ``float``
+``timestamptz``     ISO 8601 with offset; an IANA zone name in ``"zone"``  aware ``datetime``
+                    when the value had a ``ZoneInfo``
+``timestamp``       ISO 8601 without offset                               naive ``datetime``
+``date``            ``YYYY-MM-DD``                                        ``date``
+``time``            ``HH:MM:SS[.ffffff]``                                 naive ``time``
+``timetz``          ``HH:MM:SS[.ffffff]+HH:MM``                           aware ``time``
+``interval``        total microseconds (a JSON integer)                   ``timedelta``
+``uuid``            canonical hyphenated text                             ``UUID``
+``bytes``           standard base64                                       ``bytes``
+``json``            a JSON object, verbatim (string keys, plain values,   ``dict``
+                    no key named ``$type`` or ``$t`` at any depth)
+``map``             ``[[key, value], ...]``, keys and values encoded: any  ``dict`` (list keys
+                    other ``dict``                                        become tuples)
+``ip_address``,     ``str(v)``                                            ``ipaddress`` objects
+``ip_interface``,
+``ip_network``
+==================  ====================================================  =====================
+
+``bytearray``/``memoryview`` decode as ``bytes``, tuples as lists, subclasses (``IntEnum``,
+``StrEnum``, ...) as their base type. Any other type raises ``TypeError`` naming it.
+
+Compatibility: readers also accept the 0.1 spelling ``{"$t": <tag>, "v": <payload>}`` (tags
+``datetime``, ``timedelta`` as ``[days, seconds, µs]``, ``ip`` as ``[kind, text]``, ``float``
+as ``"nan"``/``"inf"``, and plain nested objects) until 0.3. Because tag objects never nest a
+``$type`` key inside a ``json`` payload, bottom-up decoding (``json`` ``object_hook``, used by
+:func:`loads_row`) and top-down decoding (:func:`decode_value`) give the same result.
 """
 
 from __future__ import annotations
@@ -52,10 +69,16 @@ from .types import (
     TableSnapshotInfo,
 )
 
-TAG = "$t"
+ENCODING_NAME = "laredo-json/1"
+TAG = "$type"
+VALUE = "value"
+LEGACY_TAG = "$t"
 
 __all__ = [
+    "ENCODING_NAME",
+    "LEGACY_TAG",
     "TAG",
+    "VALUE",
     "RowEncoder",
     "decode_change",
     "decode_columns",
@@ -79,72 +102,232 @@ __all__ = [
 ]
 
 
-# -- values -------------------------------------------------------------------------------------
+# -- encoding -----------------------------------------------------------------------------------
+
+_PLAIN: frozenset[type] = frozenset({str, int, bool, type(None)})
+_US_PER_DAY = 86_400_000_000
 
 
-def _encode_special(v: Any) -> Any:
-    """Tagged form of one non-JSON scalar (children are not visited)."""
-    if isinstance(v, datetime):
-        tz = v.tzinfo
-        out: dict[str, Any] = {TAG: "datetime", "v": v.isoformat()}
-        if isinstance(tz, ZoneInfo):
-            out["z"] = tz.key
-        return out
-    if isinstance(v, date):
-        return {TAG: "date", "v": v.isoformat()}
-    if isinstance(v, Decimal):
-        return {TAG: "decimal", "v": str(v)}
-    if isinstance(v, uuid.UUID):
-        return {TAG: "uuid", "v": str(v)}
-    if isinstance(v, time):
-        return {TAG: "time", "v": v.isoformat()}
-    if isinstance(v, timedelta):
-        return {TAG: "timedelta", "v": [v.days, v.seconds, v.microseconds]}
-    if isinstance(v, bytes | bytearray | memoryview):
-        return {TAG: "bytes", "v": base64.b64encode(bytes(v)).decode("ascii")}
-    if isinstance(v, float):
-        return {TAG: "float", "v": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
-    if isinstance(v, ipaddress.IPv4Address | ipaddress.IPv6Address):
-        return {TAG: "ip", "v": ["address", str(v)]}
-    if isinstance(v, ipaddress.IPv4Network | ipaddress.IPv6Network):
-        return {TAG: "ip", "v": ["network", str(v)]}
-    if isinstance(v, ipaddress.IPv4Interface | ipaddress.IPv6Interface):
-        return {TAG: "ip", "v": ["interface", str(v)]}
-    raise TypeError(
-        f"cannot encode a value of type {type(v).__module__}.{type(v).__qualname__}: "
-        "convert it to a JSON value, Decimal, datetime, date, time, timedelta, UUID or bytes "
-        "(e.g. with a transform)"
-    )
-
-
-def encode_value(v: Any) -> Any:
-    """The JSON-able form of one value (recursive; see the module docstring)."""
-    t = type(v)
-    if t is str or t is int or t is bool or v is None:
+def _float(v: float) -> Any:
+    if math.isfinite(v):
         return v
-    if t is float:
-        return v if math.isfinite(v) else _encode_special(v)
-    if t is dict:
-        if TAG in v or not all(type(k) is str for k in v):
-            return {TAG: "map", "v": [[encode_value(k), encode_value(x)] for k, x in v.items()]}
-        return {k: encode_value(x) for k, x in v.items()}
-    if t is list or t is tuple:
-        return [encode_value(x) for x in v]
-    if isinstance(v, bool | int | str):  # subclasses (IntEnum, StrEnum): their base value
-        return v
-    if isinstance(v, float):
-        return encode_value(float(v))
-    return _encode_special(v)
+    text = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return {TAG: "float", VALUE: text}
 
 
-def encode_row(row: Row) -> dict[str, Any]:
-    """The JSON-able form of a row (a dict of column name to value)."""
-    out = encode_value(dict(row))
-    assert isinstance(out, dict)
+def _datetime(v: datetime) -> dict[str, Any]:
+    if v.tzinfo is None or v.utcoffset() is None:
+        return {TAG: "timestamp", VALUE: v.isoformat()}
+    out: dict[str, Any] = {TAG: "timestamptz", VALUE: v.isoformat()}
+    if isinstance(v.tzinfo, ZoneInfo):
+        out["zone"] = v.tzinfo.key
     return out
 
 
-def _decode_ip(payload: list[str]) -> Any:
+def _time(v: time) -> dict[str, Any]:
+    if v.tzinfo is None or v.utcoffset() is None:
+        return {TAG: "time", VALUE: v.isoformat()}
+    return {TAG: "timetz", VALUE: v.isoformat()}
+
+
+def _interval(v: timedelta) -> dict[str, Any]:
+    return {TAG: "interval", VALUE: v.days * _US_PER_DAY + v.seconds * 1_000_000 + v.microseconds}
+
+
+def _bytes(v: bytes | bytearray | memoryview) -> dict[str, Any]:
+    return {TAG: "bytes", VALUE: base64.b64encode(v).decode("ascii")}
+
+
+def _is_plain_json(v: Any) -> bool:
+    """Can ``v`` travel verbatim inside a ``json`` tag (and decode bottom-up unchanged)?"""
+    t = type(v)
+    if t in _PLAIN:
+        return True
+    if t is float:
+        return math.isfinite(v)
+    if t is dict:
+        if TAG in v or LEGACY_TAG in v:
+            return False
+        for k, x in v.items():
+            if type(k) is not str or (type(x) not in _PLAIN and not _is_plain_json(x)):
+                return False
+        return True
+    if t is list:
+        for x in v:  # noqa: SIM110 - a plain loop is faster than all() here
+            if type(x) not in _PLAIN and not _is_plain_json(x):
+                return False
+        return True
+    return False
+
+
+def _dict(v: dict[Any, Any]) -> dict[str, Any]:
+    if _is_plain_json(v):
+        return {TAG: "json", VALUE: v}
+    return {TAG: "map", VALUE: [[encode_value(k), encode_value(x)] for k, x in v.items()]}
+
+
+def _list(v: list[Any] | tuple[Any, ...]) -> list[Any]:
+    return [x if type(x) in _PLAIN else encode_value(x) for x in v]
+
+
+def _decimal(v: Decimal) -> dict[str, Any]:
+    return {TAG: "decimal", VALUE: str(v)}
+
+
+def _date(v: date) -> dict[str, Any]:
+    return {TAG: "date", VALUE: v.isoformat()}
+
+
+def _uuid(v: uuid.UUID) -> dict[str, Any]:
+    return {TAG: "uuid", VALUE: str(v)}
+
+
+def _ip(tag: str) -> Callable[[Any], dict[str, Any]]:
+    return lambda v: {TAG: tag, VALUE: str(v)}
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    float: _float,
+    Decimal: _decimal,
+    datetime: _datetime,
+    date: _date,
+    time: _time,
+    timedelta: _interval,
+    uuid.UUID: _uuid,
+    bytes: _bytes,
+    bytearray: _bytes,
+    memoryview: _bytes,
+    dict: _dict,
+    list: _list,
+    tuple: _list,
+    ipaddress.IPv4Address: _ip("ip_address"),
+    ipaddress.IPv6Address: _ip("ip_address"),
+    ipaddress.IPv4Interface: _ip("ip_interface"),
+    ipaddress.IPv6Interface: _ip("ip_interface"),
+    ipaddress.IPv4Network: _ip("ip_network"),
+    ipaddress.IPv6Network: _ip("ip_network"),
+}
+
+# Subclasses (IntEnum, StrEnum, datetime subclasses, ...) resolve through the first matching
+# base in this order; bool before int because bool is an int.
+_BASES: tuple[tuple[type, Callable[[Any], Any]], ...] = (
+    (bool, bool),
+    (int, int),
+    (str, str.__str__),
+    (float, lambda v: _float(float(v))),
+    (datetime, _datetime),
+    (date, _date),
+    (time, _time),
+    (timedelta, _interval),
+    (Decimal, _decimal),
+    (uuid.UUID, _uuid),
+    (bytes, _bytes),
+    (dict, lambda v: _dict(dict(v))),
+    (list, _list),
+    (tuple, _list),
+)
+
+
+def encode_value(v: Any) -> Any:
+    """The JSON-ready form of one value (see the module docstring for the tags).
+
+    Raises ``TypeError`` naming the type when the value has no lossless encoding.
+    """
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    enc = _ENCODERS.get(t)
+    if enc is not None:
+        return enc(v)
+    for base, fn in _BASES:
+        if isinstance(v, base):
+            return fn(v)
+    raise TypeError(
+        f"cannot encode a value of type {t.__module__}.{t.__qualname__}: add a transform that "
+        "converts it to a supported type (str, int, float, bool, Decimal, datetime, date, time, "
+        "timedelta, UUID, bytes, dict, list, ipaddress)"
+    )
+
+
+def encode_row(row: Row) -> dict[str, Any]:
+    """The JSON-ready form of a row: column name to encoded value (a ``map`` tag for a row
+    with a column named ``$type`` or ``$t``)."""
+    if TAG in row or LEGACY_TAG in row:
+        return _dict(dict(row))
+    plain = _PLAIN
+    encoders = _ENCODERS
+    out = {}
+    for k, v in row.items():
+        t = type(v)
+        if t in plain:
+            out[k] = v
+        else:
+            enc = encoders.get(t)
+            out[k] = enc(v) if enc is not None else encode_value(v)
+    return out
+
+
+# -- decoding -----------------------------------------------------------------------------------
+
+
+def _decode_map(pairs: Any) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for k, x in pairs:
+        out[tuple(k) if isinstance(k, list) else k] = x
+    return out
+
+
+def _in_zone(value: datetime, zone: str) -> datetime:
+    """``value`` (with a fixed offset) in the named zone, keeping its wall time: the same
+    Python value that was encoded, even for a wall time a DST change skips or repeats (the
+    recorded offset picks the fold)."""
+    zi = ZoneInfo(zone)
+    for fold in (0, 1):
+        out = value.replace(tzinfo=zi, fold=fold)
+        if out.utcoffset() == value.utcoffset():
+            return out
+    return value.astimezone(zi)
+
+
+def _decode_timestamptz(tagged: dict[str, Any]) -> datetime:
+    value = datetime.fromisoformat(tagged[VALUE])
+    zone = tagged.get("zone")
+    return _in_zone(value, zone) if zone else value
+
+
+def _decode_float(text: str) -> float:
+    if text not in ("NaN", "Infinity", "-Infinity"):
+        raise ValueError(f"invalid float value {text!r} (use NaN, Infinity or -Infinity)")
+    return float(text.replace("Infinity", "inf"))
+
+
+# Decoders receive the tagged object whose payload is already decoded (bottom-up).
+_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "decimal": lambda t: Decimal(t[VALUE]),
+    "float": lambda t: _decode_float(t[VALUE]),
+    "timestamptz": _decode_timestamptz,
+    "timestamp": lambda t: datetime.fromisoformat(t[VALUE]),
+    "date": lambda t: date.fromisoformat(t[VALUE]),
+    "time": lambda t: time.fromisoformat(t[VALUE]),
+    "timetz": lambda t: time.fromisoformat(t[VALUE]),
+    "interval": lambda t: timedelta(microseconds=int(t[VALUE])),
+    "uuid": lambda t: uuid.UUID(t[VALUE]),
+    "bytes": lambda t: base64.b64decode(t[VALUE], validate=True),
+    "json": lambda t: t[VALUE],
+    "map": lambda t: _decode_map(t[VALUE]),
+    "ip_address": lambda t: ipaddress.ip_address(t[VALUE]),
+    "ip_interface": lambda t: ipaddress.ip_interface(t[VALUE]),
+    "ip_network": lambda t: ipaddress.ip_network(t[VALUE]),
+}
+
+
+def _legacy_datetime(d: dict[str, Any]) -> datetime:
+    value = datetime.fromisoformat(d["v"])
+    zone = d.get("z")
+    return value if zone is None else _in_zone(value, zone)
+
+
+def _legacy_ip(payload: list[str]) -> Any:
     kind, text = payload
     if kind == "address":
         return ipaddress.ip_address(text)
@@ -155,67 +338,71 @@ def _decode_ip(payload: list[str]) -> Any:
     raise ValueError(f"unknown ip kind {kind!r}")
 
 
-def _decode_datetime(d: dict[str, Any]) -> datetime:
-    value = datetime.fromisoformat(d["v"])
-    zone = d.get("z")
-    if zone is None:
-        return value
-    # same wall time in the named zone; the recorded offset picks the fold (DST overlaps)
-    zi = ZoneInfo(zone)
-    out = value.replace(tzinfo=zi, fold=0)
-    if out.utcoffset() != value.utcoffset():
-        out = value.replace(tzinfo=zi, fold=1)
-    return out
-
-
-def _decode_float(payload: str) -> float:
+def _legacy_float(payload: str) -> float:
     if payload not in ("nan", "inf", "-inf"):
         raise ValueError(f"bad float payload {payload!r}")
     return float(payload)
 
 
-_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+# The 0.1 spelling {"$t": tag, "v": payload}; read until 0.3.
+_LEGACY_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "decimal": lambda d: Decimal(d["v"]),
-    "datetime": _decode_datetime,
+    "datetime": _legacy_datetime,
     "date": lambda d: date.fromisoformat(d["v"]),
     "time": lambda d: time.fromisoformat(d["v"]),
     "timedelta": lambda d: timedelta(*d["v"]),
     "uuid": lambda d: uuid.UUID(d["v"]),
     "bytes": lambda d: base64.b64decode(d["v"], validate=True),
-    "float": lambda d: _decode_float(d["v"]),
-    "ip": lambda d: _decode_ip(d["v"]),
-    "map": lambda d: {k: x for k, x in d["v"]},
+    "float": lambda d: _legacy_float(d["v"]),
+    "ip": lambda d: _legacy_ip(d["v"]),
+    "map": lambda d: _decode_map(d["v"]),
 }
+
+
+def _decode_tagged(d: dict[str, Any], tag: Any, table: dict[str, Callable[..., Any]]) -> Any:
+    decoder = table.get(tag) if isinstance(tag, str) else None
+    if decoder is None:
+        raise ValueError(
+            f"not a laredo-json/1 value: unknown type tag {tag!r} (written by a newer Laredo?)"
+        )
+    try:
+        return decoder(d)
+    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+        payload = d.get(VALUE, d.get("v"))
+        raise ValueError(f"malformed {tag!r} value {payload!r}: {exc}") from None
 
 
 def object_hook(d: dict[str, Any]) -> Any:
     """``json`` object hook: turns tagged objects back into Python values (children first).
 
-    Raises ``ValueError`` for an unknown tag or a malformed payload.
+    Objects without a tag are returned as they are (rows; 0.1 plain nested objects). Raises
+    ``ValueError`` for an unknown tag or a malformed payload.
     """
-    if TAG not in d:
-        return d
-    tag = d[TAG]
-    try:
+    tag = d.get(TAG)
+    if tag is not None:
         # the common tags inline (this runs once per tagged value on the read path)
-        if tag == "datetime" and "z" not in d:
-            return datetime.fromisoformat(d["v"])
         if tag == "decimal":
-            return Decimal(d["v"])
-        decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
-        if decoder is None:
-            raise ValueError(f"unknown type tag {tag!r} (written by a newer Laredo?)")
-        return decoder(d)
-    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
-        if "unknown type tag" in str(exc):
-            raise
-        raise ValueError(f"malformed {tag!r} value {d.get('v')!r}: {exc}") from None
+            try:
+                return Decimal(d[VALUE])
+            except (KeyError, ArithmeticError, TypeError, ValueError):
+                pass  # reported with context below
+        elif tag == "timestamptz" and "zone" not in d:
+            try:
+                return datetime.fromisoformat(d[VALUE])
+            except (KeyError, TypeError, ValueError):
+                pass
+        return _decode_tagged(d, tag, _DECODERS)
+    if LEGACY_TAG in d:
+        return _decode_tagged(d, d[LEGACY_TAG], _LEGACY_DECODERS)
+    return d
 
 
 def decode_value(obj: Any) -> Any:
     """Inverse of :func:`encode_value` for an already parsed JSON value."""
     t = type(obj)
     if t is dict:
+        if obj.get(TAG) == "json":
+            return obj.get(VALUE)
         return object_hook({k: decode_value(x) for k, x in obj.items()})
     if t is list:
         return [decode_value(x) for x in obj]
@@ -243,22 +430,25 @@ def loads_row(text: str | bytes) -> Row:
     return row
 
 
+# -- the fast row encoder -----------------------------------------------------------------------
+
 _FAST_TYPES = frozenset(
     {str, int, float, bool, type(None), Decimal, datetime, date, time, timedelta, uuid.UUID, bytes}
 )
 
 
-def _enc_datetime(v: datetime) -> dict[str, Any]:
-    if v.tzinfo is None or type(v.tzinfo) is timezone:
-        return {TAG: "datetime", "v": v.isoformat()}
-    return _encode_special(v)  # type: ignore[no-any-return]
+def _fast_datetime(v: datetime) -> dict[str, Any]:
+    if v.tzinfo is None:
+        return {TAG: "timestamp", VALUE: v.isoformat()}
+    if type(v.tzinfo) is timezone:
+        return {TAG: "timestamptz", VALUE: v.isoformat()}
+    return _datetime(v)
 
 
 _BY_TYPE: dict[type, Callable[[Any], Any]] = {
-    Decimal: lambda v: {TAG: "decimal", "v": str(v)},
-    datetime: _enc_datetime,
-    date: lambda v: {TAG: "date", "v": v.isoformat()},
-    uuid.UUID: lambda v: {TAG: "uuid", "v": str(v)},
+    **_ENCODERS,
+    Decimal: _decimal,
+    datetime: _fast_datetime,
 }
 
 
@@ -266,16 +456,16 @@ def _default(v: Any) -> Any:
     enc = _BY_TYPE.get(type(v))
     if enc is not None:
         return enc(v)
-    return _encode_special(v)
+    return encode_value(v)
 
 
 class RowEncoder:
     """Fast row → JSON text encoder.
 
-    Rows whose values are all scalars go straight through the C JSON encoder, non-JSON
-    scalars being tagged by its ``default`` hook. Rows the fast path cannot write exactly
-    (containers, whose keys ``json`` would coerce; non-finite floats; a column named ``"$t"``)
-    take the exact path, :func:`encode_row`.
+    Rows whose values are all scalars go straight through the C JSON encoder, non-JSON scalars
+    being tagged by its ``default`` hook. Rows the fast path cannot write exactly (containers;
+    non-finite floats; a column named ``$type`` or ``$t``) take the exact path,
+    :func:`encode_row`.
     """
 
     __slots__ = ("_encode", "_plain")
@@ -289,7 +479,11 @@ class RowEncoder:
         ).encode
 
     def dumps(self, row: Row) -> str:
-        if _FAST_TYPES.issuperset(map(type, row.values())) and TAG not in row:
+        if (
+            _FAST_TYPES.issuperset(map(type, row.values()))
+            and TAG not in row
+            and LEGACY_TAG not in row
+        ):
             try:
                 text: str = self._encode(row)
                 return text
@@ -422,7 +616,7 @@ def encode_metadata(meta: SnapshotMetadata) -> dict[str, Any]:
         "format": meta.format,
         "source_positions": dict(meta.source_positions),
         "tables": [encode_table_info(t) for t in meta.tables],
-        "user_meta": encode_value(dict(meta.user_meta)),
+        "user_meta": encode_row(dict(meta.user_meta)),
     }
 
 
@@ -432,7 +626,7 @@ def decode_metadata(obj: Any) -> SnapshotMetadata:
     positions = obj.get("source_positions") or {}
     if not isinstance(positions, dict):
         raise ValueError("source_positions must be an object")
-    user_meta = decode_value(obj.get("user_meta") or {})
+    user_meta = decode_row(obj.get("user_meta") or {})
     if not isinstance(user_meta, dict):
         raise ValueError("user_meta must be an object")
     return SnapshotMetadata(

@@ -22,7 +22,7 @@ from .contracts import (
     PipelineContext,
     StoppableSource,
 )
-from .errors import ReBaselineRequired
+from .errors import ReBaselineRequired, retry_class
 from .observers import NullObserver
 from .runtime import PipelineRuntime
 from .types import (
@@ -326,7 +326,7 @@ class _SourceRuntime:
         Only transient errors of resumable, totally ordered sources restart in place: the
         stream resumes from the last ack and every pipeline skips what it already received
         (a SKIP marker travels through its buffer, after what is still queued)."""
-        if not getattr(exc, "transient", False) or attempt >= self.max_restarts:
+        if retry_class(exc) != "transient" or attempt >= self.max_restarts:
             return _NO_RESTART
         if not self.total_order or not _call(self.source.supports_resume, False):
             return _NO_RESTART

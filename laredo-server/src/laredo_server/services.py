@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from laredo.errors import EngineStateError, grpc_status_name
-from laredo.serialization import RowEncoder, encode_change, encode_value, object_hook
+from laredo.serialization import RowEncoder, encode_change, encode_row, encode_value, object_hook
 from laredo.types import (
     ChangeAction,
     ColumnDefinition,
@@ -188,7 +188,7 @@ def snapshot_pb(d: SnapshotDescriptor | Any) -> oam.SnapshotInfo:
             for t in d.tables
         ],
         source_positions=dict(d.source_positions or {}),
-        user_meta_json=json.dumps(encode_value(dict(d.user_meta or {}))),
+        user_meta_json=json.dumps(encode_row(dict(d.user_meta or {}))),
     )
 
 

@@ -17,11 +17,12 @@ One Kinesis record holds one change as a UTF-8 JSON object, or a JSON array of s
   else ``key``. UPDATE's identity is likewise ``old`` or ``key`` (optional; when the key
   changed, give the old key). When the manifest declares primary-key columns, ``new`` of
   INSERT/UPDATE and the identity of DELETE must contain them all.
-- Values use Laredo's typed JSON encoding (:mod:`laredo.serialization`): plain JSON values as
-  themselves, and ``{"$t": "decimal", "v": "1.50"}``, ``{"$t": "datetime", "v": "..."}``,
-  ``uuid``, ``bytes``, ``date``, ``time``, ``timedelta`` tagged. Baseline JSONL rows use the
-  same encoding, so a value has the same Python type whether it came from the baseline or the
-  stream. :func:`encode_record` writes records in this format.
+- Values use Laredo's typed JSON encoding ``laredo-json/1`` (:mod:`laredo.serialization`):
+  plain JSON values as themselves, others tagged, e.g. ``{"$type": "decimal", "value":
+  "1.50"}``, ``{"$type": "timestamptz", "value": "2024-01-02T03:04:05+00:00"}``, ``uuid``,
+  ``bytes``, ``date``, ``time``, ``interval``, ``json``; the 0.1 spelling ``{"$t", "v"}`` is
+  still read. Baseline JSONL rows use the same encoding, so a value has the same Python type
+  whether it came from the baseline or the stream. :func:`encode_record` writes this format.
 - ``seq`` lets the source line the stream up with the baseline: when the baseline manifest
   says it includes changes up to ``source_sequence``, records with ``seq`` at or below it are
   skipped (they are already in the baseline).

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from laredo.serialization import encode_value, object_hook
 from laredo.types import ColumnDefinition, Row, TableIdentifier
@@ -107,13 +106,13 @@ def encode_json(value: Any) -> str | None:
         return None
     t = type(value)
     if t is Decimal:
-        return '{"$t":"decimal","v":"' + str(value) + '"}'
+        return '{"$type":"decimal","value":"' + str(value) + '"}'
     if t is datetime:
         tz = value.tzinfo
-        if tz is None or type(tz) is timezone:
-            return '{"$t":"datetime","v":"' + str(value.isoformat()) + '"}'
-        if type(tz) is ZoneInfo and tz.key.isascii() and '"' not in tz.key:
-            return '{"$t":"datetime","v":"' + str(value.isoformat()) + '","z":"' + tz.key + '"}'
+        if tz is None:
+            return '{"$type":"timestamp","value":"' + str(value.isoformat()) + '"}'
+        if type(tz) is timezone:
+            return '{"$type":"timestamptz","value":"' + str(value.isoformat()) + '"}'
     return _dumps(encode_value(value))
 
 
@@ -297,15 +296,17 @@ def _json_value(F: Any, c: Any, kind: str) -> Any:
     if kind == "json":
         return c
     if kind == "date":
-        return F.concat(F.lit('{"$t":"date","v":"'), F.date_format(c, "yyyy-MM-dd"), F.lit('"}'))
+        return F.concat(
+            F.lit('{"$type":"date","value":"'), F.date_format(c, "yyyy-MM-dd"), F.lit('"}')
+        )
     inner = F.to_json(F.array(c))  # "[<value>]": Jackson's JSON text of the value
     body = F.regexp_replace(F.regexp_replace(inner, "^\\[", ""), "\\]$", "")
     if kind == "float":
         return (
             F.when(c.isNull(), F.lit(None))
-            .when(F.isnan(c), F.lit('{"$t":"float","v":"nan"}'))
-            .when(c == F.lit(float("inf")), F.lit('{"$t":"float","v":"inf"}'))
-            .when(c == F.lit(float("-inf")), F.lit('{"$t":"float","v":"-inf"}'))
+            .when(F.isnan(c), F.lit('{"$type":"float","value":"NaN"}'))
+            .when(c == F.lit(float("inf")), F.lit('{"$type":"float","value":"Infinity"}'))
+            .when(c == F.lit(float("-inf")), F.lit('{"$type":"float","value":"-Infinity"}'))
             .otherwise(body)
         )
     return F.when(c.isNull(), F.lit(None)).otherwise(body)

@@ -40,10 +40,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from laredo.contracts import FlushableTarget, PositionedTarget
 from laredo.errors import ConfigError, SnapshotError, SourceError
+from laredo.filters import as_filter
+from laredo.pipeline_ops import Chain, apply_change
 from laredo.serialization import encode_value
+from laredo.transforms import as_transform
 from laredo.types import (
     ChangeAction,
+    ChangeEvent,
     ColumnDefinition,
     Row,
     SnapshotMetadata,
@@ -444,29 +449,17 @@ class LaredoStreamDataSource(DataSource):
 # -- sinks -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Change:
-    """One decoded change row of the ``laredo`` stream."""
-
-    position: str
-    seq: int
-    table: TableIdentifier
-    action: str
-    new_values: Row | None
-    old_values: Row | None
-    unchanged_toast: frozenset[str]
-
-
-def decode_change_rows(rows: Sequence[Any]) -> list[Change]:
-    """Spark rows of the change schema, in stream order (sorted by ``seq``)."""
+def decode_change_rows(rows: Sequence[Any]) -> list[ChangeEvent]:
+    """Spark rows of the change schema as change events, in stream order (sorted by ``seq``);
+    positions stay in their serialised (string) form."""
     out = []
     for r in sorted(rows, key=lambda r: r["seq"]):
         out.append(
-            Change(
-                position=r["position"],
-                seq=r["seq"],
+            ChangeEvent(
                 table=TableIdentifier.parse(r["table"]),
-                action=r["action"],
+                action=ChangeAction[r["action"]],
+                position=r["position"],
+                timestamp=None,
                 new_values=_loads(r["new_values"]) if r["new_values"] is not None else None,
                 old_values=_loads(r["old_values"]) if r["old_values"] is not None else None,
                 unchanged_toast=frozenset(json.loads(r["unchanged_toast"] or "[]")),
@@ -518,20 +511,15 @@ class TargetSink:
         columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]],
         state_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        from laredo.filters import as_filter
-        from laredo.transforms import as_transform
-
-        self.pipelines = []
+        self.pipelines: list[tuple[Chain, Any]] = []
         for p in pipelines:
             t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
-            self.pipelines.append(
-                (
-                    t,
-                    p.target,
-                    [as_filter(f) for f in p.filters],
-                    [as_transform(x) for x in p.transforms],
-                )
+            chain = Chain(
+                t,
+                tuple(as_filter(f) for f in p.filters),
+                tuple(as_transform(x) for x in p.transforms),
             )
+            self.pipelines.append((chain, p.target))
         self.columns = {k: list(v) for k, v in columns.items()}
         self.log = _BatchLog(state_path)
         self._inited = False
@@ -539,9 +527,9 @@ class TargetSink:
         self.batches_skipped = 0
 
     def _init(self) -> None:
-        for table, target, _f, _t in self.pipelines:
-            target.on_init(table, self.columns.get(table, []))
-            target.on_baseline_complete(table)
+        for chain, target in self.pipelines:
+            target.on_init(chain.table, self.columns.get(chain.table, []))
+            target.on_baseline_complete(chain.table)
         self._inited = True
 
     def __call__(self, df: Any, batch_id: int) -> None:
@@ -558,68 +546,16 @@ class TargetSink:
         if not self._inited:
             self._init()
         changes = decode_change_rows(rows)
-        for table, target, filters, transforms in self.pipelines:
-            for ch in changes:
-                if ch.table == table:
-                    _apply_change(target, table, filters, transforms, ch)
-            flush = getattr(target, "flush", None)
-            if callable(flush):
-                flush()
+        for chain, target in self.pipelines:
+            table = chain.table
+            positioned = isinstance(target, PositionedTarget)
+            mine = [ch for ch in changes if ch.table == table]
+            for ev in chain.prepare(mine).events:
+                apply_change(target, table, ev, positioned=positioned)
+            if isinstance(target, FlushableTarget):
+                target.flush()
         self.log.done(batch_id)
         self.batches_applied += 1
-
-
-def _run_chain(
-    table: TableIdentifier, row: Row, filters: Sequence[Any], transforms: Sequence[Any]
-) -> Row | None:
-    for f in filters:
-        if not f.include(table, row):
-            return None
-    for t in transforms:
-        out = t.transform(table, row)
-        if out is None:
-            return None
-        row = out
-    return row
-
-
-def _identity(table: TableIdentifier, row: Row, transforms: Sequence[Any]) -> Row:
-    for t in transforms:
-        out = t.transform(table, row)
-        if out is None:
-            return row
-        row = out
-    return row
-
-
-def _apply_change(
-    target: Any,
-    table: TableIdentifier,
-    filters: Sequence[Any],
-    transforms: Sequence[Any],
-    ch: Change,
-) -> None:
-    setpos = getattr(target, "set_change_position", None)
-    if callable(setpos):
-        setpos(ch.position)
-    if ch.action in ("INSERT", "UPDATE"):
-        row = ch.new_values or {}
-        new = _run_chain(table, row, filters, transforms)
-        if new is None:
-            if ch.action == "UPDATE":
-                target.on_delete(table, _identity(table, ch.old_values or row, transforms))
-            return
-        if ch.action == "INSERT":
-            target.on_insert(table, new)
-        else:
-            old = ch.old_values
-            if old is not None and transforms:
-                old = _identity(table, old, transforms)
-            target.on_update(table, new, old)
-    elif ch.action == "DELETE":
-        target.on_delete(table, _identity(table, ch.old_values or {}, transforms))
-    elif ch.action == "TRUNCATE":
-        target.on_truncate(table)
 
 
 class SnapshotSink:
@@ -655,16 +591,14 @@ class SnapshotSink:
         self.keep = keep
         self.columns = {k: list(v) for k, v in columns.items()}
         self.keys = {t: primary_key_columns(c) or [c[0].name] for t, c in self.columns.items()}
-        from laredo.filters import as_filter
-        from laredo.transforms import as_transform
-
-        self.chains = {
-            (p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)): (
-                [as_filter(f) for f in p.filters],
-                [as_transform(x) for x in p.transforms],
+        self.chains: dict[TableIdentifier, Chain] = {}
+        for p in pipelines:
+            t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
+            self.chains[t] = Chain(
+                t,
+                tuple(as_filter(f) for f in p.filters),
+                tuple(as_transform(x) for x in p.transforms),
             )
-            for p in pipelines
-        }
         self.state: dict[TableIdentifier, dict[Any, Row]] = {t: {} for t in self.columns}
         self.position: str | None = None
         self.batch_id = -1
@@ -717,30 +651,27 @@ class SnapshotSink:
             state = self.state.get(ch.table)
             if state is None:
                 continue
-            filters, transforms = self.chains.get(ch.table, ([], []))
-            self._apply(ch, state, filters, transforms)
+            chain = self.chains.get(ch.table) or Chain(ch.table)
+            for ev in chain.prepare((ch,)).events:
+                self._apply(ev, state)
             self.position = ch.position
         self._save(batch_id)
 
-    def _apply(
-        self, ch: Change, state: dict[Any, Row], filters: Sequence[Any], transforms: Sequence[Any]
-    ) -> None:
-        t = ch.table
-        if ch.action in ("INSERT", "UPDATE"):
-            src_row = ch.new_values or {}
-            if ch.action == "UPDATE" and ch.old_values:
-                state.pop(self._key(t, _identity(t, ch.old_values, transforms)), None)
-            new = _run_chain(t, src_row, filters, transforms)
-            if new is None:
-                state.pop(self._key(t, _identity(t, src_row, transforms)), None)
-                return
+    def _apply(self, ev: ChangeEvent, state: dict[Any, Row]) -> None:
+        """Apply one prepared change to a table's rows (keyed like the target would)."""
+        t = ev.table
+        action = ev.action
+        if action is ChangeAction.INSERT or action is ChangeAction.UPDATE:
+            new = ev.new_values or {}
+            if action is ChangeAction.UPDATE and ev.old_values:
+                state.pop(self._key(t, ev.old_values), None)
             k = self._key(t, new)
-            if ch.unchanged_toast and k in state:
-                new = {**{c: state[k].get(c) for c in ch.unchanged_toast}, **new}
+            if ev.unchanged_toast and k in state:
+                new = {**{c: state[k].get(c) for c in ev.unchanged_toast}, **new}
             state[k] = new
-        elif ch.action == "DELETE":
-            state.pop(self._key(t, _identity(t, ch.old_values or {}, transforms)), None)
-        elif ch.action == "TRUNCATE":
+        elif action is ChangeAction.DELETE:
+            state.pop(self._key(t, ev.old_values or {}), None)
+        elif action is ChangeAction.TRUNCATE:
             state.clear()
 
     def _save(self, batch_id: int) -> None:

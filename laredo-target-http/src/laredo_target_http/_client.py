@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from laredo.errors import TargetError
+from laredo.errors import TargetError, Terminal, Transient
 
 logger = logging.getLogger(__name__)
 
@@ -32,22 +32,38 @@ _STALE_CONNECTION_ERRORS = (
 class HttpSyncError(TargetError):
     """An HTTP sync request failed.
 
-    ``transient`` is true when the request was retryable (5xx, 408/425/429, timeout, connection
-    error) and every attempt failed: the engine's retry policy may try again later. A non-retryable
-    answer (any other 4xx, a 3xx) is terminal: the engine's error policy dead-letters and isolates.
+    Constructed as :class:`HttpSyncTransientError` (a ``laredo.Transient``) when the request was
+    retryable (5xx, 408/425/429, timeout, connection error) and every attempt failed: the
+    engine's retry policy may try again later; otherwise as :class:`HttpSyncTerminalError` (a
+    ``laredo.Terminal``: any other 4xx, a 3xx): the engine skips its retries, dead-letters and
+    applies the error policy. ``transient`` reads which one it is.
     """
+
+    def __new__(
+        cls, message: str, status: int | None = None, transient: bool = False, attempts: int = 0
+    ) -> HttpSyncError:
+        kind: type[HttpSyncError] = cls
+        if cls is HttpSyncError:
+            kind = HttpSyncTransientError if transient else HttpSyncTerminalError
+        return super().__new__(kind, message)
 
     def __init__(
         self, message: str, status: int | None = None, transient: bool = False, attempts: int = 0
     ) -> None:
         super().__init__(message)
-        self.terminal = not transient  # the engine skips its retries for terminal errors
         self.status = status
-        self.transient = transient
         self.attempts = attempts
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (self.__class__, (self.args[0], self.status, self.transient, self.attempts))
+        return (HttpSyncError, (self.args[0], self.status, self.transient, self.attempts))
+
+
+class HttpSyncTransientError(HttpSyncError, Transient):
+    """A retryable HTTP failure that outlasted every attempt."""
+
+
+class HttpSyncTerminalError(HttpSyncError, Terminal):
+    """An HTTP answer that retrying will not change (a 4xx other than 408/425/429, a 3xx)."""
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

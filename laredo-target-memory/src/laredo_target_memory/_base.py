@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
-from laredo.errors import BatchApplyError, ConfigError, TargetError
+from laredo.errors import BatchApplyError, ConfigError, TargetError, Terminal
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -62,10 +62,8 @@ def key_getter(fields: Sequence[str]) -> Callable[[Mapping[str, Any]], Any]:
     return itemgetter(*fields)
 
 
-class TerminalTargetError(TargetError):
+class TerminalTargetError(TargetError, Terminal):
     """A change this target can never apply (e.g. a row without its key): not worth retrying."""
-
-    terminal = True
 
 
 class Subscription:

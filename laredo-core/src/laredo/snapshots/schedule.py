@@ -6,52 +6,20 @@ functions over ``SnapshotDescriptor`` lists so every store behaves the same way.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from laredo.errors import ConfigError
 from laredo.types import SnapshotDescriptor, TableIdentifier
+from laredo.units import parse_timedelta
 
 __all__ = ["apply_retention", "parse_duration", "snapshots_to_delete"]
 
-_UNITS = {
-    "ms": 0.001,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 604800.0,
-}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-
 
 def parse_duration(value: Any, what: str = "duration") -> timedelta:
-    """``timedelta``, seconds (``int``/``float``), or text like ``"7d"``, ``"24h"``,
-    ``"1h30m"``, ``"500ms"`` (units ms, s, m, h, d, w) as a ``timedelta``."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool):
-        raise ConfigError(f"{what}: expected a duration like '24h', got {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"{what}: must not be negative, got {value!r}")
-        return timedelta(seconds=value)
-    if isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        pos = 0
-        total = 0.0
-        for m in _PART.finditer(text):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if text and pos == len(text):
-            return timedelta(seconds=total)
-    raise ConfigError(
-        f"{what}: invalid duration {value!r}: write e.g. '7d', '24h', '1h30m', '90s' or '500ms'"
-    )
+    """A retention age as a ``timedelta`` (the grammar of :mod:`laredo.units`)."""
+    return parse_timedelta(value, what)
 
 
 def snapshots_to_delete(
