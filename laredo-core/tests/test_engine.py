@@ -820,7 +820,7 @@ def test_partial_chunks_do_not_advance_ack_until_the_transaction_completes() -> 
     assert eng.await_ready(5)
     base = src.position
     assert wait(lambda: src.acked == base)
-    srt = eng._sources_rt["s"]
+    srt = eng._readers["s"]
     pos = base + 1
     chunk = [
         laredo.ChangeEvent(

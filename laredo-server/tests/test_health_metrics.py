@@ -220,7 +220,7 @@ def test_every_observer_event_becomes_a_metric() -> None:
     batch.on_changes_applied("p", t, 3, timedelta(0))
     assert batch.value("laredo_changes_applied_total", action="any") == 3
     # the engine only makes per-change / per-buffer-operation calls to observers that want them
-    from laredo.engine import _overrides
+    from laredo.observers import implements as _overrides
 
     assert not _overrides(batch, "on_change_applied")
     assert not _overrides(batch, "on_buffer_depth_changed")

@@ -82,7 +82,7 @@ observability { observers = [ { type = opentelemetry, per_action = false } ] }
     )
     assert loaded.model is not None
     eng = build_engine(loaded.model).engine
-    from laredo.engine import _overrides
+    from laredo.observers import implements as _overrides
 
     assert type(eng.observer).__name__ == "_BatchOpenTelemetryObserver"
     assert not _overrides(eng.observer, "on_change_applied")

@@ -127,7 +127,7 @@ def test_row_missing_its_key_is_dead_lettered_at_once_with_a_clear_error() -> No
     try:
         assert eng.await_ready(5)
         started = time.monotonic()
-        eng._sources_rt["s"].on_changes(
+        eng._readers["s"].on_changes(
             [laredo.ChangeEvent(table, laredo.ChangeAction.INSERT, 99, new_values={"name": "x"})]
         )
         deadline = started + 5

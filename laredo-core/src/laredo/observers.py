@@ -1,7 +1,11 @@
-"""Engine observers: ``NullObserver`` (the full event list), composite, logging and recording.
+"""Engine observers: ``NullObserver`` (the base every observer subclasses), the composite,
+logging and recording observers, and :func:`implements`.
 
-Observers are called synchronously from engine threads and must not block. An observer that
-raises is logged and otherwise ignored: observability never breaks the data path.
+The contract is :class:`laredo.contracts.EngineObserver`. Observers are called synchronously
+from engine threads and must not block. An observer that raises is logged and otherwise ignored:
+observability never breaks the data path. Per-change events (``on_change_received``,
+``on_change_applied``, ``on_buffer_depth_changed``) cost a call per change, so the engine emits
+them only to observers that :func:`implements` them.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
+from .contracts import EngineObserver
 from .types import (
     ChangeAction,
     ChangeEvent,
@@ -25,72 +30,163 @@ from .types import (
 
 logger = logging.getLogger(__name__)
 
+__all__ = [
+    "EVENT_NAMES",
+    "CompositeObserver",
+    "LoggingObserver",
+    "NullObserver",
+    "RecordingObserver",
+    "composite",
+    "implements",
+]
 
-class NullObserver:
-    """Does nothing. Subclass it and override the events you care about."""
+
+class NullObserver(EngineObserver):
+    """Does nothing. Subclass it and override the events you care about.
+
+    Every event method forwards to :meth:`handle_event` (a no-op here), so an observer that
+    treats all events alike (composite, logging, recording) overrides that one method.
+    """
+
+    def handle_event(self, name: str, *args: Any) -> None:
+        """Called by every event method with the event's name (``on_...``) and arguments;
+        override it to treat all events alike."""
 
     # lifecycle
-    def on_source_connected(self, source_id: str, source_type: str) -> None: ...
-    def on_source_disconnected(self, source_id: str, reason: str) -> None: ...
+    def on_source_connected(self, source_id: str, source_type: str) -> None:
+        self.handle_event("on_source_connected", source_id, source_type)
+
+    def on_source_disconnected(self, source_id: str, reason: str) -> None:
+        self.handle_event("on_source_disconnected", source_id, reason)
+
     def on_pipeline_state_changed(
-        self, pipeline_id: str, old: PipelineState, new: PipelineState
-    ) -> None: ...
+        self,
+        pipeline_id: str,
+        old: PipelineState,
+        new: PipelineState,
+    ) -> None:
+        self.handle_event("on_pipeline_state_changed", pipeline_id, old, new)
 
     # baseline
-    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None: ...
+    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
+        self.handle_event("on_baseline_started", pipeline_id, table)
+
     def on_baseline_row_loaded(
-        self, pipeline_id: str, table: TableIdentifier, row_count: int
-    ) -> None: ...
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        row_count: int,
+    ) -> None:
+        self.handle_event("on_baseline_row_loaded", pipeline_id, table, row_count)
+
     def on_baseline_completed(
-        self, pipeline_id: str, table: TableIdentifier, total_rows: int, duration: timedelta
-    ) -> None: ...
-    def on_rebaseline_triggered(self, source_id: str) -> None: ...
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        total_rows: int,
+        duration: timedelta,
+    ) -> None:
+        self.handle_event("on_baseline_completed", pipeline_id, table, total_rows, duration)
+
+    def on_rebaseline_triggered(self, source_id: str) -> None:
+        self.handle_event("on_rebaseline_triggered", source_id)
 
     # streaming
     def on_change_received(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, position: Position
-    ) -> None: ...
-    def on_change_applied(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, duration: timedelta
-    ) -> None: ...
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None: ...
-    def on_change_error(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, error: ErrorInfo
-    ) -> None: ...
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        action: ChangeAction,
+        position: Position,
+    ) -> None:
+        self.handle_event("on_change_received", pipeline_id, table, action, position)
 
-    # ack
-    def on_ack_advanced(self, source_id: str, position: Position) -> None: ...
+    def on_change_applied(
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        action: ChangeAction,
+        duration: timedelta,
+    ) -> None:
+        self.handle_event("on_change_applied", pipeline_id, table, action, duration)
+
+    def on_changes_applied(
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        count: int,
+        duration: timedelta,
+    ) -> None:
+        self.handle_event("on_changes_applied", pipeline_id, table, count, duration)
+
+    def on_change_error(
+        self,
+        pipeline_id: str,
+        table: TableIdentifier,
+        action: ChangeAction,
+        error: ErrorInfo,
+    ) -> None:
+        self.handle_event("on_change_error", pipeline_id, table, action, error)
+
+    # acknowledgement
+    def on_ack_advanced(self, source_id: str, position: Position) -> None:
+        self.handle_event("on_ack_advanced", source_id, position)
 
     # backpressure
-    def on_buffer_depth_changed(self, pipeline_id: str, depth: int, capacity: int) -> None: ...
-    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None: ...
+    def on_buffer_depth_changed(self, pipeline_id: str, depth: int, capacity: int) -> None:
+        self.handle_event("on_buffer_depth_changed", pipeline_id, depth, capacity)
+
+    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None:
+        self.handle_event("on_buffer_policy_triggered", pipeline_id, policy)
 
     # snapshots
-    def on_snapshot_started(self, snapshot_id: str) -> None: ...
+    def on_snapshot_started(self, snapshot_id: str) -> None:
+        self.handle_event("on_snapshot_started", snapshot_id)
+
     def on_snapshot_completed(
-        self, snapshot_id: str, tables: int, rows: int, size_bytes: int, duration: timedelta
-    ) -> None: ...
-    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None: ...
-    def on_snapshot_restore_started(self, snapshot_id: str) -> None: ...
-    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None: ...
+        self,
+        snapshot_id: str,
+        tables: int,
+        rows: int,
+        size_bytes: int,
+        duration: timedelta,
+    ) -> None:
+        self.handle_event("on_snapshot_completed", snapshot_id, tables, rows, size_bytes, duration)
+
+    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None:
+        self.handle_event("on_snapshot_failed", snapshot_id, error)
+
+    def on_snapshot_restore_started(self, snapshot_id: str) -> None:
+        self.handle_event("on_snapshot_restore_started", snapshot_id)
+
+    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None:
+        self.handle_event("on_snapshot_restore_completed", snapshot_id, duration)
 
     # schema
     def on_schema_change(
-        self, source_id: str, table: TableIdentifier, event: SchemaChangeEvent
-    ) -> None: ...
+        self,
+        source_id: str,
+        table: TableIdentifier,
+        event: SchemaChangeEvent,
+    ) -> None:
+        self.handle_event("on_schema_change", source_id, table, event)
 
     # lag
-    def on_lag_updated(
-        self, source_id: str, lag_bytes: int, lag_time: timedelta | None
-    ) -> None: ...
+    def on_lag_updated(self, source_id: str, lag_bytes: int, lag_time: timedelta | None) -> None:
+        self.handle_event("on_lag_updated", source_id, lag_bytes, lag_time)
 
-    # dead letters, ttl, validation
+    # dead letters, TTL, validation
     def on_dead_letter_written(
-        self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo
-    ) -> None: ...
-    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None: ...
+        self,
+        pipeline_id: str,
+        change: ChangeEvent,
+        error: ErrorInfo,
+    ) -> None:
+        self.handle_event("on_dead_letter_written", pipeline_id, change, error)
+
+    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None:
+        self.handle_event("on_row_expired", pipeline_id, table, key)
+
     def on_validation_result(
         self,
         pipeline_id: str,
@@ -98,28 +194,53 @@ class NullObserver:
         source_count: int,
         target_count: int,
         match: bool,
-    ) -> None: ...
+    ) -> None:
+        self.handle_event(
+            "on_validation_result", pipeline_id, table, source_count, target_count, match
+        )
 
     # fan-out
-    def on_fanout_client_connected(
-        self, pipeline_id: str, client_id: str, mode: SyncMode
-    ) -> None: ...
-    def on_fanout_client_disconnected(
-        self, pipeline_id: str, client_id: str, reason: str
-    ) -> None: ...
-    def on_fanout_client_caught_up(self, pipeline_id: str, client_id: str, seq: int) -> None: ...
-    def on_fanout_client_backpressure(
-        self, pipeline_id: str, client_id: str, depth: int
-    ) -> None: ...
+    def on_fanout_client_connected(self, pipeline_id: str, client_id: str, mode: SyncMode) -> None:
+        self.handle_event("on_fanout_client_connected", pipeline_id, client_id, mode)
+
+    def on_fanout_client_disconnected(self, pipeline_id: str, client_id: str, reason: str) -> None:
+        self.handle_event("on_fanout_client_disconnected", pipeline_id, client_id, reason)
+
+    def on_fanout_client_caught_up(self, pipeline_id: str, client_id: str, seq: int) -> None:
+        self.handle_event("on_fanout_client_caught_up", pipeline_id, client_id, seq)
+
+    def on_fanout_client_backpressure(self, pipeline_id: str, client_id: str, depth: int) -> None:
+        self.handle_event("on_fanout_client_backpressure", pipeline_id, client_id, depth)
+
     def on_fanout_snapshot_created(
-        self, pipeline_id: str, snapshot_id: str, seq: int, rows: int
-    ) -> None: ...
-    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None: ...
+        self,
+        pipeline_id: str,
+        snapshot_id: str,
+        seq: int,
+        rows: int,
+    ) -> None:
+        self.handle_event("on_fanout_snapshot_created", pipeline_id, snapshot_id, seq, rows)
+
+    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None:
+        self.handle_event("on_fanout_journal_pruned", pipeline_id, pruned, oldest_seq)
 
 
 EVENT_NAMES: tuple[str, ...] = tuple(
     n for n in vars(NullObserver) if n.startswith("on_") and callable(getattr(NullObserver, n))
 )
+
+
+def implements(observer: object, name: str) -> bool:
+    """Does ``observer`` (or any child of a composite) really handle event ``name``? False for
+    a ``NullObserver`` subclass that neither overrides the event nor ``handle_event``."""
+    if isinstance(observer, CompositeObserver):
+        return any(implements(c, name) for c in observer.observers)
+    if not isinstance(observer, NullObserver):
+        return callable(getattr(observer, name, None))
+    cls = type(observer)
+    return getattr(cls, name) is not getattr(NullObserver, name) or (
+        cls.handle_event is not NullObserver.handle_event
+    )
 
 
 class CompositeObserver(NullObserver):
@@ -139,9 +260,7 @@ class CompositeObserver(NullObserver):
     def add(self, observer: Any) -> None:
         self.observers.append(observer)
 
-
-def _make_fanout(name: str) -> Any:
-    def fanout(self: CompositeObserver, *args: Any) -> None:
+    def handle_event(self, name: str, *args: Any) -> None:
         for o in self.observers:
             fn = getattr(o, name, None)
             if fn is None:
@@ -150,13 +269,6 @@ def _make_fanout(name: str) -> Any:
                 fn(*args)
             except Exception:
                 logger.exception("observer %r failed in %s", o, name)
-
-    fanout.__name__ = name
-    return fanout
-
-
-for _n in EVENT_NAMES:
-    setattr(CompositeObserver, _n, _make_fanout(_n))
 
 
 class LoggingObserver(NullObserver):
@@ -188,19 +300,10 @@ class LoggingObserver(NullObserver):
     def __init__(self, log: logging.Logger | None = None) -> None:
         self.log = log or logging.getLogger("laredo.events")
 
-
-def _make_log(name: str) -> Any:
-    def log_event(self: LoggingObserver, *args: Any) -> None:
-        level = logging.INFO if name in LoggingObserver._info else logging.DEBUG
+    def handle_event(self, name: str, *args: Any) -> None:
+        level = logging.INFO if name in self._info else logging.DEBUG
         if self.log.isEnabledFor(level):
             self.log.log(level, "%s %s", name[3:], " ".join(str(a) for a in args))
-
-    log_event.__name__ = name
-    return log_event
-
-
-for _n in EVENT_NAMES:
-    setattr(LoggingObserver, _n, _make_log(_n))
 
 
 class RecordingObserver(NullObserver):
@@ -210,6 +313,11 @@ class RecordingObserver(NullObserver):
         self._lock = threading.Lock()
         self._events: list[tuple[str, tuple[Any, ...]]] = []
         self._cond = threading.Condition(self._lock)
+
+    def handle_event(self, name: str, *args: Any) -> None:
+        with self._cond:
+            self._events.append((name, args))
+            self._cond.notify_all()
 
     @property
     def events(self) -> list[tuple[str, tuple[Any, ...]]]:
@@ -240,21 +348,8 @@ class RecordingObserver(NullObserver):
             self._events.clear()
 
 
-def _make_record(name: str) -> Any:
-    def record(self: RecordingObserver, *args: Any) -> None:
-        with self._cond:
-            self._events.append((name, args))
-            self._cond.notify_all()
-
-    record.__name__ = name
-    return record
-
-
-for _n in EVENT_NAMES:
-    setattr(RecordingObserver, _n, _make_record(_n))
-
-
 def composite(observers: Iterable[Any]) -> NullObserver:
+    """One observer for many (``NullObserver`` for none; the observer itself for one)."""
     obs = [o for o in observers if o is not None]
     if not obs:
         return NullObserver()

@@ -25,6 +25,7 @@ import pytest
 
 from laredo.errors import SnapshotError
 from laredo.snapshots.jsonl import JsonlSerializer
+from laredo.testing.guard import ConformanceSuite
 from laredo.types import (
     ColumnDefinition,
     Row,
@@ -112,7 +113,7 @@ def _assert_same_rows(got: list[Row], want: list[Row]) -> None:
                 assert str(g[k]) == str(v)
 
 
-class SnapshotStoreConformance:
+class SnapshotStoreConformance(ConformanceSuite):
     """Behaviour every ``SnapshotStore`` must have. Provide ``make_store``."""
 
     @pytest.fixture

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from laredo.testing.guard import ConformanceSuite
 from laredo.types import ChangeEvent, SourceConfig, TableIdentifier
 
 
@@ -51,7 +52,7 @@ class _Collect:
             return self.cond.wait_for(lambda: len(self.events) >= n, timeout)
 
 
-class SourceConformance:
+class SourceConformance(ConformanceSuite):
     """Base class (not collected itself); see the module docstring."""
 
     def produce_changes(self, source: Any, table: TableIdentifier, n: int) -> None:

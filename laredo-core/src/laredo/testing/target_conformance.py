@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import pytest
 
 from laredo.contracts import BaselineBatchTarget, BatchTarget
+from laredo.testing.guard import ConformanceSuite
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -111,7 +112,7 @@ def _ev(
     return ChangeEvent(TABLE, action, pos, _T0, new_values=new, old_values=old)
 
 
-class TargetConformance:
+class TargetConformance(ConformanceSuite):
     """Base class of the target conformance tests (no ``Test`` prefix: not collected itself)."""
 
     supports_export: ClassVar[bool] = True

@@ -1,0 +1,20 @@
+"""The engine and its local runner.
+
+Module map (each imports only modules listed before it):
+
+* ``buffer``: a pipeline's bounded buffer and its typed items.
+* ``snapshots``: ``SnapshotCoordinator``: take, restore (a ``RestoreResult``), retention.
+* ``context``: ``EngineContext``: what readers and workers may see and do upward.
+* ``pipeline_worker``: one pipeline's worker thread (apply, retry, dead letters, reload, TTL).
+* ``startup``: the resume > restore > baseline decision and baseline delivery.
+* ``source_reader``: one source's reader thread, demultiplexing and ACKs.
+* ``scheduler``: ACK ticks, scheduled snapshots, lag, reconnect events.
+* ``validation``: checks of ``Engine(...)`` arguments.
+* ``engine``: ``Engine``, the public facade; nothing imports it.
+"""
+
+from __future__ import annotations
+
+from .engine import Engine
+
+__all__ = ["Engine"]

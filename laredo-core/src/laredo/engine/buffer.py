@@ -1,0 +1,237 @@
+"""A pipeline's bounded change buffer, between its source's demultiplexer and its worker.
+
+Capacity counts change events; a transaction's events travel as one :class:`Batch`. Heartbeats,
+schema changes and skip markers travel in the same queue, so they stay ordered with changes, and
+do not count towards capacity. Control requests (snapshot export, reload, TTL sweep, calls) jump
+the queue: the worker runs them between two items, even while paused.
+
+Policies when full: ``block`` waits for room (a batch larger than the capacity enters an empty
+buffer), ``drop_oldest`` evicts the oldest changes (never heartbeats or markers), ``error``
+raises :class:`~laredo.errors.BufferOverflow`. Nothing is dropped by pause: items are held back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import BufferOverflow
+from ..types import BufferPolicy, ChangeEvent, ColumnDefinition, Position, TableIdentifier
+
+__all__ = [
+    "Batch",
+    "ChangeBuffer",
+    "ControlRequest",
+    "Heartbeat",
+    "Item",
+    "SchemaItem",
+    "Skip",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Changes of one transaction, in order. ``complete=False``: a chunk whose transaction
+    continues in the next batch (same position), not acknowledgeable on its own."""
+
+    events: Sequence[ChangeEvent]
+    complete: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing for this pipeline up to ``position`` (lets idle pipelines acknowledge)."""
+
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaItem:
+    """A table's columns changed at ``position`` (in stream order)."""
+
+    table: TableIdentifier
+    old_columns: Sequence[ColumnDefinition]
+    new_columns: Sequence[ColumnDefinition]
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """After a stream restart: drop re-delivered changes at or before ``position``."""
+
+    position: Position
+
+
+Item = Batch | Heartbeat | SchemaItem | Skip
+
+ControlKind = Literal["export", "reload", "ttl", "call"]
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRequest:
+    """Work for the pipeline's worker thread, answered through ``future``."""
+
+    kind: ControlKind
+    future: Future[Any] = field(default_factory=Future)
+    payload: Callable[[], Any] | None = None
+
+
+class ChangeBuffer:
+    """Thread-safe: one producer (the source reader) and one consumer (the pipeline worker)."""
+
+    def __init__(
+        self,
+        capacity: int,
+        policy: BufferPolicy = BufferPolicy.BLOCK,
+        on_policy: Callable[[str], None] | None = None,
+    ) -> None:
+        self.capacity = max(1, capacity)
+        self.policy = policy
+        self._on_policy = on_policy
+        self._items: deque[Item] = deque()
+        self._control: deque[ControlRequest] = deque()
+        self._depth = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._paused = False
+        self.dropped = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def depth(self) -> int:
+        """Change events queued (heartbeats and markers not counted)."""
+        return self._depth
+
+    def __len__(self) -> int:
+        return self._depth
+
+    # -- producer side ------------------------------------------------------------------
+    def put_batch(
+        self,
+        events: Sequence[ChangeEvent],
+        stop: threading.Event | None = None,
+        complete: bool = True,
+    ) -> None:
+        """Enqueue a batch under the buffer's policy (see the module docstring). Returns
+        without enqueuing when the buffer is closed or ``stop`` is set while waiting."""
+        n = len(events)
+        with self._cond:
+            if self._closed:
+                return
+            if self._depth + n > self.capacity and self._depth > 0:
+                if self.policy is BufferPolicy.BLOCK:
+                    while self._depth + n > self.capacity and self._depth > 0 and not self._closed:
+                        if stop is not None and stop.is_set():
+                            return
+                        self._cond.wait(0.1)
+                    if self.closed:  # the property: mypy must not narrow across wait()
+                        return
+                elif self.policy is BufferPolicy.DROP_OLDEST:
+                    self._drop_oldest(self._depth + n - self.capacity)
+                    if self._on_policy:
+                        self._on_policy(self.policy.value)
+                else:
+                    if self._on_policy:
+                        self._on_policy(self.policy.value)
+                    raise BufferOverflow(
+                        f"buffer full ({self._depth}/{self.capacity} changes); raise "
+                        f"buffer_size or use buffer_policy='block'"
+                    )
+            self._items.append(Batch(events, complete))
+            self._depth += n
+            self._cond.notify_all()
+
+    def _drop_oldest(self, excess: int) -> None:
+        kept: list[Item] = []
+        while excess > 0 and self._items:
+            item = self._items.popleft()
+            if not isinstance(item, Batch):
+                kept.append(item)
+                continue
+            n = len(item.events)
+            if n <= excess:
+                excess -= n
+                self._depth -= n
+                self.dropped += n
+            else:
+                self._items.appendleft(Batch(item.events[excess:], item.complete))
+                self._depth -= excess
+                self.dropped += excess
+                excess = 0
+        for item in reversed(kept):
+            self._items.appendleft(item)
+
+    def put_heartbeat(self, position: Position) -> None:
+        """Enqueue a heartbeat; consecutive heartbeats coalesce into the latest."""
+        with self._cond:
+            if self._closed:
+                return
+            if self._items and type(self._items[-1]) is Heartbeat:
+                self._items[-1] = Heartbeat(position)
+            else:
+                self._items.append(Heartbeat(position))
+            self._cond.notify_all()
+
+    def put(self, item: SchemaItem | Skip) -> None:
+        """Enqueue a marker (schema change, skip) in stream order."""
+        with self._cond:
+            if self._closed:
+                return
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def submit(self, request: ControlRequest) -> None:
+        """Queue a control request ahead of every data item."""
+        with self._cond:
+            self._control.append(request)
+            self._cond.notify_all()
+
+    # -- consumer side ------------------------------------------------------------------
+    def set_paused(self, paused: bool) -> None:
+        with self._cond:
+            self._paused = paused
+            self._cond.notify_all()
+
+    def get(self, timeout: float | None = None) -> Item | ControlRequest | None:
+        """The next control request, else the next data item (held back while paused);
+        ``None`` on timeout or when closed and drained."""
+        with self._cond:
+            while True:
+                if self._control:
+                    return self._control.popleft()
+                if self._items and (not self._paused or self._closed):
+                    item = self._items.popleft()
+                    if type(item) is Batch:
+                        self._depth -= len(item.events)
+                        self._cond.notify_all()
+                    return item
+                if self._closed and not self._items:
+                    return None
+                if not self._cond.wait(timeout):
+                    return None
+
+    def close(self) -> None:
+        """Stop accepting; the consumer drains what is queued, then gets ``None``."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def clear(self) -> int:
+        """Drop every queued data item; returns the number of changes dropped."""
+        with self._cond:
+            n = self._depth
+            self._items.clear()
+            self._depth = 0
+            self._cond.notify_all()
+            return n

@@ -1,0 +1,562 @@
+"""The engine: the public facade of the local runner (threads).
+
+Per source: one reader thread runs ``init -> validate -> (resume | snapshot restore | baseline)
+-> stream``; the source's changes are demultiplexed by table into each pipeline's bounded
+buffer; one worker thread per pipeline applies them in order. A scheduler thread drives ACKs of
+buffering targets, scheduled snapshots and lag.
+
+ACK guarantee: ``source.ack(p)`` is called only when every non-failed pipeline of the source has
+made every change at or before ``p`` durable, and ACKs only move forward. A target that is not
+durable by itself (memory) counts as durable only up to its latest completed snapshot when the
+source can resume and a snapshot store is configured; a restart then restores that snapshot and
+resumes strictly after its position. Without a usable snapshot the engine re-baselines rather
+than resume into an empty target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar, overload
+
+from ..contracts import (
+    CountableTarget,
+    DeadLetterStore,
+    EngineObserver,
+    FlushableTarget,
+    Resettable,
+    SnapshotSerializer,
+    SnapshotStore,
+    SyncSource,
+    SyncTarget,
+)
+from ..errors import ConfigError, EngineStateError
+from ..observers import composite
+from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
+from ..snapshots.jsonl import JsonlSerializer
+from ..types import ColumnDefinition, PipelineState, TableIdentifier
+from .context import EngineContext, FailureScope, ObserverWants
+from .pipeline_worker import PipelineWorker
+from .scheduler import Scheduler
+from .snapshots import Export, SnapshotCoordinator
+from .source_reader import SourceReader
+from .validation import check_duration, check_pipelines, check_sources
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Runs pipelines. Construct, ``start()``, ``await_ready()``, query targets, ``stop()``.
+
+    All public methods are thread-safe. ``a``-prefixed coroutines wrap them for asyncio callers.
+    """
+
+    def __init__(
+        self,
+        sources: Mapping[str, SyncSource],
+        pipelines: Sequence[Pipeline],
+        *,
+        snapshot_store: SnapshotStore | None = None,
+        snapshot_serializer: SnapshotSerializer | None = None,
+        snapshot_schedule: float | timedelta | str | None = None,
+        snapshot_retention: int | None = None,
+        snapshot_max_age: float | timedelta | str | None = None,
+        snapshot_on_shutdown: bool = False,
+        snapshot_user_meta: Mapping[str, Any] | None = None,
+        snapshot_meta_policy: str = "warn",
+        dead_letter_store: DeadLetterStore | None = None,
+        observers: Iterable[EngineObserver] = (),
+        observer: EngineObserver | None = None,
+        shutdown_timeout: float | timedelta | str = 30.0,
+        lag_interval: float | timedelta | str = 10.0,
+    ) -> None:
+        self.sources: dict[str, SyncSource] = dict(sources or {})
+        self.pipeline_configs = list(pipelines or [])
+        problems = check_sources(self.sources)
+        problems += check_pipelines(
+            self.pipeline_configs, self.sources, dead_letter_store is not None
+        )
+        sched = check_duration(snapshot_schedule, "snapshot_schedule", problems)
+        max_age = check_duration(snapshot_max_age, "snapshot_max_age", problems)
+        shutdown = check_duration(shutdown_timeout, "shutdown_timeout", problems)
+        lag_every = check_duration(lag_interval, "lag_interval", problems)
+        if sched is not None and sched <= 0:
+            problems.append(f"snapshot_schedule: must be positive (got {snapshot_schedule!r})")
+        if snapshot_retention is not None and snapshot_retention < 1:
+            problems.append(f"snapshot_retention: must be >= 1 (got {snapshot_retention!r})")
+        if (sched or snapshot_on_shutdown) and snapshot_store is None:
+            problems.append(
+                "snapshot_schedule/snapshot_on_shutdown: need a snapshot_store "
+                "(e.g. laredo.snapshot_store('local', path=...))"
+            )
+        if snapshot_meta_policy not in ("warn", "reject"):
+            problems.append(
+                f"snapshot_meta_policy: use 'warn' or 'reject' (got {snapshot_meta_policy!r})"
+            )
+        if problems:
+            raise ConfigError(problems)
+        if snapshot_store is not None and snapshot_serializer is None:
+            snapshot_serializer = JsonlSerializer()
+        self.snapshot_store = snapshot_store
+        self.snapshot_serializer = snapshot_serializer
+        self.snapshot_schedule = sched
+        self.snapshot_retention = snapshot_retention
+        self.snapshot_max_age = max_age
+        self.snapshot_on_shutdown = snapshot_on_shutdown
+        self.snapshot_user_meta = dict(snapshot_user_meta or {})
+        self.snapshot_meta_policy = snapshot_meta_policy
+        self.dead_letter_store = dead_letter_store
+        obs_list = list(observers or [])
+        if observer is not None:
+            obs_list.append(observer)
+        self._obs: EngineObserver = composite(obs_list)
+        self.shutdown_timeout = shutdown or 30.0
+        self.lag_interval = lag_every or 10.0
+        self._lifecycle = "new"
+        self._lock = threading.RLock()
+        self._ready = threading.Event()
+        self._ready_callbacks: list[Callable[[], None]] = []
+        self._readers: dict[str, SourceReader] = {}
+        self._pipelines: list[PipelineWorker] = []
+        self._scheduler: Scheduler | None = None
+        self._coordinator: SnapshotCoordinator | None = None
+        if snapshot_store is not None and snapshot_serializer is not None:
+            self._coordinator = SnapshotCoordinator(
+                snapshot_store,
+                snapshot_serializer,
+                observer=self._obs,
+                user_meta=self.snapshot_user_meta,
+                meta_policy=snapshot_meta_policy,
+                keep_count=snapshot_retention,
+                max_age=max_age,
+            )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start every source and pipeline; returns at once (see ``await_ready``)."""
+        with self._lock:
+            if self._lifecycle == "running":
+                raise EngineStateError("engine already started")
+            if self._lifecycle == "stopped":
+                raise EngineStateError("engine was stopped; create a new Engine to start again")
+            ctx = EngineContext(
+                observer=self._obs,
+                dead_letters=self.dead_letter_store,
+                snapshots=self._coordinator,
+                wants=ObserverWants.of(self._obs),
+                escalate=self._escalate,
+                readiness_changed=self._readiness_changed,
+            )
+            for sid, src in self.sources.items():
+                self._readers[sid] = SourceReader(ctx, sid, src)
+            for cfg in self.pipeline_configs:
+                reader = self._readers[cfg.source_id]
+                worker = PipelineWorker(ctx, reader.link, cfg)
+                reader.add(worker)
+                self._pipelines.append(worker)
+            self._lifecycle = "running"
+        for reader in self._readers.values():
+            if reader.pipelines:
+                reader.start()
+        coordinator = self._coordinator
+        self._scheduler = Scheduler(
+            self._readers,
+            self._obs,
+            snapshot_every=self.snapshot_schedule,
+            snapshot_due_since=(lambda: coordinator.last_taken_at)
+            if coordinator
+            else time.monotonic,
+            take_snapshot=lambda: self._take_snapshot({"trigger": "schedule"}, direct=False),
+            is_ready=self._ready.is_set,
+            lag_interval=self.lag_interval,
+        )
+        self._scheduler.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop streaming, drain every buffer into its target, take the shutdown snapshot if
+        configured, acknowledge what is durable, close targets and sources."""
+        with self._lock:
+            if self._lifecycle != "running":
+                raise EngineStateError(
+                    "engine is not running"
+                    if self._lifecycle == "new"
+                    else "engine already stopped"
+                )
+            self._lifecycle = "stopping"
+        deadline = time.monotonic() + (timeout if timeout is not None else self.shutdown_timeout)
+
+        def left() -> float:
+            return max(0.1, deadline - time.monotonic())
+
+        if self._scheduler is not None:
+            self._scheduler.stop(0)
+        for reader in self._readers.values():
+            reader.stop_stream()
+        for reader in self._readers.values():
+            if reader.thread is not None:
+                reader.thread.join(left())
+                if reader.thread.is_alive():
+                    logger.warning("source %s did not stop in time; closing it", reader.id)
+                    with contextlib.suppress(Exception):
+                        reader.source.close()
+                    reader.thread.join(left())
+        for p in self._pipelines:
+            p.buffer.set_paused(False)
+            p.buffer.close()
+        for p in self._pipelines:
+            if p.thread is not None:
+                p.thread.join(left())
+                if p.thread.is_alive():
+                    logger.warning("pipeline %s did not drain in time", p.id)
+                    p.stop_now()
+        if self.snapshot_on_shutdown and self._coordinator is not None:
+            try:
+                self._take_snapshot({"trigger": "shutdown"}, direct=True)
+            except Exception:
+                logger.exception("snapshot on shutdown failed")
+        for p in self._pipelines:
+            if isinstance(p.target, FlushableTarget) and not p.failed:
+                try:
+                    p.target.flush()
+                except Exception:
+                    logger.warning("pipeline %s: final flush failed", p.id, exc_info=True)
+        for reader in self._readers.values():
+            reader.try_ack()
+        for p in self._pipelines:
+            try:
+                p.target.on_close(p.table)
+            except Exception:
+                logger.warning("pipeline %s: on_close failed", p.id, exc_info=True)
+            if not p.failed:
+                p.set_state(PipelineState.STOPPED)
+        for reader in self._readers.values():
+            try:
+                reader.source.close()
+            except Exception:
+                logger.warning("source %s: close failed", reader.id, exc_info=True)
+            self._obs.on_source_disconnected(reader.id, "engine stopped")
+        if self._scheduler is not None:
+            self._scheduler.stop(1.0)
+        with self._lock:
+            self._lifecycle = "stopped"
+
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lifecycle == "running":
+            self.stop()
+
+    def _last_snapshot_at(self) -> float:
+        return self._coordinator.last_taken_at if self._coordinator else time.monotonic()
+
+    def _escalate(self, scope: FailureScope, source_id: str, message: str) -> None:
+        readers = (
+            self._readers.values()
+            if scope is FailureScope.ALL
+            else ([self._readers[source_id]] if source_id in self._readers else [])
+        )
+        for reader in list(readers):
+            reader.fail_all(message)
+
+    # -- readiness ----------------------------------------------------------------------------
+    def _readiness_changed(self) -> None:
+        if self._ready.is_set():
+            return
+        if self._pipelines and all(p.ready for p in self._pipelines):
+            with self._lock:
+                if self._ready.is_set():
+                    return
+                self._ready.set()
+                callbacks = list(self._ready_callbacks)
+                self._ready_callbacks.clear()
+            for cb in callbacks:
+                try:
+                    cb()
+                except Exception:
+                    logger.exception("on_ready callback failed")
+
+    def is_ready(
+        self, source_id: str | None = None, table: TableIdentifier | str | None = None
+    ) -> bool:
+        """True when every matching pipeline finished its baseline/restore and is streaming
+        (or paused). An unknown source or table is not ready."""
+        pipes = self._match(source_id, table)
+        return bool(pipes) and all(
+            p.ready and p.state in (PipelineState.STREAMING, PipelineState.PAUSED) for p in pipes
+        )
+
+    def await_ready(self, timeout: float | None = None) -> bool:
+        """Block until every pipeline is ready; ``timeout <= 0`` only checks."""
+        if timeout is not None and timeout <= 0:
+            return self._ready.is_set()
+        return self._ready.wait(timeout)
+
+    def on_ready(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when the engine becomes ready (at once if it already is)."""
+        with self._lock:
+            if not self._ready.is_set():
+                self._ready_callbacks.append(callback)
+                return
+        callback()
+
+    # -- admin ----------------------------------------------------------------------------------
+    def _require_running(self) -> None:
+        if self._lifecycle != "running":
+            raise EngineStateError(f"engine is {self._lifecycle}; call start() first")
+
+    def _reader(self, source_id: str) -> SourceReader:
+        self._require_running()
+        try:
+            return self._readers[source_id]
+        except KeyError:
+            known = ", ".join(sorted(self._readers))
+            raise KeyError(f"unknown source {source_id!r} (sources: {known})") from None
+
+    def _match(
+        self, source_id: str | None, table: TableIdentifier | str | None
+    ) -> list[PipelineWorker]:
+        if isinstance(table, str):
+            table = TableIdentifier.parse(table)
+        return [
+            p
+            for p in self._pipelines
+            if (not source_id or p.link.source_id == source_id)
+            and (table is None or p.table == table)
+        ]
+
+    def reload(
+        self, source_id: str, table: TableIdentifier | str, timeout: float | None = None
+    ) -> None:
+        """Re-baseline one table: its targets are emptied and reloaded; changes that arrive
+        meanwhile are buffered and applied after the reload (none is lost). Blocks until done."""
+        self._reader(source_id)
+        pipes = [
+            p
+            for p in self._match(source_id, table)
+            if p.state in (PipelineState.STREAMING, PipelineState.PAUSED)
+        ]
+        if not pipes:
+            raise KeyError(f"no streaming pipeline for table {table} on source {source_id!r}")
+        futures = [p.submit("reload") for p in pipes]
+        for f in futures:
+            f.result(timeout)
+
+    def reload_all(self, source_id: str | None = None, timeout: float | None = None) -> None:
+        for sid in [source_id] if source_id else list(self._readers):
+            tables = dict.fromkeys(p.table for p in self._readers[sid].pipelines)
+            for t in tables:
+                self.reload(sid, t, timeout)
+
+    def pause(self, source_id: str) -> None:
+        """Pause a source: its pipelines stop applying; changes keep buffering (with the block
+        policy the source is then back-pressured). Nothing is dropped."""
+        reader = self._reader(source_id)
+        with contextlib.suppress(Exception):
+            reader.source.pause()
+        for p in reader.pipelines:
+            p.buffer.set_paused(True)
+            if p.state is PipelineState.STREAMING:
+                p.set_state(PipelineState.PAUSED)
+
+    def resume(self, source_id: str) -> None:
+        reader = self._reader(source_id)
+        for p in reader.pipelines:
+            if p.state is PipelineState.PAUSED:
+                p.set_state(PipelineState.STREAMING)
+            p.buffer.set_paused(False)
+        with contextlib.suppress(Exception):
+            reader.source.resume()
+
+    def reset_source(self, source_id: str, drop_publication: bool = False) -> None:
+        """Drop and recreate the source's replication state (slot); the next start baselines."""
+        src = self.sources.get(source_id)
+        if src is None:
+            raise KeyError(f"unknown source {source_id!r}")
+        if not isinstance(src, Resettable):
+            raise EngineStateError(f"source {source_id!r} ({type(src).__name__}) cannot be reset")
+        src.reset_source(drop_publication)
+
+    # -- snapshots ------------------------------------------------------------------------------
+    def create_snapshot(self, user_meta: Mapping[str, Any] | None = None) -> str:
+        """Export every pipeline's target consistently with its applied position and save a
+        snapshot. Returns the snapshot id."""
+        self._require_running()
+        if self._coordinator is None:
+            raise EngineStateError("no snapshot store configured (snapshot_store=...)")
+        return self._take_snapshot(dict(user_meta or {}), direct=False)
+
+    def _take_snapshot(self, user_meta: dict[str, Any], direct: bool) -> str:
+        """Snapshot every non-failed pipeline. ``direct`` exports from the calling thread
+        (workers have stopped); otherwise each export runs on its pipeline's worker, between
+        two batches, so rows and position agree."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            raise EngineStateError("no snapshot store configured (snapshot_store=...)")
+
+        def collect() -> list[Export]:
+            pipes = [p for p in self._pipelines if not p.failed]
+            not_ready = [p.id for p in pipes if not p.ready]
+            if not_ready:
+                raise EngineStateError(
+                    f"cannot snapshot while pipelines are not ready: {', '.join(not_ready)}"
+                )
+            if direct:
+                return [p.export() for p in pipes]
+            futures = [p.submit("export") for p in pipes]
+            return [f.result(self.shutdown_timeout) for f in futures]
+
+        result = coordinator.take(collect, self.sources, user_meta)
+        by_id = {p.id: p for p in self._pipelines}
+        for e in result.exports:
+            if e.position is not None:
+                by_id[e.pipeline_id].snapshot_position = e.position
+        for reader in self._readers.values():
+            reader.try_ack()
+        return result.snapshot_id
+
+    # -- introspection ---------------------------------------------------------------------
+    def targets(
+        self, source_id: str | None = None, table: TableIdentifier | str | None = None
+    ) -> list[SyncTarget]:
+        if self._pipelines:
+            return [p.target for p in self._match(source_id, table)]
+        if isinstance(table, str):
+            table = TableIdentifier.parse(table)
+        return [
+            c.target
+            for c in self.pipeline_configs
+            if (not source_id or c.source_id == source_id) and (table is None or c.table == table)
+        ]
+
+    @overload
+    def get_target(self, source_id: str | None, table: TableIdentifier | str) -> Any: ...
+
+    @overload
+    def get_target(
+        self, source_id: str | None, table: TableIdentifier | str, cls: type[T]
+    ) -> T | None: ...
+
+    def get_target(
+        self, source_id: str | None, table: TableIdentifier | str, cls: type[Any] | None = None
+    ) -> Any:
+        """The first target for ``(source_id, table)`` (of type ``cls`` if given), or None."""
+        for t in self.targets(source_id, table):
+            if cls is None or isinstance(t, cls):
+                return t
+        return None
+
+    def pipelines(self) -> list[PipelineInfo]:
+        out = []
+        for p in self._pipelines:
+            count = None
+            if isinstance(p.target, CountableTarget):
+                with contextlib.suppress(Exception):
+                    count = int(p.target.count())
+            durable = None
+            with contextlib.suppress(Exception):
+                c = p.confirmed()
+                durable = p.link.pos_str(c) if c is not None else None
+            out.append(
+                PipelineInfo(
+                    id=p.id,
+                    source_id=p.link.source_id,
+                    table=p.table,
+                    target_type=p.target_type,
+                    state=p.state,
+                    row_count=count,
+                    buffer_depth=p.buffer.depth,
+                    buffer_capacity=p.buffer.capacity,
+                    error=p.error,
+                    applied_position=p.link.pos_str(p.applied) if p.applied is not None else None,
+                    durable_position=durable,
+                )
+            )
+        return out
+
+    def source_ids(self) -> list[str]:
+        return list(self.sources)
+
+    def source(self, source_id: str) -> SyncSource:
+        return self.sources[source_id]
+
+    def source_info(self, source_id: str) -> SourceRunInfo | None:
+        src = self.sources.get(source_id)
+        if src is None:
+            return None
+        reader = self._readers.get(source_id)
+        lag = _safe(src.get_lag)
+        state = _safe(src.state)
+        og = _safe(src.ordering_guarantee)
+        return SourceRunInfo(
+            id=source_id,
+            source_type=type(src).__name__,
+            supports_resume=bool(_safe(src.supports_resume)),
+            ordering_guarantee=str(og) if og is not None else "",
+            state=str(state) if state is not None else "",
+            lag_bytes=lag.lag_bytes if lag is not None else 0,
+            lag_time=lag.lag_time if lag is not None else None,
+            acked_position=(
+                reader.pos_str(reader.last_ack) if reader and reader.last_ack is not None else None
+            ),
+            current_position=(
+                reader.pos_str(reader.current) if reader and reader.current is not None else None
+            ),
+            pipelines=tuple(p.id for p in reader.pipelines) if reader else (),
+            error=reader.error if reader else None,
+        )
+
+    def table_schema(
+        self, table: TableIdentifier | str, source_id: str | None = None
+    ) -> list[ColumnDefinition]:
+        if isinstance(table, str):
+            table = TableIdentifier.parse(table)
+        for reader in self._readers.values():
+            if source_id and reader.id != source_id:
+                continue
+            cols = reader.schemas.get(table)
+            if cols is not None:
+                return list(cols)
+        return []
+
+    @property
+    def observer(self) -> EngineObserver:
+        return self._obs
+
+    # -- asyncio wrappers ------------------------------------------------------------------
+    async def astart(self) -> None:
+        await asyncio.to_thread(self.start)
+
+    async def astop(self) -> None:
+        await asyncio.to_thread(self.stop)
+
+    async def await_ready_async(self, timeout: float | None = None) -> bool:
+        return await asyncio.to_thread(self.await_ready, timeout)
+
+    async def areload(self, source_id: str, table: TableIdentifier | str) -> None:
+        await asyncio.to_thread(self.reload, source_id, table)
+
+    async def apause(self, source_id: str) -> None:
+        await asyncio.to_thread(self.pause, source_id)
+
+    async def aresume(self, source_id: str) -> None:
+        await asyncio.to_thread(self.resume, source_id)
+
+    async def acreate_snapshot(self, user_meta: Mapping[str, Any] | None = None) -> str:
+        return await asyncio.to_thread(self.create_snapshot, user_meta)
+
+
+def _safe(fn: Callable[[], T]) -> T | None:
+    try:
+        return fn()
+    except Exception:
+        return None

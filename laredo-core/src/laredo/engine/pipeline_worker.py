@@ -1,0 +1,522 @@
+"""One pipeline's worker: the thread that drains the pipeline's buffer into its target.
+
+Guarantees: changes reach the target in source order; a change is retried with backoff until it
+applies or ``max_retries`` is exhausted (a :class:`~laredo.Terminal` error is not retried), then
+dead-lettered and the pipeline's error policy applies; ``applied`` only moves forward and only at
+the end of a transaction (a partial chunk never moves it); :meth:`PipelineWorker.confirmed`
+never runs ahead of what the target made durable. Every target call after the baseline happens
+on this worker's thread (control requests included), so targets need no locking of their own
+against the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..contracts import (
+    BatchTarget,
+    CountableTarget,
+    DurablePositionTarget,
+    KeyedTarget,
+    PositionedTarget,
+    SyncTarget,
+)
+from ..errors import BatchApplyError, BufferOverflow, retry_class
+from ..filters import as_filter
+from ..pipeline import Pipeline
+from ..pipeline_ops import Chain, apply_change, deliver_baseline, ttl_from_field
+from ..transforms import as_transform
+from ..types import (
+    BufferPolicy,
+    ChangeEvent,
+    ColumnDefinition,
+    ErrorInfo,
+    ErrorPolicy,
+    PipelineState,
+    Position,
+    Row,
+    SchemaChangeAction,
+    TableIdentifier,
+    ValidationAction,
+)
+from ..units import to_seconds
+from .buffer import Batch, ChangeBuffer, ControlKind, ControlRequest, Heartbeat, SchemaItem, Skip
+from .context import EngineContext, FailureScope, SourceLink
+from .snapshots import Export, TableRestore
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PipelineWorker"]
+
+_SCOPE = {
+    ErrorPolicy.STOP_SOURCE: FailureScope.SOURCE,
+    ErrorPolicy.STOP_ALL: FailureScope.ALL,
+}
+
+
+class PipelineWorker:
+    """Runs one pipeline (see the module docstring)."""
+
+    def __init__(self, ctx: EngineContext, link: SourceLink, cfg: Pipeline) -> None:
+        self.ctx = ctx
+        self.link = link
+        self.cfg = cfg
+        self.id = cfg.pipeline_id()
+        self.table: TableIdentifier = cfg.table_id
+        self.target: SyncTarget = cfg.target
+        self.target_type = cfg.resolved_target_type()
+        ttl = cfg.ttl or (ttl_from_field(cfg.ttl_field) if cfg.ttl_field else None)
+        self.chain = Chain(
+            self.table,
+            tuple(as_filter(f) for f in cfg.filters),
+            tuple(as_transform(t) for t in cfg.transforms),
+            ttl,
+            label=f"pipeline {self.id}",
+        )
+        self.state = PipelineState.INITIALIZING
+        self.error: str | None = None
+        self.columns: list[ColumnDefinition] = []
+        self.buffer = ChangeBuffer(
+            cfg.buffer_size, BufferPolicy(cfg.buffer_policy), self._on_policy
+        )
+        self.applied: Position | None = None  # last position applied (or passed by heartbeat)
+        self.last_change: Position | None = None  # last position of a real change
+        self.snapshot_position: Position | None = None  # latest completed snapshot export
+        self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
+        self.expected_rows = 0
+        self.ready = False
+        target = self.target
+        self._batch = target if isinstance(target, BatchTarget) else None
+        self._positioned = target if isinstance(target, PositionedTarget) else None
+        self._durable = target if isinstance(target, DurablePositionTarget) else None
+        self.is_positioned = self._positioned is not None
+        self.has_durable_position = self._durable is not None
+        self.ttl_scan_interval = to_seconds(cfg.ttl_scan_interval)
+        self.validation_interval = to_seconds(cfg.validation_interval)
+        self.retry_backoff = to_seconds(cfg.retry_backoff) or 0.1
+        self.retry_max_backoff = to_seconds(cfg.retry_max_backoff) or 5.0
+        self.thread: threading.Thread | None = None
+        self._stop_now = threading.Event()
+        self._last_ttl_scan = time.monotonic()
+        self._last_validation = time.monotonic()
+
+    # -- state ----------------------------------------------------------------------------
+    def set_state(self, new: PipelineState, error: str | None = None) -> None:
+        old = self.state
+        if error is not None:
+            self.error = error
+        if old == new:
+            return
+        self.state = new
+        self.ctx.observer.on_pipeline_state_changed(self.id, old, new)
+        if new is PipelineState.ERROR:
+            logger.error(
+                "pipeline %s entered ERROR: %s", self.id, self.error, extra={"pipeline": self.id}
+            )
+            self.link.request_ack()
+            self.ctx.readiness_changed()
+
+    def fail(self, message: str) -> None:
+        self.set_state(PipelineState.ERROR, message)
+
+    @property
+    def failed(self) -> bool:
+        return self.state is PipelineState.ERROR
+
+    def mark_streaming(self) -> None:
+        """Baseline or restore done: the pipeline is ready and streams."""
+        if self.failed:
+            return
+        self.set_state(PipelineState.STREAMING)
+        self.ready = True
+        self.ctx.readiness_changed()
+
+    def restored(self, result: TableRestore) -> None:
+        """The target now holds the table as of ``result.position`` (a snapshot restore)."""
+        pos = result.position
+        self.applied = pos
+        self.last_change = pos
+        self.snapshot_position = pos
+        self.skip_until = pos
+        self.expected_rows = result.row_count
+
+    def resume_at(self, position: Position) -> None:
+        """A durable target already holds everything up to ``position`` (a resume)."""
+        self.applied = position
+
+    def stop_now(self) -> None:
+        """Abandon retries and pending items (shutdown deadline passed)."""
+        self._stop_now.set()
+
+    def _on_policy(self, policy: str) -> None:
+        self.ctx.observer.on_buffer_policy_triggered(self.id, policy)
+
+    def _escalate(self, policy: ErrorPolicy, message: str) -> None:
+        scope = _SCOPE.get(policy)
+        if scope is None:
+            self.fail(message)
+        else:
+            self.ctx.escalate(scope, self.link.source_id, message)
+
+    # -- positions / durability -------------------------------------------------------------
+    def confirmed(self) -> Position | None:
+        """The position up to which this pipeline's target holds every change durably."""
+        if self._durable is not None:
+            durable = self._durable.durable_position()
+            if self.last_change is None:
+                return self.applied
+            if durable is not None and self.link.compare(durable, self.last_change) >= 0:
+                return self.applied  # everything applied is durable: heartbeats count too
+            return durable
+        if self.target.is_durable():
+            return self.applied
+        # Volatile target: its state survives a restart only through a completed snapshot.
+        if self.link.volatile_acks_snapshot_bound:
+            return self.snapshot_position
+        return self.applied
+
+    # -- baseline (runs on the source thread, or on this worker for reloads) ---------------
+    def baseline_rows(self, rows: Sequence[Row]) -> int:
+        """Load baseline rows through the chain (TTL included); returns how many were kept."""
+        if not self.chain.plain:
+            rows = self.chain.baseline_rows(rows)
+        return deliver_baseline(self.target, self.table, rows)
+
+    def complete_baseline(self, position: Position | None, loaded: int, started: float) -> None:
+        if self._positioned is not None and position is not None:
+            self._positioned.set_change_position(position)
+        self.target.on_baseline_complete(self.table)
+        self.expected_rows = loaded
+        if position is not None:
+            self.applied = position
+            self.last_change = position
+        self.ctx.observer.on_baseline_completed(
+            self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
+        )
+        self.validate(loaded, after_baseline=True)
+
+    def validate(self, expected: int, after_baseline: bool = False) -> bool:
+        """Compare the target's row count with the engine's; the pipeline's validation action
+        applies on a mismatch (warn, fail, or re-baseline — never right after a baseline)."""
+        if not isinstance(self.target, CountableTarget):
+            return True
+        if getattr(self.target, "counts_delivered_rows", True) is False:
+            return True  # the target filters rows itself: its count is not comparable
+        try:
+            actual = self.target.count()
+        except Exception:
+            logger.exception("pipeline %s: count() failed during validation", self.id)
+            return True
+        match = actual == expected
+        self.ctx.observer.on_validation_result(self.id, self.table, expected, actual, match)
+        if not match:
+            action = self.cfg.validation_action
+            msg = (
+                f"row-count validation mismatch on {self.table}: expected {expected}, "
+                f"target holds {actual}"
+            )
+            if action is ValidationAction.FAIL:
+                self.fail(msg)
+            elif action is ValidationAction.RE_BASELINE and not after_baseline:
+                logger.warning("pipeline %s: %s; re-baselining", self.id, msg)
+                self.reload()
+            else:
+                logger.warning("pipeline %s: %s", self.id, msg)
+        return match
+
+    # -- the worker thread ------------------------------------------------------------------
+    def start_worker(self) -> None:
+        self.thread = threading.Thread(
+            target=self.run, name=f"laredo-pipeline-{self.id}", daemon=True
+        )
+        self.thread.start()
+
+    def run(self) -> None:
+        """Drain the buffer until it is closed and empty."""
+        buf = self.buffer
+        wants_depth = self.ctx.wants.depth
+        while True:
+            item = buf.get(timeout=0.5)
+            if item is None:
+                if buf.closed:
+                    return
+                self.periodic()
+                continue
+            if isinstance(item, ControlRequest):
+                self.control(item)
+                continue
+            if self.failed or self._stop_now.is_set():
+                continue  # isolated: changes for this pipeline are no longer applied
+            self.handle(item)
+            if wants_depth:
+                self.ctx.observer.on_buffer_depth_changed(self.id, buf.depth, buf.capacity)
+
+    def handle(self, item: Batch | Heartbeat | SchemaItem | Skip) -> None:
+        """Apply one data item (the worker loop's body; callable directly in tests)."""
+        if isinstance(item, Batch):
+            self.apply_batch(item.events, item.complete)
+        elif isinstance(item, Heartbeat):
+            self.heartbeat(item.position)
+        elif isinstance(item, SchemaItem):
+            self.schema_change(item)
+        else:
+            self.skip_until = item.position
+
+    def periodic(self) -> None:
+        """Idle-time duties: TTL sweep and periodic validation, when due."""
+        now = time.monotonic()
+        scan = self.ttl_scan_interval
+        if scan and self.chain.ttl is not None and now - self._last_ttl_scan >= scan:
+            self._last_ttl_scan = now
+            self.sweep_ttl()
+        every = self.validation_interval
+        if (
+            every
+            and now - self._last_validation >= every
+            and self.state is PipelineState.STREAMING
+            and self.buffer.depth == 0
+        ):
+            self._last_validation = now
+            self.validate(self.expected_rows)
+
+    def control(self, req: ControlRequest) -> None:
+        try:
+            if req.kind == "export":
+                req.future.set_result(self.export())
+            elif req.kind == "reload":
+                req.future.set_result(self.reload())
+            elif req.kind == "ttl":
+                req.future.set_result(self.sweep_ttl())
+            elif req.payload is not None:
+                req.future.set_result(req.payload())
+            else:
+                raise ValueError(f"control request {req.kind!r} without work")
+        except BaseException as exc:
+            req.future.set_exception(exc)
+
+    def export(self) -> Export:
+        """This pipeline's share of a snapshot, consistent with ``applied``."""
+        return Export(
+            pipeline_id=self.id,
+            source_id=self.link.source_id,
+            table=self.table,
+            columns=tuple(self.columns),
+            target_type=self.target_type,
+            indexes=tuple(getattr(self.target, "indexes", ()) or ()),
+            rows=self.target.export_snapshot(),
+            position=self.applied,
+        )
+
+    def heartbeat(self, position: Position) -> None:
+        if self.skip_until is not None:
+            if self.link.compare(position, self.skip_until) <= 0:
+                return
+            self.skip_until = None
+        if self.applied is None or self.link.compare(position, self.applied) > 0:
+            self.applied = position
+            if self._durable is not None and self._positioned is not None:
+                # a buffering target learns that its last transaction is complete
+                self._positioned.set_change_position(position)
+        self.link.request_ack()
+
+    # -- applying changes ---------------------------------------------------------------------
+    def apply_batch(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
+        """Apply one batch. Only a complete batch (the end of its transaction) moves the
+        applied position: a crash after a partial chunk must redeliver the whole transaction."""
+        if self.skip_until is not None:
+            compare = self.link.compare
+            skip = self.skip_until
+            idx = 0
+            while idx < len(events) and compare(events[idx].position, skip) <= 0:
+                idx += 1
+            if idx == len(events):
+                return
+            events = events[idx:]
+            self.skip_until = None
+        obs = self.ctx.observer
+        wants = self.ctx.wants
+        if wants.received:
+            for ev in events:
+                obs.on_change_received(self.id, self.table, ev.action, ev.position)
+        started = time.perf_counter()
+        if self.chain.plain:
+            work = events
+        else:
+            prepared = self.chain.prepare(events)
+            self.expected_rows = prepared.count_after(self.expected_rows)
+            work = prepared.events
+        if work:
+            self._apply_with_retries(work)
+        if self.failed:
+            return
+        if complete:
+            last = events[-1].position
+            self.applied = last
+            self.last_change = last
+        elapsed = timedelta(seconds=time.perf_counter() - started)
+        obs.on_changes_applied(self.id, self.table, len(work), elapsed)
+        if wants.applied:
+            per = elapsed / max(1, len(work))
+            for ev in work:
+                obs.on_change_applied(self.id, self.table, ev.action, per)
+        self.link.request_ack()
+
+    def _apply_with_retries(self, events: Sequence[ChangeEvent]) -> None:
+        start = 0
+        if self._batch is not None:
+            try:
+                self._batch.apply_changes(self.table, events)
+                return
+            except BatchApplyError as exc:
+                start = exc.index
+                first_error: BaseException = exc.__cause__ or exc
+            except Exception as exc:
+                first_error = exc
+            logger.warning(
+                "pipeline %s: batch apply failed (%s); retrying change by change from #%d",
+                self.id,
+                first_error,
+                start,
+            )
+        target, table, positioned = self.target, self.table, self.is_positioned
+        for i in range(start, len(events)):
+            ev = events[i]
+            try:
+                apply_change(target, table, ev, positioned=positioned)
+            except Exception as exc:
+                if not self._retry(ev, exc):
+                    return
+
+    def _retry(self, ev: ChangeEvent, exc: BaseException) -> bool:
+        """Retry one change; True when it finally applied (or was dead-lettered and skipped)."""
+        obs = self.ctx.observer
+        cfg = self.cfg
+        backoff = self.retry_backoff
+        cap = self.retry_max_backoff
+        obs.on_change_error(self.id, self.table, ev.action, ErrorInfo.of(exc))
+        last: BaseException = exc
+        terminal = retry_class(exc) == "terminal"
+        for attempt in range(1, 0 if terminal else cfg.max_retries + 1):
+            if self._stop_now.wait(backoff):
+                break
+            backoff = min(cap, backoff * 2)
+            try:
+                apply_change(self.target, self.table, ev, positioned=self.is_positioned)
+                return True
+            except Exception as again:
+                last = again
+                obs.on_change_error(
+                    self.id,
+                    self.table,
+                    ev.action,
+                    ErrorInfo.of(again, f"retry {attempt}/{cfg.max_retries}: "),
+                )
+        tried = (
+            "not retried (terminal error)"
+            if terminal
+            else f"failed after {cfg.max_retries} retries"
+        )
+        pos = self.link.pos_str(ev.position)
+        info = ErrorInfo.of(last, f"{self.id}: {ev.action} at {pos} {tried}: ")
+        store = self.ctx.dead_letters
+        if store is not None:
+            try:
+                store.write(self.id, ev, info, position=pos)
+                obs.on_dead_letter_written(self.id, ev, info)
+            except Exception:
+                logger.exception("pipeline %s: dead-letter write failed", self.id)
+                store = None
+        policy = ErrorPolicy(cfg.error_policy)
+        if policy is ErrorPolicy.DEAD_LETTER and store is not None:
+            return True
+        self._escalate(policy, info.message)
+        return False
+
+    def schema_change(self, item: SchemaItem) -> None:
+        table = item.table
+        try:
+            resp = self.target.on_schema_change(table, item.old_columns, item.new_columns)
+        except Exception as exc:
+            self.fail(f"schema change on {table} failed in the target: {exc}")
+            return
+        self.columns = list(item.new_columns)
+        action = getattr(resp, "action", SchemaChangeAction.CONTINUE)
+        if action is SchemaChangeAction.RE_BASELINE:
+            logger.info("pipeline %s: target asked for a re-baseline after schema change", self.id)
+            self.reload()
+        elif action is SchemaChangeAction.ERROR:
+            self.fail(
+                f"schema change on {table} rejected by target: {getattr(resp, 'message', '')}"
+            )
+
+    def reload(self) -> Position:
+        """Replace the target's state by a fresh baseline of this table.
+
+        Buffered changes at or before the new baseline's position are skipped afterwards; later
+        ones apply. No stale row survives (the target is truncated first)."""
+        src = self.link.source
+        was = self.state
+        self.set_state(PipelineState.BASELINING)
+        self.ctx.observer.on_baseline_started(self.id, self.table)
+        started = time.monotonic()
+        try:
+            self.target.on_truncate(self.table)
+            loaded = 0
+
+            def cb(table: TableIdentifier, row: Row) -> None:
+                nonlocal loaded
+                if table == self.table:
+                    loaded += self.baseline_rows((row,))
+
+            position = src.baseline([self.table], cb)
+        except Exception as exc:
+            self.fail(f"reload of {self.table} failed: {exc}")
+            raise
+        self.complete_baseline(position, loaded, started)
+        self.skip_until = position
+        if not self.failed:
+            self.set_state(
+                PipelineState.PAUSED if was is PipelineState.PAUSED else PipelineState.STREAMING
+            )
+        return position
+
+    def sweep_ttl(self) -> int:
+        """Delete stored rows whose TTL expired; returns how many."""
+        target = self.target
+        if self.chain.ttl is None or not isinstance(target, KeyedTarget):
+            return 0
+        now = datetime.now(UTC)
+        expired = [(k, r) for k, r in target.items() if self.chain.expired(r, now)]
+        for key, row in expired:
+            try:
+                self.target.on_delete(self.table, row)
+                self.expected_rows -= 1
+                self.ctx.observer.on_row_expired(self.id, self.table, str(key))
+            except Exception:
+                logger.exception("pipeline %s: TTL delete failed for key %s", self.id, key)
+        return len(expired)
+
+    # -- called from other threads ----------------------------------------------------------
+    def submit(self, kind: ControlKind, payload: Callable[[], Any] | None = None) -> Future[Any]:
+        """Run work on this pipeline's thread; the future answers it."""
+        req = ControlRequest(kind, Future(), payload)
+        if self.thread is None or not self.thread.is_alive():
+            req.future.set_exception(RuntimeError(f"pipeline {self.id} is not running"))
+            return req.future
+        self.buffer.submit(req)
+        return req.future
+
+    def enqueue(
+        self, events: Sequence[ChangeEvent], stop: threading.Event, complete: bool = True
+    ) -> None:
+        """Hand a batch to this pipeline's buffer (the source reader's thread)."""
+        try:
+            self.buffer.put_batch(events, stop, complete)
+        except BufferOverflow as exc:
+            self._escalate(ErrorPolicy(self.cfg.error_policy), f"{self.id}: {exc}")

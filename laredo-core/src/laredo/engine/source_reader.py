@@ -1,0 +1,385 @@
+"""One source's reader: its thread, its change handler (demultiplexing by table) and its ACKs.
+
+The reader runs ``init -> validate -> start (resume | restore | baseline) -> stream``. Its
+handler enqueues each transaction into the buffer of every pipeline of the table and a heartbeat
+into the others (when the source totally orders changes), so ACKs advance on every pipeline.
+:meth:`SourceReader.try_ack` acknowledges the minimum position every non-failed pipeline holds
+durably, forward only. A transient stream error of a resumable, totally ordered source restarts
+the stream in place from the last ACK; each pipeline skips what it already received.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from ..contracts import (
+    DeadLetterBindable,
+    PipelineAware,
+    PipelineContext,
+    StoppableSource,
+    SyncSource,
+)
+from ..errors import ReBaselineRequired, retry_class
+from ..types import (
+    ChangeEvent,
+    ColumnDefinition,
+    OrderingGuarantee,
+    Position,
+    SchemaChangeEvent,
+    SourceConfig,
+    TableIdentifier,
+)
+from .buffer import SchemaItem, Skip
+from .context import EngineContext, SourceLink
+from .pipeline_worker import PipelineWorker
+from .startup import BaselineFailed, StartKind, plan_start, run_baseline
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SourceReader"]
+
+
+class SourceReader:
+    """One source (see the module docstring). ``workers`` are added before :meth:`start`."""
+
+    max_restarts = 10
+    backoff = 0.05
+    max_backoff = 5.0
+
+    def __init__(self, ctx: EngineContext, source_id: str, source: SyncSource) -> None:
+        self.ctx = ctx
+        self.id = source_id
+        self.source = source
+        self.pipelines: list[PipelineWorker] = []
+        self.by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
+        self.others: dict[TableIdentifier, list[PipelineWorker]] = {}
+        self.schemas: dict[TableIdentifier, list[ColumnDefinition]] = {}
+        self.last_ack: Position | None = None
+        self.current: Position | None = None
+        self.stream_start: Position | None = None
+        self.error: str | None = None
+        self.thread: threading.Thread | None = None
+        self._ack_lock = threading.Lock()
+        self._stop = threading.Event()
+        try:
+            og = source.ordering_guarantee()
+        except Exception:
+            og = None
+        self.total_order = og in (None, OrderingGuarantee.TOTAL_ORDER)
+        try:
+            resumable = bool(source.supports_resume())
+        except Exception:
+            resumable = False
+        self.link = SourceLink(
+            source_id=source_id,
+            source=source,
+            pos_str=self.pos_str,
+            request_ack=self.try_ack,
+            volatile_acks_snapshot_bound=ctx.snapshots is not None and resumable,
+        )
+
+    # -- wiring -------------------------------------------------------------------------------
+    def pos_str(self, position: Position | None) -> str:
+        if position is None:
+            return "<none>"
+        try:
+            return str(self.source.position_to_string(position))
+        except Exception:
+            return repr(position)
+
+    def add(self, worker: PipelineWorker) -> None:
+        self.pipelines.append(worker)
+        self.by_table.setdefault(worker.table, []).append(worker)
+        self.others = {t: [p for p in self.pipelines if p.table != t] for t in self.by_table}
+
+    def fail_all(self, message: str) -> None:
+        """Fail every pipeline of this source and stop its stream."""
+        self.error = message
+        for p in self.pipelines:
+            if not p.failed:
+                p.fail(message)
+        self.stop_stream()
+
+    def stop_stream(self) -> None:
+        self._stop.set()
+        try:
+            if isinstance(self.source, StoppableSource):
+                self.source.stop_stream()
+        except Exception:
+            logger.exception("source %s: stop_stream failed", self.id)
+
+    # -- ChangeHandler ------------------------------------------------------------------------
+    def on_change(self, event: ChangeEvent) -> None:
+        self.on_changes((event,))
+
+    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
+        """Demux one batch. ``complete=False`` marks a chunk whose transaction continues in
+        the next call (same position): its position is not acknowledged until the end."""
+        if not events:
+            return
+        stop = self._stop
+        first = events[0].table
+        single = True
+        for ev in events:
+            t = ev.table
+            if t is not first and t != first:
+                single = False
+                break
+        last = events[-1].position
+        self.current = last
+        if single:
+            for p in self.by_table.get(first, ()):
+                if not p.failed:
+                    p.enqueue(events, stop, complete)
+            others = self.others.get(first, self.pipelines)
+        else:
+            groups: dict[TableIdentifier, list[ChangeEvent]] = {}
+            for ev in events:
+                groups.setdefault(ev.table, []).append(ev)
+            touched: set[str] = set()
+            for t, evs in groups.items():
+                for p in self.by_table.get(t, ()):
+                    touched.add(p.id)
+                    if not p.failed:
+                        p.enqueue(evs, stop, complete)
+            others = [p for p in self.pipelines if p.id not in touched]
+        if self.total_order and complete:
+            for p in others:
+                if not p.failed:
+                    p.buffer.put_heartbeat(last)
+
+    def on_heartbeat(self, position: Position) -> None:
+        self.current = position
+        for p in self.pipelines:
+            if not p.failed:
+                p.buffer.put_heartbeat(position)
+
+    def on_schema_change(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+        position: Position = None,
+    ) -> None:
+        self.schemas[table] = list(new_columns)
+        self.ctx.observer.on_schema_change(
+            self.id, table, SchemaChangeEvent(tuple(old_columns), tuple(new_columns))
+        )
+        item = SchemaItem(table, list(old_columns), list(new_columns), position)
+        for p in self.by_table.get(table, ()):
+            p.buffer.put(item)
+
+    # -- ACK ----------------------------------------------------------------------------------
+    def try_ack(self) -> None:
+        """Acknowledge the lowest position every non-failed, ready pipeline holds durably."""
+        with self._ack_lock:
+            compare = self.source.compare_positions
+            best: Position | None = None
+            for p in self.pipelines:
+                if p.failed:
+                    continue
+                if not p.ready:
+                    return
+                c = p.confirmed()
+                if c is None:
+                    return
+                if best is None or compare(c, best) < 0:
+                    best = c
+            if best is None:
+                return
+            if self.last_ack is not None and compare(best, self.last_ack) <= 0:
+                return
+            try:
+                self.source.ack(best)
+            except Exception:
+                logger.warning(
+                    "source %s: ack(%s) failed", self.id, self.pos_str(best), exc_info=True
+                )
+                return
+            self.last_ack = best
+        self.ctx.observer.on_ack_advanced(self.id, best)
+
+    # -- the reader thread --------------------------------------------------------------------
+    def start(self) -> None:
+        self.thread = threading.Thread(
+            target=self._run, name=f"laredo-source-{self.id}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._run_inner()
+        except Exception as exc:  # defensive: never leave the engine hanging silently
+            logger.exception("source %s: reader crashed", self.id)
+            self.fail_all(f"source {self.id} crashed: {exc}")
+
+    def _run_inner(self) -> None:
+        if not self._init_and_validate():
+            return
+        for p in self.pipelines:
+            p.start_worker()
+        if all(p.failed for p in self.pipelines):
+            return
+        try:
+            position = self._start()
+        except BaselineFailed as exc:
+            self.fail_all(str(exc))
+            return
+        self.stream_start = position
+        self._stream(position)
+
+    def _init_and_validate(self) -> bool:
+        obs = self.ctx.observer
+        tables = list(dict.fromkeys(p.table for p in self.pipelines))
+        if isinstance(self.source, DeadLetterBindable) and self.ctx.dead_letters is not None:
+            self.source.bind_dead_letter_store(self.ctx.dead_letters)
+        try:
+            schemas = self.source.init(SourceConfig(tables=tables))
+        except Exception as exc:
+            msg = f"init failed: {exc}"
+            obs.on_source_disconnected(self.id, msg)
+            self.fail_all(f"source {self.id}: {msg}")
+            return False
+        self.schemas = {t: list(c) for t, c in (schemas or {}).items()}
+        try:
+            problems = list(self.source.validate_tables(tables) or [])
+        except Exception as exc:
+            problems = []
+            logger.warning("source %s: validate_tables failed: %s", self.id, exc)
+        for problem in problems:
+            table = getattr(problem, "table", None)
+            for p in self.pipelines if table is None else self.by_table.get(table, []):
+                p.fail(f"validation failed: {problem}")
+        obs.on_source_connected(self.id, type(self.source).__name__)
+        for p in self.pipelines:
+            if p.failed:
+                continue
+            cols = self.schemas.get(p.table)
+            if cols is None:
+                p.fail(f"table {p.table} not found in source {self.id}")
+                continue
+            p.columns = cols
+            try:
+                if isinstance(p.target, PipelineAware):
+                    p.target.bind_pipeline(self._pipeline_context(p))
+                p.target.on_init(p.table, cols)
+            except Exception as exc:
+                p.fail(f"target init failed for {p.table}: {exc}")
+        return True
+
+    def _pipeline_context(self, p: PipelineWorker) -> PipelineContext:
+        src = self.source
+        return PipelineContext(
+            pipeline_id=p.id,
+            source_id=self.id,
+            table=p.table,
+            observer=self.ctx.observer,
+            position_to_string=src.position_to_string,
+            position_from_string=src.position_from_string,
+            compare_positions=src.compare_positions,
+        )
+
+    def _start(self) -> Position:
+        """Carry out the startup plan (see :mod:`laredo.engine.startup`)."""
+        active = [p for p in self.pipelines if not p.failed]
+        plan = plan_start(self.id, self.source, active, self.ctx.snapshots)
+        if plan.kind is StartKind.BASELINE or plan.kind is StartKind.REBASELINE:
+            if plan.kind is StartKind.REBASELINE:
+                logger.info(
+                    "source %s: not resuming at %s: in-memory targets have no usable snapshot; "
+                    "re-baselining",
+                    self.id,
+                    self.pos_str(self.source.last_acked_position()),
+                )
+            return self._baseline(rebaseline=plan.kind is StartKind.REBASELINE)
+        assert plan.position is not None
+        tables = plan.restored.tables if plan.restored is not None else {}
+        for p in active:
+            restored = tables.get(p.id)
+            if restored is not None:
+                p.restored(restored)
+            elif plan.kind is StartKind.RESUME:
+                p.resume_at(plan.position)
+            p.mark_streaming()
+        if plan.kind is StartKind.RESUME:
+            self.last_ack = plan.position
+            logger.info("source %s: resuming after %s", self.id, self.pos_str(plan.position))
+        return plan.position
+
+    def _baseline(self, rebaseline: bool = False) -> Position:
+        position = run_baseline(self.ctx, self.id, self.source, self.pipelines, rebaseline)
+        self.current = position
+        self.try_ack()
+        return position
+
+    def _stream(self, position: Position) -> None:
+        obs = self.ctx.observer
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                self.source.stream(position, self)
+                return
+            except ReBaselineRequired as exc:
+                if self._stop.is_set():
+                    return
+                logger.warning("source %s: re-baseline required: %s", self.id, exc)
+                obs.on_rebaseline_triggered(self.id)
+                try:
+                    position = self._baseline(rebaseline=True)
+                except BaselineFailed as failed:
+                    self.fail_all(str(failed))
+                    return
+                self.stream_start = position
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                msg = f"stream error: {exc}"
+                obs.on_source_disconnected(self.id, msg)
+                restart = self._restart_position(exc, attempt)
+                if restart is None:
+                    logger.error("source %s: %s", self.id, msg)
+                    self.fail_all(f"source {self.id}: {msg}")
+                    return
+                attempt += 1
+                delay = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
+                logger.warning(
+                    "source %s: %s; restarting the stream from %s in %.1fs (attempt %d/%d)",
+                    self.id,
+                    msg,
+                    self.pos_str(restart),
+                    delay,
+                    attempt,
+                    self.max_restarts,
+                )
+                if self._stop.wait(delay):
+                    return
+                position = restart
+                continue
+            attempt = 0
+
+    def _restart_position(self, exc: BaseException, attempt: int) -> Position | None:
+        """Where to restart after a transient stream error, or ``None`` (no restart).
+
+        Only transient errors of resumable, totally ordered sources restart in place: the
+        stream resumes from the last ack and every pipeline skips what it already received
+        (a :class:`~laredo.engine.buffer.Skip` marker travels through its buffer, after what
+        is still queued)."""
+        if retry_class(exc) != "transient" or attempt >= self.max_restarts:
+            return None
+        if not self.total_order or not self._resumable():
+            return None
+        restart = self.last_ack if self.last_ack is not None else self.stream_start
+        if restart is None:
+            return None
+        if self.current is not None:
+            for p in self.pipelines:
+                p.buffer.put(Skip(self.current))
+        return restart
+
+    def _resumable(self) -> bool:
+        try:
+            return bool(self.source.supports_resume())
+        except Exception:
+            return False

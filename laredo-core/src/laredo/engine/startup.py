@@ -1,0 +1,192 @@
+"""Where a source starts: resume > snapshot restore > baseline, and delivering the baseline.
+
+* **Resume** when the source supports it and has an acknowledged position. Durable targets
+  already hold everything up to it; in-memory (volatile) targets must be restored from a snapshot
+  at or after it, else the whole source re-baselines (never resume into an empty target).
+* **Restore** the newest snapshot with a position for this source when the source has no
+  acknowledged position: the stream resumes strictly after the snapshot's position, each table
+  skipping what its snapshot already holds.
+* **Baseline** otherwise: a consistent baseline of every table, the stream starting strictly
+  after the position the source returns.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..contracts import BatchBaselineSource, DurablePositionTarget, SyncSource, SyncTarget
+from ..types import PipelineState, Position, Row, TableIdentifier
+from .context import EngineContext
+from .pipeline_worker import PipelineWorker
+from .snapshots import Restorer, RestoreResult
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BASELINE_CHUNK",
+    "PROGRESS_EVERY",
+    "BaselineFailed",
+    "StartKind",
+    "StartPlan",
+    "is_durable",
+    "plan_start",
+    "run_baseline",
+]
+
+PROGRESS_EVERY = 10_000
+"""Baseline progress events every this many rows per table."""
+BASELINE_CHUNK = 2_000
+"""Rows handed to targets at once when the source delivers them one by one."""
+
+
+class StartKind(enum.Enum):
+    RESUME = "resume"
+    RESTORE = "restore"
+    BASELINE = "baseline"
+    REBASELINE = "rebaseline"
+    """A resumable source whose in-memory targets have no usable snapshot: truncate, baseline."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    kind: StartKind
+    position: Position | None = None
+    """RESUME: the acknowledged position; RESTORE: the snapshot's position for the source."""
+    restored: RestoreResult | None = None
+    """What a snapshot restore put into the targets (RESUME of volatile targets, RESTORE)."""
+
+
+class BaselineFailed(Exception):
+    """The source's baseline failed; ``str(exc)`` says why (the reader fails the source)."""
+
+
+def is_durable(target: SyncTarget) -> bool:
+    """Does the target keep what it applied across a restart of this process?"""
+    if isinstance(target, DurablePositionTarget):
+        return True
+    try:
+        return bool(target.is_durable())
+    except Exception:
+        return False
+
+
+def _supports_resume(source: SyncSource) -> bool:
+    try:
+        return bool(source.supports_resume())
+    except Exception:
+        return False
+
+
+def plan_start(
+    source_id: str,
+    source: SyncSource,
+    active: Sequence[PipelineWorker],
+    snapshots: Restorer | None,
+) -> StartPlan:
+    """Decide (and, for snapshots, perform the restore of) how ``source`` starts."""
+    if _supports_resume(source):
+        last = source.last_acked_position()
+        if last is not None:
+            volatile = [p for p in active if not is_durable(p.target)]
+            if not volatile:
+                return StartPlan(StartKind.RESUME, last)
+            restored = (
+                snapshots.restore(source_id, source, volatile, not_before=last)
+                if snapshots is not None
+                else None
+            )
+            if restored is not None:
+                return StartPlan(StartKind.RESUME, last, restored)
+            return StartPlan(StartKind.REBASELINE)
+        if snapshots is not None:
+            restored = snapshots.restore(source_id, source, active, not_before=None)
+            if restored is not None:
+                return StartPlan(StartKind.RESTORE, restored.source_position, restored)
+    return StartPlan(StartKind.BASELINE)
+
+
+def run_baseline(
+    ctx: EngineContext,
+    source_id: str,
+    source: SyncSource,
+    pipes: Sequence[PipelineWorker],
+    rebaseline: bool = False,
+) -> Position:
+    """Baseline every table of ``pipes`` (truncating targets first on a re-baseline) and
+    return the position the stream starts strictly after. Raises :class:`BaselineFailed`."""
+    obs = ctx.observer
+    active = [p for p in pipes if not p.failed]
+    started = time.monotonic()
+    by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
+    for p in active:
+        p.set_state(PipelineState.BASELINING)
+        p.ready = False
+        obs.on_baseline_started(p.id, p.table)
+        by_table.setdefault(p.table, []).append(p)
+        if rebaseline:
+            p.buffer.clear()
+            p.skip_until = None
+            try:
+                p.target.on_truncate(p.table)
+            except Exception as exc:
+                p.fail(f"truncate before re-baseline failed: {exc}")
+    loaded: dict[str, int] = {p.id: 0 for p in active}
+    seen: dict[TableIdentifier, int] = dict.fromkeys(by_table, 0)
+    pending: dict[TableIdentifier, list[Row]] = {}
+    wants_progress = ctx.wants.baseline_progress
+
+    def deliver(table: TableIdentifier, rows: list[Row]) -> None:
+        targets = by_table.get(table)
+        if not targets:
+            return
+        for p in targets:
+            if p.failed:
+                continue
+            try:
+                loaded[p.id] += p.baseline_rows(rows)
+            except Exception as exc:
+                p.fail(f"baseline load into target failed for {table}: {exc}")
+        before = seen[table]
+        seen[table] = after = before + len(rows)
+        if wants_progress and after // PROGRESS_EVERY != before // PROGRESS_EVERY:
+            for p in targets:
+                obs.on_baseline_row_loaded(p.id, table, after)
+
+    def row_cb(table: TableIdentifier, row: Row) -> None:
+        buf = pending.get(table)
+        if buf is None:
+            if table not in by_table:
+                return
+            buf = pending[table] = []
+        buf.append(row)
+        if len(buf) >= BASELINE_CHUNK:
+            pending[table] = []
+            deliver(table, buf)
+
+    tables = list(by_table)
+    try:
+        if isinstance(source, BatchBaselineSource):
+            position = source.baseline_batches(tables, deliver)
+        else:
+            position = source.baseline(tables, row_cb)
+        for table, rows in pending.items():
+            if rows:
+                deliver(table, rows)
+    except Exception as exc:
+        msg = f"baseline failed: {exc}"
+        obs.on_source_disconnected(source_id, msg)
+        raise BaselineFailed(f"source {source_id}: {msg}") from exc
+    for p in active:
+        if p.failed:
+            continue
+        try:
+            p.complete_baseline(position, loaded[p.id], started)
+        except Exception as exc:
+            p.fail(f"baseline completion failed: {exc}")
+            continue
+        p.mark_streaming()
+    return position
