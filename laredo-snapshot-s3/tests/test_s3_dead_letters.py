@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import laredo
 import pytest
 from laredo.deadletter import DeadLetterError, DeadLetterReplayError
+from laredo.testing.deadletter_conformance import DeadLetterStoreConformance
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, Row, TableIdentifier
 from laredo_snapshot_s3 import S3DeadLetterStore
 
@@ -115,3 +117,19 @@ def test_unencodable_value_is_a_clear_error(dlq: S3DeadLetterStore) -> None:
     with pytest.raises(DeadLetterError, match="cannot write dead letter of pipeline 'p'"):
         dlq.write("p", bad, ErrorInfo("e"))
     assert dlq.read("p") == []
+
+
+class TestS3DeadLetterConformance(DeadLetterStoreConformance):
+    persistent = True
+
+    @pytest.fixture
+    def store(self, moto_server: Any, s3_bucket: str) -> Any:
+        return laredo.dead_letter_store(
+            "s3", bucket=s3_bucket, endpoint_url=moto_server.endpoint_url
+        )
+
+    @pytest.fixture
+    def reopen(self, moto_server: Any, s3_bucket: str) -> Callable[[], Any]:
+        return lambda: laredo.dead_letter_store(
+            "s3", bucket=s3_bucket, endpoint_url=moto_server.endpoint_url
+        )
