@@ -203,6 +203,8 @@ def test_every_observer_event_becomes_a_metric() -> None:
         "on_fanout_client_backpressure": ("p", "c", 5),
         "on_fanout_snapshot_created": ("p", "snap", 5, 10),
         "on_fanout_journal_pruned": ("p", 3, 7),
+        "on_pipeline_added": ("p2", "s", t),
+        "on_pipeline_removed": ("p2", "s", "removed"),
     }
     assert set(args) == set(EVENT_NAMES), set(EVENT_NAMES) ^ set(args)
     text_before = {f.name for f in text_string_to_metric_families(before)}

@@ -124,6 +124,24 @@ class StoppableSource(Protocol):
 
 
 @runtime_checkable
+class TableSetSource(Protocol):
+    """A running source that can start and stop delivering tables (hot reload).
+
+    ``add_tables`` makes the source deliver changes of ``tables`` from now on (a managed
+    PostgreSQL publication gets them added) and returns their columns; it is called before the
+    new tables' baseline, so every change after the baseline's position reaches the stream.
+    ``remove_tables`` stops delivering them (a managed publication drops tables no pipeline
+    needs). Both are called while ``stream`` runs, from another thread.
+    """
+
+    def add_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]: ...
+
+    def remove_tables(self, tables: Sequence[TableIdentifier]) -> None: ...
+
+
+@runtime_checkable
 class DeadLetterBindable(Protocol):
     """A source that dead-letters bad records itself: the engine hands it its dead-letter
     store (if one is configured) before ``init``."""
@@ -336,6 +354,11 @@ class EngineObserver(Protocol):
         old: PipelineState,
         new: PipelineState,
     ) -> None: ...
+    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
+        """A pipeline joined a running engine (``Engine.add_pipeline``)."""
+
+    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
+        """A pipeline left a running engine (``Engine.remove_pipeline``)."""
 
     # baseline
     def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None: ...

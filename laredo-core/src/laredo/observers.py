@@ -67,6 +67,12 @@ class NullObserver(EngineObserver):
     ) -> None:
         self.handle_event("on_pipeline_state_changed", pipeline_id, old, new)
 
+    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
+        self.handle_event("on_pipeline_added", pipeline_id, source_id, table)
+
+    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
+        self.handle_event("on_pipeline_removed", pipeline_id, source_id, reason)
+
     # baseline
     def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
         self.handle_event("on_baseline_started", pipeline_id, table)
@@ -279,6 +285,8 @@ class LoggingObserver(NullObserver):
             "on_source_connected",
             "on_source_disconnected",
             "on_pipeline_state_changed",
+            "on_pipeline_added",
+            "on_pipeline_removed",
             "on_baseline_started",
             "on_baseline_completed",
             "on_rebaseline_triggered",

@@ -31,7 +31,7 @@ _SECRET_KEY = re.compile(
 _URI_PASSWORD = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/?#@\s]*:)(?P<pw>[^@/?#\s]*)@")
 _QUERY_PASSWORD = re.compile(r"(?P<pre>[?&]password=)(?P<pw>[^&\s]*)", re.IGNORECASE)
 _KV_PASSWORD = re.compile(
-    r"(?P<pre>(?<![?&\w])password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE
+    r"(?P<pre>(?<![?&\w])password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE
 )
 
 

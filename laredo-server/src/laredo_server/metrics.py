@@ -208,6 +208,26 @@ class PrometheusObserver(NullObserver):
             for s in _STATES:
                 vals[(*base, ("state", s))] = 1 if s == new.value else 0
 
+    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
+        self._pipes[pipeline_id] = (
+            ("pipeline", pipeline_id),
+            ("source", source_id),
+            ("table", str(table)),
+        )
+        self._inc(
+            "laredo_pipeline_membership_changes_total", (("source", source_id), ("change", "added"))
+        )
+
+    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
+        self._inc(
+            "laredo_pipeline_membership_changes_total",
+            (("source", source_id), ("change", "removed")),
+        )
+        with self._lock:
+            vals = self._families["laredo_pipeline_state"].values
+            for key in [k for k in vals if k[0] == ("pipeline", pipeline_id)]:
+                del vals[key]
+
     # -- baseline ------------------------------------------------------------------------------
     def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
         labels = self._p(pipeline_id, table)
@@ -420,6 +440,11 @@ _DEFS: tuple[tuple[str, str, str], ...] = (
     ("laredo_source_connects_total", "counter", "Source connections."),
     ("laredo_source_disconnects_total", "counter", "Source disconnections."),
     ("laredo_pipeline_state", "gauge", "1 for the pipeline's current state."),
+    (
+        "laredo_pipeline_membership_changes_total",
+        "counter",
+        "Pipelines added to or removed from the running engine.",
+    ),
     ("laredo_baselines_started_total", "counter", "Baselines started."),
     ("laredo_baseline_rows_loaded", "gauge", "Rows loaded by the current or last baseline."),
     ("laredo_baseline_rows_total", "counter", "Rows loaded by completed baselines."),

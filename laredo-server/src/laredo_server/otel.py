@@ -41,6 +41,7 @@ _COUNTERS = {
     "connections": ("laredo.source.connections", "Source connects and disconnects."),
     "acks": ("laredo.source.acks", "Times a source acknowledgement moved forward."),
     "states": ("laredo.pipeline.state_changes", "Pipeline state transitions."),
+    "membership": ("laredo.pipeline.membership_changes", "Pipelines added to or removed."),
     "baseline_started": ("laredo.baselines", "Baselines started."),
     "baseline_rows": ("laredo.baseline.rows", "Rows loaded by completed baselines."),
     "policy": ("laredo.buffer.policy_triggered", "Buffer-full policy activations."),
@@ -140,6 +141,12 @@ class OpenTelemetryObserver(NullObserver):
         self, pipeline_id: str, old: PipelineState, new: PipelineState
     ) -> None:
         self._c["states"].add(1, self._p(pipeline_id, state=new.value))
+
+    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
+        self._c["membership"].add(1, {"source": source_id, "change": "added"})
+
+    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
+        self._c["membership"].add(1, {"source": source_id, "change": "removed"})
 
     def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
         self._c["baseline_started"].add(1, self._p(pipeline_id, table))

@@ -39,8 +39,9 @@ from ..errors import ConfigError, EngineStateError
 from ..observers import composite
 from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from ..snapshots.jsonl import JsonlSerializer
-from ..types import ColumnDefinition, PipelineState, TableIdentifier
+from ..types import ColumnDefinition, PipelineState, Position, TableIdentifier
 from .context import EngineContext, FailureScope, ObserverWants
+from .membership import attach, detach
 from .pipeline_worker import PipelineWorker
 from .scheduler import Scheduler
 from .snapshots import Export, SnapshotCoordinator
@@ -128,6 +129,8 @@ class Engine:
         self._pipelines: list[PipelineWorker] = []
         self._scheduler: Scheduler | None = None
         self._coordinator: SnapshotCoordinator | None = None
+        self._ctx: EngineContext | None = None
+        self._membership = threading.Lock()  # one add/remove at a time
         if snapshot_store is not None and snapshot_serializer is not None:
             self._coordinator = SnapshotCoordinator(
                 snapshot_store,
@@ -147,7 +150,7 @@ class Engine:
                 raise EngineStateError("engine already started")
             if self._lifecycle == "stopped":
                 raise EngineStateError("engine was stopped; create a new Engine to start again")
-            ctx = EngineContext(
+            ctx = self._ctx = EngineContext(
                 observer=self._obs,
                 dead_letters=self.dead_letter_store,
                 snapshots=self._coordinator,
@@ -386,6 +389,141 @@ class Engine:
             raise EngineStateError(f"source {source_id!r} ({type(src).__name__}) cannot be reset")
         src.reset_source(drop_publication)
 
+    # -- read-your-writes -------------------------------------------------------------------
+    def wait_for(
+        self, source_id: str, position: Position | str, timeout: float | None = None
+    ) -> bool:
+        """Block until every pipeline of ``source_id`` has applied every change at or before
+        ``position`` (the source's position, or its text: for PostgreSQL the text of
+        ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
+        ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
+        sources advance through heartbeats, so an idle wait answers once the source reports
+        its current position. Raises ``KeyError`` listing the known sources for an unknown id,
+        ``ValueError`` naming the expected form for an unparsable position."""
+        reader = self._reader(source_id)
+        if isinstance(position, str):
+            position = self._parse_position(reader, position)
+        return reader.wait_applied(position, timeout)
+
+    def _parse_position(self, reader: SourceReader, text: str) -> Position:
+        try:
+            return reader.source.position_from_string(text)
+        except Exception as exc:
+            example = reader.pos_str(reader.current) if reader.current is not None else None
+            hint = f" such as {example!r} (its current position)" if example else ""
+            raise ValueError(
+                f"cannot read {text!r} as a position of source {reader.id!r} "
+                f"({type(reader.source).__name__}): {exc}; give the source's position "
+                f"text{hint}"
+            ) from None
+
+    # -- hot reload -------------------------------------------------------------------------
+    def add_pipeline(
+        self,
+        pipeline: Pipeline,
+        source: SyncSource | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Add a pipeline to the running engine and return once it streams.
+
+        On a running source only the new table is baselined, aligned exactly with the running
+        stream (see :mod:`laredo.engine.membership`); other pipelines are not touched. For a
+        new source id pass ``source``: it starts like any source (resume, restore or
+        baseline). Raises ``ConfigError`` for an invalid pipeline or a duplicate id (nothing
+        running is disturbed) and ``EngineStateError`` when the source cannot add tables while
+        it runs."""
+        self._require_running()
+        assert self._ctx is not None
+        with self._membership:
+            known = self.sources if source is None else {**self.sources, pipeline.source_id: source}
+            problems = check_pipelines(
+                [pipeline],
+                known,
+                self.dead_letter_store is not None,
+            )
+            pid = pipeline.pipeline_id() if not problems else ""
+            if pid and any(p.id == pid for p in self._pipelines):
+                problems.append(f"pipeline {pid!r} already exists; give it a distinct id=")
+            if source is not None and pipeline.source_id in self.sources:
+                problems.append(
+                    f"source {pipeline.source_id!r} already exists; omit source= to add the "
+                    "pipeline to it"
+                )
+            if source is not None:
+                problems += check_sources({pipeline.source_id: source})
+            if problems:
+                raise ConfigError(problems)
+            if source is not None:
+                self._start_source(pipeline, source)
+            else:
+                reader = self._readers[pipeline.source_id]
+                worker = PipelineWorker(self._ctx, reader.link, pipeline)
+                attach(reader, worker, timeout)
+                self._pipelines.append(worker)
+                self.pipeline_configs.append(pipeline)
+            self._obs.on_pipeline_added(pid, pipeline.source_id, pipeline.table_id)
+        if source is not None and not self._wait_streaming(pid, timeout):
+            raise EngineStateError(
+                f"pipeline {pid!r} on new source {pipeline.source_id!r} did not become ready "
+                f"within {timeout}s (state {self._worker(pid).state})"
+            )
+
+    def _start_source(self, pipeline: Pipeline, source: SyncSource) -> None:
+        assert self._ctx is not None
+        reader = SourceReader(self._ctx, pipeline.source_id, source)
+        worker = PipelineWorker(self._ctx, reader.link, pipeline)
+        reader.add(worker)
+        self.sources[pipeline.source_id] = source
+        self._readers[pipeline.source_id] = reader
+        self._pipelines.append(worker)
+        self.pipeline_configs.append(pipeline)
+        reader.start()
+
+    def _worker(self, pipeline_id: str) -> PipelineWorker:
+        for p in self._pipelines:
+            if p.id == pipeline_id:
+                return p
+        known = ", ".join(p.id for p in self._pipelines) or "none"
+        raise KeyError(f"unknown pipeline {pipeline_id!r} (pipelines: {known})")
+
+    def _wait_streaming(self, pipeline_id: str, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        worker = self._worker(pipeline_id)
+        while not (worker.ready or worker.failed):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return not worker.failed
+
+    def remove_pipeline(self, pipeline_id: str, timeout: float | None = None) -> None:
+        """Remove a pipeline from the running engine: it is drained into its target, the
+        target is closed, and its source stops delivering the table when no other pipeline
+        needs it. ACKs no longer wait for it. A source left without pipelines is stopped and
+        closed. Raises ``KeyError`` (listing the pipelines) for an unknown id."""
+        self._require_running()
+        with self._membership:
+            worker = self._worker(pipeline_id)
+            sid = worker.link.source_id
+            reader = self._readers[sid]
+            detach(reader, worker, timeout if timeout is not None else self.shutdown_timeout)
+            self._pipelines.remove(worker)
+            self.pipeline_configs = [c for c in self.pipeline_configs if c is not worker.cfg]
+            if not reader.pipelines:
+                self._stop_source(reader)
+            self._obs.on_pipeline_removed(pipeline_id, sid, "removed")
+
+    def _stop_source(self, reader: SourceReader) -> None:
+        reader.stop_stream()
+        if reader.thread is not None:
+            reader.thread.join(self.shutdown_timeout)
+        try:
+            reader.source.close()
+        except Exception:
+            logger.warning("source %s: close failed", reader.id, exc_info=True)
+        self._obs.on_source_disconnected(reader.id, "no pipelines left")
+        del self._readers[reader.id]
+        del self.sources[reader.id]
+
     # -- snapshots ------------------------------------------------------------------------------
     def create_snapshot(self, user_meta: Mapping[str, Any] | None = None) -> str:
         """Export every pipeline's target consistently with its applied position and save a
@@ -553,6 +691,20 @@ class Engine:
 
     async def acreate_snapshot(self, user_meta: Mapping[str, Any] | None = None) -> str:
         return await asyncio.to_thread(self.create_snapshot, user_meta)
+
+    async def await_for(
+        self, source_id: str, position: Position | str, timeout: float | None = None
+    ) -> bool:
+        """:meth:`wait_for` for asyncio callers."""
+        return await asyncio.to_thread(self.wait_for, source_id, position, timeout)
+
+    async def aadd_pipeline(
+        self, pipeline: Pipeline, source: SyncSource | None = None, timeout: float | None = None
+    ) -> None:
+        await asyncio.to_thread(self.add_pipeline, pipeline, source, timeout)
+
+    async def aremove_pipeline(self, pipeline_id: str, timeout: float | None = None) -> None:
+        await asyncio.to_thread(self.remove_pipeline, pipeline_id, timeout)
 
 
 def _safe(fn: Callable[[], T]) -> T | None:

@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PipelineWorker"]
 
+RELOAD_CHUNK = 2_000
+"""Baseline rows handed to the target at once during a reload."""
+
 _SCOPE = {
     ErrorPolicy.STOP_SOURCE: FailureScope.SOURCE,
     ErrorPolicy.STOP_ALL: FailureScope.ALL,
@@ -465,16 +468,22 @@ class PipelineWorker:
         self.set_state(PipelineState.BASELINING)
         self.ctx.observer.on_baseline_started(self.id, self.table)
         started = time.monotonic()
+        pending: list[Row] = []
+        loaded = 0
+
+        def cb(table: TableIdentifier, row: Row) -> None:
+            nonlocal loaded, pending
+            if table == self.table:
+                pending.append(row)
+                if len(pending) >= RELOAD_CHUNK:
+                    rows, pending = pending, []  # the target may keep the list it is given
+                    loaded += self.baseline_rows(rows)
+
         try:
             self.target.on_truncate(self.table)
-            loaded = 0
-
-            def cb(table: TableIdentifier, row: Row) -> None:
-                nonlocal loaded
-                if table == self.table:
-                    loaded += self.baseline_rows((row,))
-
             position = src.baseline([self.table], cb)
+            if pending:
+                loaded += self.baseline_rows(pending)
         except Exception as exc:
             self.fail(f"reload of {self.table} failed: {exc}")
             raise

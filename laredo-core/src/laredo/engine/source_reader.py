@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 
 from ..contracts import (
@@ -62,6 +63,7 @@ class SourceReader:
         self.error: str | None = None
         self.thread: threading.Thread | None = None
         self._ack_lock = threading.Lock()
+        self._progress = threading.Condition()  # notified whenever a pipeline makes progress
         self._stop = threading.Event()
         try:
             og = source.ordering_guarantee()
@@ -90,9 +92,24 @@ class SourceReader:
             return repr(position)
 
     def add(self, worker: PipelineWorker) -> None:
-        self.pipelines.append(worker)
-        self.by_table.setdefault(worker.table, []).append(worker)
-        self.others = {t: [p for p in self.pipelines if p.table != t] for t in self.by_table}
+        """Route ``worker``'s table to it from the next batch on (safe while streaming)."""
+        self._rewire([*self.pipelines, worker])
+
+    def remove(self, worker: PipelineWorker) -> None:
+        """Stop routing changes to ``worker`` (safe while streaming); ACKs stop waiting for it."""
+        self._rewire([p for p in self.pipelines if p is not worker])
+
+    def _rewire(self, pipelines: list[PipelineWorker]) -> None:
+        # copy-on-write: the demultiplexer reads these while another thread changes them
+        by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
+        for p in pipelines:
+            by_table.setdefault(p.table, []).append(p)
+        self.others = {t: [p for p in pipelines if p.table != t] for t in by_table}
+        self.by_table = by_table
+        self.pipelines = pipelines
+
+    def needs_table(self, table: TableIdentifier) -> bool:
+        return table in self.by_table
 
     def fail_all(self, message: str) -> None:
         """Fail every pipeline of this source and stop its stream."""
@@ -172,8 +189,41 @@ class SourceReader:
             p.buffer.put(item)
 
     # -- ACK ----------------------------------------------------------------------------------
+    def applied_through(self) -> Position | None:
+        """The lowest position every non-failed pipeline has applied (``None`` while one is not
+        ready or has applied nothing yet, or when none is active)."""
+        compare = self.source.compare_positions
+        low: Position | None = None
+        for p in self.pipelines:
+            if p.failed:
+                continue
+            if not p.ready or p.applied is None:
+                return None
+            if low is None or compare(p.applied, low) < 0:
+                low = p.applied
+        return low
+
+    def wait_applied(self, position: Position, timeout: float | None) -> bool:
+        """Block until every non-failed pipeline applied every change at or before
+        ``position``; False on timeout or when no pipeline is active."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        compare = self.source.compare_positions
+        with self._progress:
+            while True:
+                if all(p.failed for p in self.pipelines):
+                    return False
+                low = self.applied_through()
+                if low is not None and compare(low, position) >= 0:
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._progress.wait(0.25 if left is None else min(left, 0.25))
+
     def try_ack(self) -> None:
         """Acknowledge the lowest position every non-failed, ready pipeline holds durably."""
+        with self._progress:
+            self._progress.notify_all()
         with self._ack_lock:
             compare = self.source.compare_positions
             best: Position | None = None
@@ -263,13 +313,14 @@ class SourceReader:
             p.columns = cols
             try:
                 if isinstance(p.target, PipelineAware):
-                    p.target.bind_pipeline(self._pipeline_context(p))
+                    p.target.bind_pipeline(self.pipeline_context(p))
                 p.target.on_init(p.table, cols)
             except Exception as exc:
                 p.fail(f"target init failed for {p.table}: {exc}")
         return True
 
-    def _pipeline_context(self, p: PipelineWorker) -> PipelineContext:
+    def pipeline_context(self, p: PipelineWorker) -> PipelineContext:
+        """What a ``PipelineAware`` target is told about its pipeline."""
         src = self.source
         return PipelineContext(
             pipeline_id=p.id,

@@ -5,5 +5,6 @@ from __future__ import annotations
 
 from .recording import RecordingTarget
 from .source import TestSource, columns
+from .waiting import wait_until
 
-__all__ = ["RecordingTarget", "TestSource", "columns"]
+__all__ = ["RecordingTarget", "TestSource", "columns", "wait_until"]

@@ -85,6 +85,7 @@ class TestSource:
         self.baseline_error: BaseException | None = None
         self.validation_errors: list[ValidationError] = []
         self.baseline_calls = 0
+        self.table_set_calls: list[tuple[str, tuple[TableIdentifier, ...]]] = []
         self.stream_calls = 0
         for t, cols in (tables or {}).items():
             self.add_table(t, cols)
@@ -243,6 +244,18 @@ class TestSource:
                 out[t] = list(self._columns[t])
         self._state = SourceState.CONNECTED
         return out
+
+    def add_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]:
+        """Hot reload: the columns of ``tables`` (the test source streams every table it has,
+        so nothing else changes); recorded in ``table_set_calls``."""
+        self.table_set_calls.append(("add", tuple(tables)))
+        with self._lock:
+            return {t: list(self._columns[t]) for t in tables if t in self._columns}
+
+    def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:
+        self.table_set_calls.append(("remove", tuple(tables)))
 
     def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]:
         out = list(self.validation_errors)

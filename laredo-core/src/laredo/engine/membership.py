@@ -1,0 +1,112 @@
+"""Pipelines joining and leaving a running source (hot reload).
+
+Joining (:func:`attach`): the new pipeline's worker is routed its table's changes at once, with
+its buffer paused; the source is asked to deliver the table (:class:`~laredo.TableSetSource`,
+e.g. a managed publication gains it); then the worker baselines the table on its own thread
+(for PostgreSQL through a temporary slot's exported snapshot, so the split from the running
+stream is exact), skips buffered changes at or before the baseline's position and applies the
+rest. No change of any table is lost or applied twice, and no other pipeline is re-baselined.
+ACKs of the source wait while the new pipeline is not ready.
+
+Leaving (:func:`detach`): the pipeline is no longer routed changes, its worker drains what its
+buffer holds into the target, the target is flushed and closed, and the source stops delivering
+the table when no other pipeline of the source needs it. ACKs stop waiting for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ..contracts import FlushableTarget, PipelineAware, TableSetSource
+from ..errors import ConfigError, EngineStateError
+from ..types import ColumnDefinition, PipelineState, TableIdentifier
+from .pipeline_worker import PipelineWorker
+from .source_reader import SourceReader
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["attach", "detach"]
+
+
+def _table_columns(reader: SourceReader, table: TableIdentifier) -> Sequence[ColumnDefinition]:
+    source = reader.source
+    if not isinstance(source, TableSetSource):
+        raise EngineStateError(
+            f"source {reader.id!r} ({type(source).__name__}) cannot add tables while it runs; "
+            "add the pipeline to the configuration and restart the engine"
+        )
+    schemas = source.add_tables([table]) or {}
+    columns = schemas.get(table)
+    if columns is None:
+        raise ConfigError(f"table {table} not found in source {reader.id!r}")
+    problems = [p for p in (source.validate_tables([table]) or []) if p.table in (None, table)]
+    if problems:
+        if not reader.needs_table(table):
+            source.remove_tables([table])
+        raise ConfigError([f"pipeline on {table}: {p}" for p in problems])
+    return list(columns)
+
+
+def attach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) -> None:
+    """Add ``worker`` to a streaming source and baseline its table (see the module docstring).
+    Blocks until the pipeline streams; on failure the source is left as it was."""
+    table = worker.table
+    columns = _table_columns(reader, table)
+    worker.columns = list(columns)
+    reader.schemas[table] = list(columns)
+    try:
+        if isinstance(worker.target, PipelineAware):
+            worker.target.bind_pipeline(reader.pipeline_context(worker))
+        worker.target.on_init(table, columns)
+    except Exception as exc:
+        _undo_table(reader, table)
+        raise EngineStateError(f"target init failed for {table}: {exc}") from exc
+    worker.buffer.set_paused(True)  # hold the stream's changes until the baseline is in
+    reader.add(worker)
+    worker.start_worker()
+    try:
+        worker.submit("reload").result(timeout)
+    except BaseException:
+        reader.remove(worker)
+        worker.buffer.close()
+        _undo_table(reader, table)
+        raise
+    worker.buffer.set_paused(False)
+    worker.mark_streaming()
+    reader.try_ack()
+
+
+def _undo_table(reader: SourceReader, table: TableIdentifier) -> None:
+    if reader.needs_table(table) or not isinstance(reader.source, TableSetSource):
+        return
+    try:
+        reader.source.remove_tables([table])
+    except Exception:
+        logger.warning("source %s: could not stop delivering %s", reader.id, table, exc_info=True)
+
+
+def detach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) -> None:
+    """Remove ``worker`` from its source after draining it (see the module docstring)."""
+    reader.remove(worker)
+    worker.buffer.set_paused(False)
+    worker.buffer.close()
+    if worker.thread is not None:
+        worker.thread.join(timeout)
+        if worker.thread.is_alive():
+            logger.warning("pipeline %s did not drain in time; abandoning", worker.id)
+            worker.stop_now()
+    target = worker.target
+    if isinstance(target, FlushableTarget) and not worker.failed:
+        try:
+            target.flush()
+        except Exception:
+            logger.warning("pipeline %s: final flush failed", worker.id, exc_info=True)
+    try:
+        target.on_close(worker.table)
+    except Exception:
+        logger.warning("pipeline %s: on_close failed", worker.id, exc_info=True)
+    if not worker.failed:
+        worker.set_state(PipelineState.STOPPED)
+    _undo_table(reader, worker.table)
+    reader.try_ack()
