@@ -282,6 +282,10 @@ def test_plugin_builds_from_the_model_with_durations() -> None:
     with pytest.raises(ConfigError) as info:
         pm.registry("source").build("postgresql", connection="host=x password=hunter2 = = =")
     assert "hunter2" not in str(info.value) and "invalid connection string" in str(info.value)
+    # A caller passing the validated fields as keywords (not honouring takes_options) works too.
+    fields = PostgresSourceOptions.model_validate({"connection": "host=x", "reconnect": {}})
+    built = _plugin._factory(**{k: getattr(fields, k) for k in type(fields).model_fields})
+    assert isinstance(built, PostgresSource) and built.options == fields
 
 
 def test_decode_error_is_a_source_error_and_still_a_value_error() -> None:

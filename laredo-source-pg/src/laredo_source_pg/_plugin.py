@@ -10,10 +10,12 @@ from laredo.registry import Registry
 from .options import PostgresSourceOptions
 
 
-def _factory(options: PostgresSourceOptions) -> Any:
+def _factory(options: PostgresSourceOptions | None = None, /, **fields: Any) -> Any:
+    """The registry passes the validated model (``takes_options``). A caller that still passes
+    the model's fields as keywords (``Entry.factory(**validated)``) is served too."""
     from .source import PostgresSource  # lazy: psycopg loads only when a source is built
 
-    return PostgresSource(options)
+    return PostgresSource(options, **fields)
 
 
 @hookimpl
