@@ -1,16 +1,15 @@
-"""PostgresSource driven by laredo.Engine into real targets; the core source conformance suite."""
+"""PostgresSource driven by laredo.Engine into real targets."""
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import laredo
 import pytest
 from laredo.testing.recording import RecordingTarget
-from laredo.testing.source_conformance import SourceConformance
 from laredo.types import TableIdentifier
 from laredo_source_pg.lsn import parse_lsn
 from laredo_source_pg.pytest_plugin import PgTestDb
@@ -132,33 +131,6 @@ def test_engine_stateful_resume_redelivers_only_after_the_durable_position(
         assert (1,) not in dict(t2.items()) and (2,) not in dict(t2.items())
     finally:
         eng2.stop()
-
-
-class TestPostgresSourceConformance(SourceConformance):
-    @pytest.fixture(params=["ephemeral", "stateful"])
-    def source(self, request: Any, pg_database: PgTestDb) -> Iterator[PostgresSource]:
-        pg_database.execute("CREATE TABLE users (id int PRIMARY KEY, name text)")
-        pg_database.execute("INSERT INTO users VALUES (1, 'a')")
-        self.db = pg_database
-        src = PostgresSource(
-            pg_database.dsn,
-            slot_mode=request.param,
-            slot_name=pg_database.slot_name,
-            publication={"create": True},
-            status_interval=0.2,
-        )
-        yield src
-        src.close()
-
-    @pytest.fixture
-    def table(self) -> TableIdentifier:
-        return USERS
-
-    def produce_changes(self, source: Any, table: TableIdentifier, n: int) -> None:
-        for _ in range(n):
-            self.db.execute(
-                "INSERT INTO users (id, name) SELECT coalesce(max(id), 0) + 1, 'x' FROM users"
-            )
 
 
 def _expected(db: PgTestDb) -> dict[tuple[int], dict[str, Any]]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from laredo.errors import ConfigError
 from laredo.types import SourceConfig, TableIdentifier
+from laredo_source_pg.publication import MANAGED_COMMENT, PublicationManager
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.source import PostgresSource
 from laredo_source_pg.testing import RecordingHandler, StreamThread, wait_until
@@ -142,3 +143,68 @@ def test_publication_errors_are_clear(
     with pytest.raises(Exception, match="could not create or update publication"):
         src.init(SourceConfig([USERS]))
     wait_until(lambda: True)
+
+
+# -- PublicationManager on its own -------------------------------------------------------------
+
+
+def test_manager_creates_with_row_filter_and_column_list_and_reads_them_back(
+    pg_database: PgTestDb, make_connections: Callable[..., Any]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, name text, secret text)")
+    conns, opts = make_connections(
+        publication={
+            "create": True,
+            "tables": {"public.users": {"row_filter": "id>10", "columns": ["id", "name"]}},
+        }
+    )
+    pm = PublicationManager(conns, opts)
+    assert pm.name == db.publication
+    assert not pm.exists()
+    pm.sync([USERS], [USERS])
+    assert pm.exists()
+    assert (
+        db.scalar(
+            "SELECT obj_description(oid, 'pg_publication') FROM pg_publication WHERE pubname = %s",
+            (db.publication,),
+        )
+        == MANAGED_COMMENT
+    )
+    # PostgreSQL keeps its own spelling of the filter; the detail reports it as stored.
+    assert pm.detail() == {USERS: (("id", "name"), "(id > 10)")}
+    assert pm.published_info() == ({USERS: {"id", "name"}}, {USERS: "(id > 10)"})
+    assert pm.deparse_filter(USERS, "id>10") == "(id > 10)"
+    assert pm.deparse_filter(USERS, "nosuchcol > 1") is None
+    want = opts.publication.tables["public.users"]
+    assert pm.same_spec(USERS, want, pm.detail()[USERS])
+    assert not pm.same_spec(USERS, want, (("id",), "(id > 10)"))
+    assert not pm.same_spec(USERS, want, (("id", "name"), "(id > 11)"))
+    assert not pm.same_spec(USERS, want, (("id", "name"), None))
+    pm.drop()
+    assert not pm.exists()
+    assert pm.published_info() == ({}, {})
+
+
+def test_manager_adds_a_table_and_rewrites_a_changed_filter(
+    pg_database: PgTestDb, make_connections: Callable[..., Any]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, active bool)")
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    conns, opts = make_connections(publication={"create": True})
+    PublicationManager(conns, opts).sync([USERS], [USERS])
+    assert set(_pub(db)) == {"users"}
+
+    conns, opts = make_connections(
+        publication={"create": True, "tables": {"public.users": {"row_filter": "active"}}}
+    )
+    pm = PublicationManager(conns, opts)
+    pm.sync([USERS, ORDERS], [USERS, ORDERS])
+    assert pm.detail() == {USERS: (None, "active"), ORDERS: (None, None)}
+    rel = db.scalar(REL_OID)
+    pm.sync([USERS, ORDERS], [USERS, ORDERS])  # unchanged: nothing rewritten
+    assert db.scalar(REL_OID) == rel
+    # A table missing from the database is configured but not passed: it is not added.
+    pm.sync([USERS], [USERS, ORDERS])
+    assert set(pm.detail()) == {USERS, ORDERS}

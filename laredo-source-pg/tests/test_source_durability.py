@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from laredo.errors import ReBaselineRequired, SourceError
+from laredo.errors import ConfigError, ReBaselineRequired, SourceError
 from laredo.types import ChangeAction, SourceConfig, SourceState, TableIdentifier
 from laredo_source_pg.embedded import EmbeddedPostgres
 from laredo_source_pg.lsn import parse_lsn
@@ -201,7 +201,7 @@ def test_connection_lost_mid_transaction_discards_the_partial_transaction(
     db.execute("INSERT INTO users SELECT generate_series(1, 100000)")  # one transaction
 
     def mid_transaction() -> bool:
-        d = src._decoder
+        d = src._replication.decoder
         return d is not None and d.tx is not None and d.tx.changes > 1000
 
     wait_until(mid_transaction, what="part of the transaction received")
@@ -273,14 +273,6 @@ def test_reload_baseline_while_streaming_splits_the_stream_exactly(
     assert in_baseline == before  # exactly the changes at or before the position
     assert not in_baseline & after
     assert in_baseline | after == set(range(1, last + 1))
-
-
-@pytest.fixture
-def private_cluster() -> Iterator[EmbeddedPostgres]:
-    """A cluster of its own (restarted / reconfigured by the test)."""
-    with EmbeddedPostgres(settings={"max_slot_wal_keep_size": "1MB", "wal_keep_size": 0}) as pg:
-        pg.execute("CREATE DATABASE app")
-        yield pg
 
 
 def test_server_restart_and_exhausted_reconnects(private_cluster: EmbeddedPostgres) -> None:
@@ -422,8 +414,6 @@ def test_reset_source_drops_slot_and_publication(
 def test_a_foreign_slot_with_our_name_is_refused_clearly(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:
-    from laredo.errors import ConfigError
-
     db = pg_database
     db.execute("CREATE TABLE users (id int PRIMARY KEY)")
     db.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (db.slot_name,))

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
 from laredo.errors import ReBaselineRequired, TransientError
 from laredo.types import ChangeAction, ChangeEvent, SourceConfig, SourceState, TableIdentifier
+from laredo_source_pg.lsn import parse_lsn
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.source import PostgresSource
 from laredo_source_pg.testing import RecordingHandler, StreamThread, wait_until
@@ -148,13 +154,13 @@ def test_baseline_and_stream_align_under_concurrent_writers(
     src = make_source()
     # Widen the window between slot creation and the table scan: writers keep committing in
     # it, so reading outside the exported snapshot would duplicate or lose changes.
-    original = src._copy_table
+    original = src._baseline.copy_table
 
     def slow_copy(*args: Any) -> int:
         time.sleep(0.3)
         return original(*args)
 
-    src._copy_table = slow_copy  # type: ignore[method-assign]
+    src._baseline.copy_table = slow_copy  # type: ignore[method-assign]
     try:
         wait_until(lambda: db.scalar("SELECT count(*) FROM users WHERE note = 'w'") > 20)
         rows, pos, h, th = _start(src, [USERS])
@@ -170,10 +176,10 @@ def test_baseline_and_stream_align_under_concurrent_writers(
         .fetchone()
     )
     assert final_lsn is not None
-    from laredo_source_pg.lsn import parse_lsn
-
     end = parse_lsn(final_lsn[0])
-    wait_until(lambda: src._received >= end or src._delivered >= end, 20, what="stream caught up")
+    wait_until(
+        lambda: src._run.received >= end or src._run.delivered >= end, 20, what="stream caught up"
+    )
     # Apply strictly: an insert of an existing key is a duplicate, an update/delete of a
     # missing key is a gap.
     state = {r["id"]: r for r in rows[USERS]}
@@ -254,10 +260,6 @@ def test_values_have_identical_types_on_baseline_and_stream(
         if hasattr(b, "tzinfo"):
             assert b.tzinfo == s.tzinfo, col
     # Spot-check the Python types themselves.
-    from datetime import date, datetime, timedelta
-    from decimal import Decimal
-    from uuid import UUID
-
     assert isinstance(base["num"], Decimal) and isinstance(base["big"], Decimal)
     assert isinstance(base["tstz"], datetime) and base["tstz"].tzinfo is not None
     assert isinstance(base["d"], date) and isinstance(base["iv"], timedelta)
@@ -397,9 +399,6 @@ def test_schema_change_is_reported_in_stream_order(
 def test_connection_errors_are_clear_and_masked(
     make_source: Callable[..., PostgresSource], caplog: pytest.LogCaptureFixture
 ) -> None:
-    import logging
-    import socket
-
     caplog.set_level(logging.DEBUG)
 
     with socket.socket() as s:

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+import importlib.metadata
 import struct
+import subprocess
+import sys
 
+import laredo_source_pg
 import pytest
-from laredo.errors import ConfigError
+from laredo import secrets
+from laredo.errors import ConfigError, SourceError, retry_class
+from laredo.plugins import PluginManager
 from laredo.types import ChangeAction, TableIdentifier
+from laredo_source_pg import _plugin, dsn
 from laredo_source_pg.dsn import mask_dsn
 from laredo_source_pg.lsn import format_lsn, parse_lsn
+from laredo_source_pg.options import PostgresSourceOptions
 from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder
 from laredo_source_pg.source import PostgresSource
 
@@ -80,11 +88,6 @@ def test_config_errors_list_every_problem() -> None:
 
 
 def test_plugin_registered_by_name() -> None:
-    import importlib.metadata
-
-    from laredo.plugins import PluginManager
-    from laredo_source_pg import _plugin
-
     (ep,) = [e for e in importlib.metadata.entry_points(group="laredo") if e.name == "postgresql"]
     assert ep.value == "laredo_source_pg._plugin"
     # Only our plugin: other packages' plugins (work in progress elsewhere) cannot interfere.
@@ -212,11 +215,6 @@ def test_decoder_skips_untracked_and_reports_schema_change() -> None:
 
 
 def test_public_names_and_light_imports() -> None:
-    import subprocess
-    import sys
-
-    import laredo_source_pg
-
     assert laredo_source_pg.PostgresSource is PostgresSource
     assert laredo_source_pg.ReconnectOptions().max_attempts == 10
     # The pytest plugin (auto-loaded in every package's tests) and the launcher stay light.
@@ -225,3 +223,85 @@ def test_public_names_and_light_imports() -> None:
         "assert 'psycopg' not in sys.modules, 'psycopg imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- construction: options declared once ---------------------------------------------------
+
+
+def test_source_takes_its_validated_options_model_without_revalidating() -> None:
+    opts = PostgresSourceOptions(connection="host=localhost", slot_mode="stateful")
+    src = PostgresSource(opts)
+    assert src.options is opts
+    assert src.supports_resume() and src.publication_name == "laredo_slot_pub"
+    with pytest.raises(TypeError, match="not both"):
+        PostgresSource(opts, slot_name="other")
+    with pytest.raises(ConfigError, match="invalid connection string") as info:
+        PostgresSource(PostgresSourceOptions(connection="host=x password=hunter2 = = ="))
+    assert "hunter2" not in str(info.value)
+
+
+def test_keyword_construction_keeps_its_python_errors() -> None:
+    assert PostgresSource(connection="host=x").options.connection == "host=x"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'slot_nmae'"):
+        PostgresSource("host=x", slot_nmae="typo")
+    with pytest.raises(TypeError, match="missing 1 required argument: 'connection'"):
+        PostgresSource()
+    with pytest.raises(TypeError, match="multiple values for argument 'connection'"):
+        PostgresSource("host=x", connection="host=y")
+    src = PostgresSource("host=x", publication=None, reconnect=None, lease_timeout=None)
+    assert src.options.reconnect.max_attempts == 10 and src.options.lease_timeout is None
+
+
+def test_durations_take_text_and_numbers() -> None:
+    src = PostgresSource(
+        "host=x",
+        status_interval="200ms",
+        connect_timeout="5s",
+        lease_timeout="1m",
+        reconnect={"initial_backoff": "50ms", "max_backoff": 2},
+    )
+    o = src.options
+    assert (o.status_interval, o.connect_timeout, o.lease_timeout) == (0.2, 5.0, 60.0)
+    assert (o.reconnect.initial_backoff, o.reconnect.max_backoff) == (0.05, 2.0)
+    assert PostgresSource("host=x", status_interval=0.5).options.status_interval == 0.5
+    with pytest.raises(ConfigError) as info:
+        PostgresSource("host=x", status_interval="soon", connect_timeout=0)
+    text = str(info.value)
+    assert "status_interval" in text and "invalid duration" in text and "connect_timeout" in text
+
+
+def test_plugin_builds_from_the_model_with_durations() -> None:
+    pm = PluginManager(autoload=False)
+    pm.register(_plugin, provider="laredo-source-pg")
+    entry = pm.registry("source").get("postgresql")
+    assert entry.takes_options and entry.options is PostgresSourceOptions
+    src = pm.registry("source").build(
+        "postgresql", connection="postgresql://bob:hunter2@h/app", status_interval="250ms"
+    )
+    assert isinstance(src, PostgresSource) and src.options.status_interval == 0.25
+    with pytest.raises(ConfigError) as info:
+        pm.registry("source").build("postgresql", connection="host=x password=hunter2 = = =")
+    assert "hunter2" not in str(info.value) and "invalid connection string" in str(info.value)
+    # A caller passing the validated fields as keywords (not honouring takes_options) works too.
+    fields = PostgresSourceOptions.model_validate({"connection": "host=x", "reconnect": {}})
+    built = _plugin._factory(**{k: getattr(fields, k) for k in type(fields).model_fields})
+    assert isinstance(built, PostgresSource) and built.options == fields
+
+
+def test_decode_error_is_a_source_error_and_still_a_value_error() -> None:
+    assert issubclass(DecodeError, SourceError) and issubclass(DecodeError, ValueError)
+    assert retry_class(DecodeError("x")) == "unknown"
+
+
+def test_dsn_masking_is_cores_rule() -> None:
+    assert dsn.mask_text is secrets.mask_text
+    assert mask_dsn("postgresql://bob:s3cr3t@db/app") == "postgresql://bob:***@db/app"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="laredo.secrets.mask_text stops a key=value password at '&' (the 0.1 pg rule masked "
+    "up to the next blank); fix in core: _KV_PASSWORD value [^\\s&]+ -> \\S+",
+)
+def test_mask_dsn_hides_a_key_value_password_containing_an_ampersand() -> None:
+    assert "cd" not in mask_dsn("host=db password=ab&cd dbname=app")

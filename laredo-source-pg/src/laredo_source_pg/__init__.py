@@ -7,6 +7,7 @@ The source and its options import psycopg lazily (on first attribute access).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from .embedded import EmbeddedPostgres, EmbeddedPostgresError, PostgresNotFoundError, find_bindir
@@ -51,8 +52,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'laredo_source_pg' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

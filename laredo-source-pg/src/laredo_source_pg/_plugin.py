@@ -5,21 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from laredo.hookspecs import hookimpl
+from laredo.registry import Registry
+
+from .options import PostgresSourceOptions
 
 
-def _factory(**kwargs: Any) -> Any:
-    from .source import PostgresSource
+def _factory(options: PostgresSourceOptions | None = None, /, **fields: Any) -> Any:
+    """The registry passes the validated model (``takes_options``). A caller that still passes
+    the model's fields as keywords (``Entry.factory(**validated)``) is served too."""
+    from .source import PostgresSource  # lazy: psycopg loads only when a source is built
 
-    return PostgresSource(**kwargs)
+    return PostgresSource(options, **fields)
 
 
 @hookimpl
-def laredo_register_sources(registry: Any) -> None:
-    from .options import PostgresSourceOptions
-
+def laredo_register_sources(registry: Registry) -> None:
     registry.add(
         "postgresql",
         _factory,
         options=PostgresSourceOptions,
         description="PostgreSQL logical replication (pgoutput) with a consistent baseline",
+        takes_options=True,
     )

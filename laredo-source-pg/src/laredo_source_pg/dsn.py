@@ -1,23 +1,14 @@
-"""Connection-string helpers: masking passwords for logs, errors and reprs."""
+"""Connection-string helpers: masking passwords for logs, errors and reprs.
+
+The masking rule is core's (:func:`laredo.secrets.mask_text`); this module keeps the names the
+package has always exported.
+"""
 
 from __future__ import annotations
 
-import re
+from laredo.secrets import mask_text
 
 __all__ = ["mask_dsn", "mask_text"]
-
-_URI_PASSWORD = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/?#@\s]*:)(?P<pw>[^@/?#\s]*)@")
-_KV_PASSWORD = re.compile(
-    r"(?P<pre>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s]+)", re.IGNORECASE
-)
-_QUERY_PASSWORD = re.compile(r"(?P<pre>[?&]password=)(?P<pw>[^&\s]*)", re.IGNORECASE)
-
-
-def mask_text(text: str) -> str:
-    """Replace every password in ``text`` (URI userinfo, ``password=``, ``?password=``)."""
-    text = _URI_PASSWORD.sub(lambda m: f"{m.group('pre')}***@", text)
-    text = _QUERY_PASSWORD.sub(lambda m: f"{m.group('pre')}***", text)
-    return _KV_PASSWORD.sub(lambda m: f"{m.group('pre')}***", text)
 
 
 def mask_dsn(dsn: object) -> str:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import pydantic
+from laredo.errors import ConfigError
+from laredo.registry import format_validation_error
+from laredo.units import Duration, OptionalDuration
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .dsn import mask_dsn
+from .dsn import mask_dsn, mask_text
 
 __all__ = [
     "PUBLISH_OPERATIONS",
@@ -87,9 +91,9 @@ class ReconnectOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_attempts: int = Field(default=10, ge=1)
-    initial_backoff: float = Field(default=1.0, gt=0)
-    """Seconds."""
-    max_backoff: float = Field(default=30.0, gt=0)
+    initial_backoff: Duration = Field(default=1.0, gt=0)
+    """Seconds, or a duration such as ``"500ms"``."""
+    max_backoff: Duration = Field(default=30.0, gt=0)
     multiplier: float = Field(default=2.0, ge=1.0)
 
 
@@ -109,17 +113,18 @@ class PostgresSourceOptions(BaseModel):
     lease: bool = True
     """Stateful mode: hold a PostgreSQL advisory lock keyed by the slot so exactly one process
     consumes it; another instance waits in ``init`` and takes over when the holder goes away."""
-    lease_timeout: float | None = None
-    """Seconds to wait for the lease in ``init`` (None: wait until ``close()``)."""
-    status_interval: float = Field(default=10.0, gt=0)
-    """Seconds between standby status updates when nothing else is sent."""
+    lease_timeout: OptionalDuration = None
+    """How long to wait for the lease in ``init`` (None: wait until ``close()``)."""
+    status_interval: Duration = Field(default=10.0, gt=0)
+    """Time between standby status updates when nothing else is sent (e.g. ``"200ms"``)."""
     batch_size: int = Field(default=10_000, ge=1)
     """Largest chunk of one transaction passed to ``on_changes``; baseline fetch size."""
     proto_version: Literal[1, 2] = 1
     on_slot_invalidated: Literal["rebaseline", "fail"] = "rebaseline"
     """``rebaseline``: drop and re-create an invalidated slot, then re-baseline.
     ``fail``: report ``SLOT_INVALIDATED`` at validation and leave the slot alone."""
-    connect_timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: Duration = Field(default=10.0, gt=0)
+    """Durations are seconds or text such as ``"5s"`` (see :mod:`laredo.units`)."""
 
     @field_validator("connection")
     @classmethod
@@ -140,6 +145,31 @@ class PostgresSourceOptions(BaseModel):
                 "and underscores (PostgreSQL's rule for replication slot names)"
             )
         return value
+
+    @property
+    def publication_name(self) -> str:
+        """``publication.name``, or ``<slot_name>_pub`` when not set."""
+        return self.publication.name or f"{self.slot_name}_pub"
+
+    @property
+    def stateful(self) -> bool:
+        return self.slot_mode == "stateful"
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> PostgresSourceOptions:
+        """Validate keyword options (``PostgresSource(connection=..., ...)``); every problem in
+        one ``ConfigError``, prefixed ``postgresql source:`` and with passwords masked.
+
+        ``publication=None`` and ``reconnect=None`` mean the defaults.
+        """
+        for key in ("publication", "reconnect"):
+            if key in kwargs and kwargs[key] is None:
+                del kwargs[key]
+        try:
+            return cls.model_validate(kwargs)
+        except pydantic.ValidationError as exc:
+            problems = [f"postgresql source: {p}" for p in format_validation_error(exc)]
+            raise ConfigError([mask_text(p) for p in problems]) from None
 
     def __repr_args__(self) -> Any:
         for key, value in super().__repr_args__():

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from laredo.errors import SourceError
 from laredo.types import ChangeAction, TableIdentifier
 
 __all__ = [
@@ -48,8 +49,9 @@ DELETE = ChangeAction.DELETE
 TRUNCATE = ChangeAction.TRUNCATE
 
 
-class DecodeError(ValueError):
-    """A pgoutput message this decoder cannot parse."""
+class DecodeError(SourceError, ValueError):
+    """A pgoutput message this decoder cannot parse (a ``SourceError``; still a ``ValueError``
+    for callers of 0.1)."""
 
 
 def pg_timestamp(us: int) -> datetime:

@@ -1,0 +1,408 @@
+"""Connections and what the system catalogs say about the tables.
+
+:class:`Connections` owns the three connections of a source (query, replication, side) and
+how they are opened (application name, timeout, the replication session's output settings).
+:class:`Catalog` discovers the tables' columns, maps type OIDs, and validates that the tables
+can sync (privileges, publication membership, replica identity, an invalidated slot).
+Every error message masks the connection string's password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from laredo.errors import ConfigError, TransientError
+from laredo.types import ColumnDefinition, TableIdentifier, ValidationError
+from psycopg import abc, pq, sql
+from psycopg.adapt import Transformer
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .dsn import mask_dsn, mask_text
+from .options import PostgresSourceOptions
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "STREAM_OPTIONS",
+    "Catalog",
+    "Connections",
+    "SlotRow",
+    "check_conninfo",
+    "quote_ident",
+    "quote_literal",
+    "slot_row",
+    "table_sql",
+]
+
+STREAM_OPTIONS = "-c datestyle=ISO,YMD -c intervalstyle=postgres -c extra_float_digits=3"
+"""Session settings of the replication connection: values arrive in the text forms psycopg's
+loaders read, exactly as a query connection returns them."""
+
+T = TypeVar("T")
+
+
+def quote_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def quote_ident(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def table_sql(table: TableIdentifier) -> sql.Composable:
+    return sql.SQL("{}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.table))
+
+
+def check_conninfo(dsn: str) -> None:
+    """``ConfigError`` (password masked) unless libpq can parse ``dsn``."""
+    try:
+        conninfo_to_dict(dsn)
+    except Exception:
+        raise ConfigError(
+            f"postgresql source: connection: invalid connection string "
+            f"{mask_dsn(dsn)!r}; use a URI (postgresql://user@host:5432/db) or "
+            "key=value pairs (host=... dbname=...)"
+        ) from None
+
+
+class Connections:
+    """The query connection (catalog, baseline), the replication connection (slot commands,
+    streaming) and the side connection (reader thread, lag): never blocked by a baseline
+    holding the query connection. Each reconnects on next use once broken."""
+
+    def __init__(self, options: PostgresSourceOptions) -> None:
+        self.dsn = options.connection
+        self.slot_name = options.slot_name
+        self.connect_timeout = options.connect_timeout
+        self.transformer: abc.Transformer | None = None
+        """psycopg's loaders of the query connection (the stream loads values with them)."""
+        self._query: psycopg.Connection[Any] | None = None
+        self._repl: psycopg.Connection[Any] | None = None
+        self._monitor: psycopg.Connection[Any] | None = None
+        self._monitor_lock = threading.Lock()
+
+    def connect(self, *, replication: bool = False) -> psycopg.Connection[Any]:
+        """A new autocommit connection; ``TransientError`` (password masked) when it fails."""
+        params = conninfo_to_dict(self.dsn)
+        kwargs: dict[str, Any] = {}
+        if "application_name" not in params:
+            kwargs["application_name"] = f"laredo:{self.slot_name}"
+        if "connect_timeout" not in params:
+            kwargs["connect_timeout"] = max(1, round(self.connect_timeout))
+        if replication:
+            kwargs["replication"] = "database"
+            existing = str(params.get("options", "") or "")
+            kwargs["options"] = f"{existing} {STREAM_OPTIONS}".strip()
+        try:
+            conninfo = make_conninfo(self.dsn, **kwargs)
+            return psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            kind = "replication" if replication else "query"
+            raise TransientError(
+                f"postgresql source {self.slot_name!r}: {kind} connection to "
+                f"{mask_dsn(self.dsn)!r} failed: {mask_text(str(exc)).strip()}"
+            ) from None
+
+    def query(self) -> psycopg.Connection[Any]:
+        """The query connection, (re)opened when needed."""
+        conn = self._query
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            conn = self._query = self.connect()
+            self.transformer = Transformer(conn)
+        return conn
+
+    @property
+    def server_version(self) -> int:
+        """The server's version number (e.g. 150004), from the query connection."""
+        return self.query().info.server_version
+
+    def loaders(self) -> abc.Transformer:
+        """The query connection's transformer (opening the connection if needed)."""
+        if self.transformer is None:
+            self.query()
+        assert self.transformer is not None
+        return self.transformer
+
+    def repl(self) -> psycopg.Connection[Any]:
+        """The replication connection, (re)opened when needed."""
+        repl = self._repl
+        if repl is None or repl.closed or repl.broken:
+            self.close_repl()
+            repl = self._repl = self.connect(replication=True)
+        return repl
+
+    @property
+    def repl_open(self) -> bool:
+        return self._repl is not None and not self._repl.closed
+
+    def close_repl(self) -> None:
+        repl, self._repl = self._repl, None
+        if repl is not None:
+            with contextlib.suppress(Exception):
+                repl.close()
+
+    def side(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``fn`` on the side connection (reader thread and ``get_lag``)."""
+        with self._monitor_lock:
+            mon = self._monitor
+            if mon is None or mon.closed or mon.broken:
+                mon = self._monitor = self.connect()
+            return fn(mon)
+
+    def close(self) -> None:
+        """Close every connection (replication first)."""
+        self.close_repl()
+        for attr in ("_query", "_monitor"):
+            conn = getattr(self, attr)
+            setattr(self, attr, None)
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRow:
+    """A row of ``pg_replication_slots``."""
+
+    slot_type: str
+    temporary: bool
+    active: bool
+    confirmed: str | None
+    """``confirmed_flush_lsn`` as text."""
+    wal_status: str | None
+    """``lost`` once the slot is invalidated."""
+    database: str | None
+    plugin: str | None
+
+
+def slot_row(conn: psycopg.Connection[Any], slot_name: str) -> SlotRow | None:
+    """The replication slot ``slot_name``, or None."""
+    row = conn.execute(
+        "SELECT slot_type, temporary, active, confirmed_flush_lsn::text, wal_status, database, "
+        "plugin FROM pg_replication_slots WHERE slot_name = %s",
+        (slot_name,),
+    ).fetchone()
+    return SlotRow(*row) if row else None
+
+
+_COLUMNS_QUERY = """
+    SELECT a.attname, t.typname, a.atttypid, a.attnum, NOT a.attnotnull,
+           pg_get_expr(d.adbin, d.adrelid),
+           coalesce((SELECT k.ord FROM pg_index i,
+                          unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+                     WHERE i.indrelid = a.attrelid AND i.indisprimary
+                       AND k.attnum = a.attnum), 0),
+           CASE WHEN a.atttypmod > 4 AND t.typname IN ('varchar', 'bpchar')
+                THEN a.atttypmod - 4 ELSE 0 END
+    FROM pg_attribute a
+    JOIN pg_type t ON t.oid = a.atttypid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attrelid = to_regclass(format('%%I.%%I', %s::text, %s::text))
+      AND a.attnum > 0 AND NOT a.attisdropped
+    ORDER BY a.attnum
+"""
+
+
+class Catalog:
+    """The configured tables and their columns, as the baseline and the stream see them.
+
+    ``published_columns`` (explicit publication column lists) and ``row_filters`` come from the
+    publication (PostgreSQL 15+): discovery leaves unpublished columns out, the baseline applies
+    the row filter, so baseline and stream carry the same rows and columns.
+    """
+
+    def __init__(self, conns: Connections, options: PostgresSourceOptions) -> None:
+        self._conns = conns
+        self._options = options
+        self.tables: list[TableIdentifier] = []
+        self.columns: dict[TableIdentifier, list[ColumnDefinition]] = {}
+        self.row_filters: dict[TableIdentifier, str] = {}
+        self.published_columns: dict[TableIdentifier, set[str]] = {}
+
+    def existing(self, tables: Sequence[TableIdentifier]) -> list[TableIdentifier]:
+        """The tables of ``tables`` that exist (visible to this role)."""
+        conn = self._conns.query()
+        out = []
+        for t in tables:
+            row = conn.execute(
+                "SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) IS NOT NULL",
+                (t.schema, t.table),
+            ).fetchone()
+            if row and row[0]:
+                out.append(t)
+        return out
+
+    def discover(
+        self, tables: Sequence[TableIdentifier], conn: psycopg.Connection[Any] | None = None
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]:
+        """Columns of the existing tables among ``tables`` (missing ones are left out)."""
+        conn = conn or self._conns.query()
+        out: dict[TableIdentifier, list[ColumnDefinition]] = {}
+        for t in tables:
+            rows = conn.execute(_COLUMNS_QUERY, (t.schema, t.table)).fetchall()
+            if not rows:
+                continue
+            published = self.published_columns.get(t)
+            cols = []
+            for name, typname, oid, attnum, nullable, default, pk_ord, maxlen in rows:
+                if published is not None and name not in published:
+                    continue
+                cols.append(
+                    ColumnDefinition(
+                        name=name,
+                        type=typname,
+                        ordinal_position=int(attnum),
+                        nullable=bool(nullable),
+                        primary_key=bool(pk_ord),
+                        primary_key_ordinal=int(pk_ord),
+                        type_oid=int(oid),
+                        default_value=default,
+                        max_length=int(maxlen),
+                    )
+                )
+            out[t] = cols
+        return out
+
+    def result_oid(self, oid: int) -> int:
+        """The type OID a query result reports for a column of type ``oid``: a domain's base
+        type (pgoutput sends the domain, a SELECT the base type), so both paths load alike."""
+        tx = self._conns.transformer
+        if tx is None or tx.adapters.get_loader(oid, pq.Format.TEXT) is not None:
+            return oid
+        try:
+            row = self._conns.side(
+                lambda conn: conn.execute(
+                    "SELECT typtype, typbasetype FROM pg_type WHERE oid = %s", (oid,)
+                ).fetchone()
+            )
+        except Exception:
+            return oid
+        if row is not None and row[0] == "d" and row[1]:
+            return self.result_oid(int(row[1]))
+        return oid
+
+    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]:
+        """Problems that would stop the tables from syncing, each with a code:
+
+        TABLE_NOT_FOUND, MISSING_SELECT_PRIVILEGE, MISSING_REPLICATION_PRIVILEGE,
+        PUBLICATION_NOT_FOUND, TABLE_NOT_IN_PUBLICATION, REPLICA_IDENTITY, SLOT_INVALIDATED.
+        """
+        conn = self._conns.query()
+        publication = self._options.publication_name
+        errors: list[ValidationError] = []
+        row = conn.execute(
+            "SELECT rolsuper, rolreplication, current_user FROM pg_roles "
+            "WHERE rolname = current_user"
+        ).fetchone()
+        if row is not None and not (row[0] or row[1]):
+            errors.append(
+                ValidationError(
+                    None,
+                    "MISSING_REPLICATION_PRIVILEGE",
+                    f"role {row[2]!r} lacks REPLICATION; run ALTER ROLE {quote_ident(row[2])} "
+                    "REPLICATION",
+                )
+            )
+        pub = conn.execute(
+            "SELECT puballtables, pubupdate OR pubdelete FROM pg_publication WHERE pubname = %s",
+            (publication,),
+        ).fetchone()
+        if pub is None:
+            hint = (
+                "set publication.create = true to let Laredo create it"
+                if not self._options.publication.create
+                else "it could not be created"
+            )
+            errors.append(
+                ValidationError(
+                    None,
+                    "PUBLICATION_NOT_FOUND",
+                    f"publication {publication!r} does not exist; create it "
+                    f"(CREATE PUBLICATION {quote_ident(publication)} FOR TABLE ...) "
+                    f"or {hint}",
+                )
+            )
+        published: set[TableIdentifier] = set()
+        if pub is not None:
+            published = {
+                TableIdentifier(s, t)
+                for s, t in conn.execute(
+                    "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+                    (publication,),
+                ).fetchall()
+            }
+        needs_identity = pub is None or bool(pub[1])
+        for t in tables:
+            info = conn.execute(
+                """
+                SELECT c.relreplident,
+                       EXISTS (SELECT 1 FROM pg_index i
+                               WHERE i.indrelid = c.oid AND i.indisprimary),
+                       has_table_privilege(c.oid, 'SELECT'), c.relkind
+                FROM pg_class c WHERE c.oid = to_regclass(format('%%I.%%I', %s::text, %s::text))
+                """,
+                (t.schema, t.table),
+            ).fetchone()
+            if info is None:
+                errors.append(
+                    ValidationError(
+                        t,
+                        "TABLE_NOT_FOUND",
+                        f"table {t} does not exist (or is not visible to this role); check the "
+                        "schema and table name",
+                    )
+                )
+                continue
+            replident, has_pk, can_select, _relkind = info
+            qualified = f"{quote_ident(t.schema)}.{quote_ident(t.table)}"
+            if not can_select:
+                errors.append(
+                    ValidationError(
+                        t,
+                        "MISSING_SELECT_PRIVILEGE",
+                        f"no SELECT privilege on {t}; run GRANT SELECT ON {qualified} TO <role>",
+                    )
+                )
+            if pub is not None and not pub[0] and t not in published:
+                errors.append(
+                    ValidationError(
+                        t,
+                        "TABLE_NOT_IN_PUBLICATION",
+                        f"table {t} is not in publication {publication!r}; run ALTER "
+                        f"PUBLICATION {quote_ident(publication)} ADD TABLE {qualified} (or set "
+                        "publication.create = true)",
+                    )
+                )
+            if needs_identity and (replident == "n" or (replident == "d" and not has_pk)):
+                why = "REPLICA IDENTITY NOTHING" if replident == "n" else "no primary key"
+                errors.append(
+                    ValidationError(
+                        t,
+                        "REPLICA_IDENTITY",
+                        f"table {t} has {why}: its updates and deletes cannot be replicated "
+                        f"(and fail on the source); add a primary key or run ALTER TABLE "
+                        f"{qualified} REPLICA IDENTITY FULL",
+                    )
+                )
+        if self._options.stateful:
+            slot = slot_row(conn, self._options.slot_name)
+            if slot is not None and slot.wal_status == "lost":
+                errors.append(
+                    ValidationError(
+                        None,
+                        "SLOT_INVALIDATED",
+                        f"replication slot {self._options.slot_name!r} was invalidated (the "
+                        "WAL it needed was removed, e.g. max_slot_wal_keep_size); reset the "
+                        "source (laredo reset-source) or set on_slot_invalidated = rebaseline",
+                    )
+                )
+        return errors

@@ -1,0 +1,252 @@
+"""``PublicationManager``: the publication the stream reads.
+
+With ``publication.create`` it creates the publication, or brings an existing one in line with
+the configuration (tables, row filters and column lists on PostgreSQL 15+, ``publish``
+operations). Tables not configured are dropped only from a publication Laredo created (marker
+comment) or with ``drop_unconfigured``. Row filters are compared in PostgreSQL's own deparsed
+text, so an equivalent filter written differently does not churn the publication.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from laredo.errors import ConfigError, SourceError
+from laredo.types import TableIdentifier
+from psycopg import sql
+
+from .catalog import Connections, table_sql
+from .dsn import mask_text
+from .options import PUBLISH_OPERATIONS, PostgresSourceOptions, PublicationTableOptions
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["MANAGED_COMMENT", "PublicationDetail", "PublicationManager"]
+
+MANAGED_COMMENT = "managed by laredo"
+"""The comment on publications Laredo created (it may then drop unconfigured tables)."""
+
+PublicationDetail = dict[TableIdentifier, tuple[tuple[str, ...] | None, str | None]]
+"""Published tables -> (explicit column list or None, row filter or None)."""
+
+_PG15 = 150000
+
+
+class PublicationManager:
+    """Reads and manages the publication ``options.publication_name``."""
+
+    def __init__(self, conns: Connections, options: PostgresSourceOptions) -> None:
+        self._conns = conns
+        self._options = options
+        self.name = options.publication_name
+
+    def exists(self) -> bool:
+        row = (
+            self._conns.query()
+            .execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.name,))
+            .fetchone()
+        )
+        return row is not None
+
+    def published_info(
+        self,
+    ) -> tuple[dict[TableIdentifier, set[str]], dict[TableIdentifier, str]]:
+        """Explicit column lists and row filters (PG15+), used by baseline and discovery."""
+        columns: dict[TableIdentifier, set[str]] = {}
+        filters: dict[TableIdentifier, str] = {}
+        if self._conns.server_version < _PG15 or not self.exists():
+            return columns, filters
+        for t, (cols, row_filter) in self.detail().items():
+            if cols is not None:
+                columns[t] = set(cols)
+            if row_filter:
+                filters[t] = row_filter
+        return columns, filters
+
+    def table_spec(self, table: TableIdentifier) -> sql.Composable:
+        """``schema.table [(columns)] [WHERE (filter)]`` as configured for ``table``."""
+        opts = self._options.publication.tables.get(str(table))
+        parts: list[sql.Composable] = [table_sql(table)]
+        if opts is not None and opts.columns:
+            parts.append(
+                sql.SQL(" ({})").format(sql.SQL(", ").join(sql.Identifier(c) for c in opts.columns))
+            )
+        if opts is not None and opts.row_filter:
+            parts.append(sql.SQL(" WHERE ({})").format(sql.SQL(opts.row_filter)))
+        return sql.Composed(parts)
+
+    def sync(
+        self, tables: Sequence[TableIdentifier], configured: Sequence[TableIdentifier]
+    ) -> None:
+        """Create the publication for ``tables`` (the configured ones that exist), or bring an
+        existing one in line with the configuration. ``configured``: every configured table."""
+        pub_opts = self._options.publication
+        conn = self._conns.query()
+        pub = sql.Identifier(self.name)
+        publish = sql.Literal(", ".join(pub_opts.publish))
+        for key in pub_opts.tables:
+            t = TableIdentifier.parse(key)
+            if t not in configured:
+                raise ConfigError(
+                    f"postgresql source {self._options.slot_name!r}: publication.tables names "
+                    f"{key!r}, which is not one of the configured tables "
+                    f"({', '.join(map(str, configured))})"
+                )
+        row = conn.execute(
+            "SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, "
+            "obj_description(p.oid, 'pg_publication') FROM pg_publication p WHERE pubname = %s",
+            (self.name,),
+        ).fetchone()
+        try:
+            if row is None:
+                self._create(conn, pub, publish, tables)
+                return
+            all_tables, ins, upd, dele, trunc, comment = row
+            current_ops = tuple(
+                op for op, on in zip(PUBLISH_OPERATIONS, (ins, upd, dele, trunc), strict=True) if on
+            )
+            if current_ops != tuple(pub_opts.publish):
+                conn.execute(
+                    sql.SQL("ALTER PUBLICATION {} SET (publish = {})").format(pub, publish)
+                )
+                logger.info("publication %s now publishes %s", self.name, pub_opts.publish)
+            if all_tables:
+                return
+            managed = comment == MANAGED_COMMENT or pub_opts.drop_unconfigured
+            self._update_tables(conn, pub, tables, configured, managed)
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source {self._options.slot_name!r}: could not create or update "
+                f"publication {self.name!r}: {mask_text(str(exc)).strip()}"
+            ) from None
+
+    def _create(
+        self,
+        conn: psycopg.Connection[Any],
+        pub: sql.Identifier,
+        publish: sql.Literal,
+        tables: Sequence[TableIdentifier],
+    ) -> None:
+        if not tables:
+            conn.execute(sql.SQL("CREATE PUBLICATION {} WITH (publish = {})").format(pub, publish))
+        else:
+            conn.execute(
+                sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = {})").format(
+                    pub, sql.SQL(", ").join(self.table_spec(t) for t in tables), publish
+                )
+            )
+        conn.execute(
+            sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(pub, sql.Literal(MANAGED_COMMENT))
+        )
+        logger.info("created publication %s for %d table(s)", self.name, len(tables))
+
+    def _update_tables(
+        self,
+        conn: psycopg.Connection[Any],
+        pub: sql.Identifier,
+        tables: Sequence[TableIdentifier],
+        configured: Sequence[TableIdentifier],
+        managed: bool,
+    ) -> None:
+        published = self.detail()
+        with conn.transaction():
+            for t in tables:
+                want = self._options.publication.tables.get(str(t), PublicationTableOptions())
+                have = published.get(t)
+                if have is None:
+                    conn.execute(
+                        sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(pub, self.table_spec(t))
+                    )
+                    logger.info("added %s to publication %s", t, self.name)
+                elif self._conns.server_version >= _PG15 and not self.same_spec(t, want, have):
+                    conn.execute(
+                        sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(pub, table_sql(t))
+                    )
+                    conn.execute(
+                        sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(pub, self.table_spec(t))
+                    )
+                    logger.info("updated %s in publication %s", t, self.name)
+            if managed:
+                for t in published:
+                    if t not in configured:
+                        conn.execute(
+                            sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(pub, table_sql(t))
+                        )
+                        logger.info("dropped %s from publication %s", t, self.name)
+
+    def detail(self) -> PublicationDetail:
+        """Published tables with (explicit column list or None, row filter or None)."""
+        conn = self._conns.query()
+        if self._conns.server_version < _PG15:
+            rows = conn.execute(
+                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+                (self.name,),
+            ).fetchall()
+            return {TableIdentifier(s, t): (None, None) for s, t in rows}
+        rows = conn.execute(
+            """
+            SELECT n.nspname, c.relname,
+                   (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_attribute a
+                     WHERE a.attrelid = pr.prrelid AND a.attnum = ANY(pr.prattrs)),
+                   pg_get_expr(pr.prqual, pr.prrelid)
+            FROM pg_publication p
+            JOIN pg_publication_rel pr ON pr.prpubid = p.oid
+            JOIN pg_class c ON c.oid = pr.prrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE p.pubname = %s
+            """,
+            (self.name,),
+        ).fetchall()
+        return {
+            TableIdentifier(s, t): (tuple(cols) if cols else None, qual)
+            for s, t, cols, qual in rows
+        }
+
+    def same_spec(
+        self,
+        table: TableIdentifier,
+        want: PublicationTableOptions,
+        have: tuple[tuple[str, ...] | None, str | None],
+    ) -> bool:
+        """Whether the published column list and row filter are the configured ones."""
+        have_cols, have_filter = have
+        if (set(want.columns) if want.columns else None) != (set(have_cols) if have_cols else None):
+            return False
+        if bool(want.row_filter) != bool(have_filter):
+            return False
+        if want.row_filter and have_filter:
+            return self.deparse_filter(table, want.row_filter) == have_filter
+        return True
+
+    def deparse_filter(self, table: TableIdentifier, expr: str) -> str | None:
+        """PostgreSQL's own text for a row filter: a publication created and rolled back."""
+        conn = self._conns.query()
+        name = f"laredo_probe_{os.getpid()}"
+        try:
+            with conn.transaction(force_rollback=True):
+                conn.execute(
+                    sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WHERE ({})").format(
+                        sql.Identifier(name),
+                        table_sql(table),
+                        sql.SQL(expr),
+                    )
+                )
+                row = conn.execute(
+                    "SELECT pg_get_expr(pr.prqual, pr.prrelid) FROM pg_publication_rel pr "
+                    "JOIN pg_publication p ON p.oid = pr.prpubid WHERE p.pubname = %s",
+                    (name,),
+                ).fetchone()
+        except psycopg.Error:
+            return None
+        return row[0] if row else None
+
+    def drop(self) -> None:
+        """``DROP PUBLICATION IF EXISTS``."""
+        self._conns.query().execute(
+            sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(self.name))
+        )
+        logger.info("dropped publication %s", self.name)

@@ -1,0 +1,251 @@
+"""``SlotManager``: the replication slot; ``Lease``: one consumer per stateful slot.
+
+The slot is created on the replication connection, with an exported snapshot when a baseline
+reads under it (its consistent point is where the stream starts: no gap, no duplicate). An
+ephemeral source's slot is ``TEMPORARY`` and goes with its connection. A stateful slot that
+PostgreSQL invalidated (``wal_status = lost``) is dropped and re-created (with a re-baseline)
+or reported, per ``on_slot_invalidated``.
+
+The lease is a session-level advisory lock keyed by the slot name, held on its own connection
+for the life of the source: a second process waits in ``init`` and takes over when the holder
+goes away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import threading
+import time
+from typing import Any
+
+import psycopg
+from laredo.errors import ConfigError, SourceError
+
+from .catalog import Connections, SlotRow, quote_ident, quote_literal, slot_row
+from .dsn import mask_text
+from .lsn import format_lsn, parse_lsn
+from .options import PostgresSourceOptions
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Lease", "SlotManager"]
+
+
+class SlotManager:
+    """Looks up, creates, copies and drops the slot ``options.slot_name``; tracks its state.
+
+    ``exists``: the slot is there (as far as this process knows). ``fresh``: created by this
+    process (nothing to resume from). ``confirmed``: its confirmed position. ``need_new``: an
+    ephemeral slot was lost, the next stream needs a baseline first.
+    """
+
+    def __init__(self, conns: Connections, options: PostgresSourceOptions) -> None:
+        self._conns = conns
+        self.name = options.slot_name
+        self.stateful = options.stateful
+        self.rebaseline_invalidated = options.on_slot_invalidated == "rebaseline"
+        self.exists = False
+        self.fresh = False
+        self.confirmed: int | None = None
+        self.consistent_point: int | None = None
+        self.need_new = False
+
+    def row(self, conn: psycopg.Connection[Any] | None = None) -> SlotRow | None:
+        return slot_row(conn or self._conns.query(), self.name)
+
+    def invalidated(self) -> bool:
+        """Whether PostgreSQL invalidated the slot (asked on the side connection; False when
+        that fails)."""
+        try:
+            row = self._conns.side(self.row)
+        except Exception:
+            return False
+        return row is not None and row.wal_status == "lost"
+
+    def lookup(self) -> None:
+        """Stateful mode: find the slot and its confirmed position; ``ConfigError`` when the
+        name is taken by a slot of another kind, database or plugin."""
+        if not self.stateful:
+            return
+        row = self.row()
+        if row is None:
+            self.exists = False
+            self.confirmed = None
+            return
+        dbname = self._conns.query().info.dbname
+        if row.slot_type != "logical" or row.database != dbname or row.plugin != "pgoutput":
+            raise ConfigError(
+                f"postgresql source: replication slot {self.name!r} exists but is "
+                + (
+                    "a physical slot"
+                    if row.slot_type != "logical"
+                    else f"for database {row.database!r}"
+                    if row.database != dbname
+                    else f"using output plugin {row.plugin!r}, not pgoutput"
+                )
+                + f"; choose another slot_name or drop it (SELECT pg_drop_replication_slot("
+                f"{quote_literal(self.name)}))"
+            )
+        if row.wal_status == "lost":
+            if self.rebaseline_invalidated:
+                logger.warning(
+                    "replication slot %s was invalidated (WAL it needed was removed); dropping "
+                    "it, a new slot and a full baseline follow",
+                    self.name,
+                )
+                self.drop()
+                return
+            self.exists = True
+            self.confirmed = None
+            return
+        self.exists = True
+        self.fresh = False
+        self.confirmed = parse_lsn(row.confirmed) if row.confirmed else None
+
+    def drop(self) -> None:
+        """Drop the slot (waiting for our own walsender to let go of it)."""
+        conn = self._conns.query()
+        for _ in range(100):
+            row = conn.execute(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s",
+                (self.name,),
+            ).fetchone()
+            if row is None:
+                break
+            if row[0] is not None:
+                if self._conns.repl_open:
+                    # Our own walsender: closing our replication connection frees the slot.
+                    self._conns.close_repl()
+                time.sleep(0.05)
+                continue
+            with contextlib.suppress(psycopg.errors.UndefinedObject):
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (self.name,))
+            break
+        else:
+            raise SourceError(
+                f"replication slot {self.name!r} stays active in another session; stop "
+                "the other consumer first"
+            )
+        self.exists = False
+        self.confirmed = None
+
+    def create(self, export: bool) -> tuple[int, str | None]:
+        """``CREATE_REPLICATION_SLOT`` on the replication connection.
+
+        Returns (consistent point, exported snapshot name or None)."""
+        temp = "" if self.stateful else " TEMPORARY"
+        snap = " EXPORT_SNAPSHOT" if export else " NOEXPORT_SNAPSHOT"
+        deadline = time.monotonic() + 10.0
+        while True:
+            repl = self._conns.repl()
+            try:
+                row = repl.execute(
+                    f"CREATE_REPLICATION_SLOT {quote_ident(self.name)}{temp} LOGICAL pgoutput{snap}"
+                ).fetchone()
+                break
+            except psycopg.errors.DuplicateObject as exc:
+                # A temporary slot lives until its old session has fully exited on the
+                # server, which can trail our close() of that connection: wait for it.
+                if self.stateful or time.monotonic() > deadline:
+                    raise SourceError(
+                        f"postgresql source: could not create replication slot "
+                        f"{self.name!r}: {mask_text(str(exc)).strip()}"
+                    ) from None
+                time.sleep(0.05)
+            except psycopg.Error as exc:
+                raise SourceError(
+                    f"postgresql source: could not create replication slot {self.name!r}: "
+                    f"{mask_text(str(exc)).strip()}"
+                ) from None
+        assert row is not None
+        lsn = parse_lsn(row[1])
+        self._adopt(lsn)
+        logger.info(
+            "created %s replication slot %s at %s",
+            "stateful" if self.stateful else "temporary",
+            self.name,
+            format_lsn(lsn),
+        )
+        return lsn, (row[2] if export else None)
+
+    def copy_from(self, conn: psycopg.Connection[Any], source_slot: str, position: int) -> None:
+        """Create the slot as a copy of ``source_slot`` (a temporary slot whose consistent point
+        is ``position``), on ``conn``."""
+        conn.execute(
+            "SELECT pg_copy_logical_replication_slot(%s, %s, false)", (source_slot, self.name)
+        )
+        self._adopt(position)
+        logger.info("created replication slot %s at %s", self.name, format_lsn(position))
+
+    def _adopt(self, position: int) -> None:
+        self.exists = self.fresh = True
+        self.confirmed = self.consistent_point = position
+        self.need_new = False
+
+    def abandon_connection(self) -> None:
+        """Close the replication connection; an ephemeral (temporary) slot goes with it."""
+        self._conns.close_repl()
+        if not self.stateful:
+            self.need_new = True
+            self.exists = False
+
+
+class Lease:
+    """The advisory-lock lease of a stateful slot (see the module docstring)."""
+
+    def __init__(
+        self, conns: Connections, options: PostgresSourceOptions, closed: threading.Event
+    ) -> None:
+        self._conns = conns
+        self._slot_name = options.slot_name
+        self._timeout = options.lease_timeout
+        self._closed = closed
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def key(self) -> int:
+        """The advisory-lock key: a stable 64-bit hash of the slot name."""
+        digest = hashlib.blake2b(f"laredo-slot:{self._slot_name}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    def acquire(self) -> None:
+        """Block until this process holds the lease (``SourceError`` after ``lease_timeout``
+        or when the source is closed meanwhile)."""
+        if self.held:
+            return
+        conn = self._conns.connect()
+        key = self.key
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        logged = False
+        while True:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row and row[0]:
+                self._conn = conn
+                if logged:
+                    logger.info("acquired the lease of slot %s; taking over", self._slot_name)
+                return
+            if not logged:
+                logger.info(
+                    "slot %s is leased by another process; waiting to take over", self._slot_name
+                )
+                logged = True
+            if self._closed.is_set() or (deadline is not None and time.monotonic() > deadline):
+                conn.close()
+                raise SourceError(
+                    f"postgresql source: slot {self._slot_name!r} is held by another Laredo "
+                    "process (advisory-lock lease); it was not released in time"
+                )
+            self._closed.wait(0.2)
+
+    def release(self) -> None:
+        """Close the lease's connection (PostgreSQL releases the lock with the session)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
