@@ -298,10 +298,5 @@ def test_dsn_masking_is_cores_rule() -> None:
     assert mask_dsn("postgresql://bob:s3cr3t@db/app") == "postgresql://bob:***@db/app"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="laredo.secrets.mask_text stops a key=value password at '&' (the 0.1 pg rule masked "
-    "up to the next blank); fix in core: _KV_PASSWORD value [^\\s&]+ -> \\S+",
-)
 def test_mask_dsn_hides_a_key_value_password_containing_an_ampersand() -> None:
     assert "cd" not in mask_dsn("host=db password=ab&cd dbname=app")
