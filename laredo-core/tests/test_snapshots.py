@@ -205,11 +205,17 @@ def test_local_layout_and_plugin_registration(tmp_path: Path) -> None:
     odd = TableIdentifier("we.ird", "a/b")
     meta = SnapshotMetadata("s1", T0, {}, (TableSnapshotInfo(USERS, 0), TableSnapshotInfo(odd, 0)))
     store.save("s1", meta, {USERS: [{"id": 1}], odd: [{"id": 2}]}, ser)
-    files = sorted(p.name for p in (tmp_path / "s1").iterdir())
-    assert files == sorted(["metadata.json", "public.users.jsonl", "we%2Eird.a%2Fb.jsonl"])
-    assert table_file_name(odd, "jsonl") == "we%2Eird.a%2Fb.jsonl"
+    files = sorted(
+        str(p.relative_to(tmp_path / "s1")) for p in (tmp_path / "s1").rglob("*") if p.is_file()
+    )
+    assert files == sorted(
+        ["metadata.json", "public.users/part-00000.jsonl", "we%2Eird.a%2Fb/part-00000.jsonl"]
+    )
+    assert table_file_name(odd, "jsonl") == "we%2Eird.a%2Fb.jsonl"  # layout 1's name
     doc = json.loads((tmp_path / "s1" / "metadata.json").read_text())
-    assert doc["snapshot_id"] == "s1" and doc["format"] == "jsonl"
+    assert doc["snapshot_id"] == "s1" and doc["format"] == "jsonl" and doc["layout"] == 2
+    [art] = [a for a in doc["artifacts"] if a["table"] == {"schema": "we.ird", "table": "a/b"}]
+    assert art["kind"] == "table" and art["parts"][0]["rows"] == 1
     _, loaded = store.load("s1", ser)
     assert list(loaded[odd]) == [{"id": 2}]
     assert "parquet" in laredo.get_plugin_manager().registry("serializer")
@@ -243,10 +249,10 @@ def test_truncated_table_file_is_rejected_at_load(tmp_path: Path) -> None:
     store = LocalSnapshotStore(tmp_path, fsync=False)
     ser = JsonlSerializer()
     store.save("s", _meta("s"), {USERS: [{"id": i} for i in range(100)]}, ser)
-    path = tmp_path / "s" / "public.users.jsonl"
+    path = tmp_path / "s" / "public.users" / "part-00000.jsonl"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(SnapshotError, match=r"public\.users\.jsonl.*truncated"):
+    with pytest.raises(SnapshotError, match=r"public\.users/part-00000\.jsonl.*truncated"):
         store.load("s", ser)
 
 
@@ -254,15 +260,16 @@ def test_corrupt_row_same_size_fails_while_reading_naming_file_and_line(tmp_path
     store = LocalSnapshotStore(tmp_path, fsync=False)
     ser = JsonlSerializer()
     store.save("s", _meta("s"), {USERS: [{"id": i} for i in range(10)]}, ser)
-    path = tmp_path / "s" / "public.users.jsonl"
+    path = tmp_path / "s" / "public.users" / "part-00000.jsonl"
     path.write_bytes(path.read_bytes().replace(b'{"id":5}', b'{"id":5!'))
-    with pytest.raises(SnapshotError, match=r"public\.users\.jsonl: checksum mismatch"):
+    with pytest.raises(SnapshotError, match=r"part-00000\.jsonl: checksum mismatch"):
         store.load("s", ser)
     # without a recorded checksum (another writer), the row parser still names file and line
     meta_path = tmp_path / "s" / "metadata.json"
     doc = json.loads(meta_path.read_text())
-    for rec in doc["files"].values():
-        del rec["sha256"]
+    for art in doc["artifacts"]:
+        for part in art["parts"]:
+            part["sha256"] = None
     meta_path.write_text(json.dumps(doc))
     _, loaded = store.load("s", ser)
     with pytest.raises(SnapshotError) as err:
@@ -274,7 +281,7 @@ def test_missing_table_file_and_wrong_header(tmp_path: Path) -> None:
     store = LocalSnapshotStore(tmp_path, fsync=False)
     ser = JsonlSerializer()
     store.save("s", _meta("s"), {USERS: [{"id": 1}]}, ser)
-    (tmp_path / "s" / "public.users.jsonl").unlink()
+    (tmp_path / "s" / "public.users" / "part-00000.jsonl").unlink()
     with pytest.raises(SnapshotError, match="missing"):
         store.load("s", ser)
 
@@ -542,7 +549,7 @@ def test_engine_falls_back_to_baseline_on_a_corrupt_row(tmp_path: Path, fmt: str
         snap = eng.create_snapshot()
     finally:
         eng.stop()
-    path = next(p for p in (tmp_path / snap).iterdir() if p.name != "metadata.json")
+    path = next(p for p in (tmp_path / snap).rglob("part-*"))
     data = path.read_bytes()
     if fmt == "jsonl":
         data = data.replace(b'"id":40,', b'"id":40;', 1)  # same size: passes the size check
