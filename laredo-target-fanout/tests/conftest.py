@@ -1,14 +1,9 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fanout_testlib import Rig
+from laredo_target_fanout.testing import Rig
 
 
 @pytest.fixture

@@ -1,22 +1,30 @@
-"""The target conformance suite, on the fan-out target and on a client replica of it."""
+"""The conformance suites: the target suite on the fan-out target and on a client replica of
+it, the source suite on the cascade source (``FanOutSource`` reading a served target)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fanout_testlib import wait_until
+from laredo.testing.source import columns
+from laredo.testing.source_conformance import SourceConformance
 from laredo.testing.target_conformance import MakeTarget, TargetConformance
-from laredo.types import Row
-from laredo_target_fanout import FanOutClient, FanOutTarget
+from laredo.types import ChangeAction, ChangeEvent, Row, TableIdentifier
+from laredo_target_fanout import FanOutClient, FanOutSource, FanOutTarget, ReplicationServer
+from laredo_target_fanout.options import GrpcOptions
+from laredo_target_fanout.testing import USERS, user, wait_until
+
+GRPC = GrpcOptions(port=0, drain_timeout=0)
 
 
 def _factory(serve: bool) -> Iterator[MakeTarget]:
     made: list[FanOutTarget] = []
 
     def make(table: Any, columns: Any) -> FanOutTarget:
-        t = FanOutTarget(serve=serve, grpc={"port": 0, "drain_timeout": 0})
+        server = ReplicationServer.serving(GRPC) if serve else None
+        t = FanOutTarget(grpc=GRPC, server=server)
         made.append(t)
         return t
 
@@ -50,3 +58,42 @@ class TestFanOutReplicaConformance(TargetConformance):
             return client.all()
         finally:
             client.stop(save=False)
+
+
+UPSTREAMS: dict[str, FanOutTarget] = {}
+"""The served target behind each cascade source under test, by address."""
+
+
+@pytest.mark.integration
+class TestFanOutSourceConformance(SourceConformance):
+    """The cascade source, reading a served fan-out target fed directly."""
+
+    @pytest.fixture
+    def table(self) -> TableIdentifier:
+        return USERS
+
+    @pytest.fixture
+    def source(self, table: TableIdentifier) -> Iterator[FanOutSource]:
+        upstream = FanOutTarget(grpc=GRPC, server=ReplicationServer.serving(GRPC))
+        upstream.on_init(table, columns("id", "name", "team"))
+        upstream.on_baseline_rows(table, [user(i) for i in range(10)])
+        upstream.set_change_position(0)
+        upstream.on_baseline_complete(table)
+        UPSTREAMS[upstream.address] = upstream
+        src = FanOutSource(upstream.address, reconnect_initial=0.05)
+        try:
+            yield src
+        finally:
+            src.close()
+            del UPSTREAMS[upstream.address]
+            upstream.on_close(table)
+
+    _ids = itertools.count(1000)
+
+    def produce_changes(self, source: Any, table: TableIdentifier, n: int) -> None:
+        upstream = UPSTREAMS[source.address]
+        for _ in range(n):
+            i = next(self._ids)
+            upstream.apply_changes(
+                table, [ChangeEvent(table, ChangeAction.INSERT, i, new_values=user(i))]
+            )

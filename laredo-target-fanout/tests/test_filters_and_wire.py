@@ -6,9 +6,12 @@ from decimal import Decimal
 
 import laredo
 import pytest
+from laredo.types import ChangeAction
 from laredo_target_fanout import _wire
 from laredo_target_fanout._filters import Predicate, compile_filters, normalize_filters
 from laredo_target_fanout._proto import replication_pb2 as pb
+from laredo_target_fanout.journal import JournalEntry
+from laredo_target_fanout.positions import PositionCodec
 
 
 def match(filters: object, row: dict[str, object] | None) -> bool:
@@ -60,9 +63,6 @@ def test_hand_built_messages_parse_as_protobuf() -> None:
 
 
 def test_hand_built_entries_equal_protobuf_serialisation() -> None:
-    from laredo.types import ChangeAction
-    from laredo_target_fanout.target import JournalEntry, PositionCodec
-
     codec = PositionCodec()
     for action, old, new in [
         (ChangeAction.INSERT, None, {"id": 1, "v": Decimal("1.5")}),
@@ -71,5 +71,25 @@ def test_hand_built_entries_equal_protobuf_serialisation() -> None:
         (ChangeAction.TRUNCATE, None, None),
     ]:
         e = JournalEntry(5, action, 123, old, new, 1_700_000_000.25)
-        want = _wire.field_bytes(_wire.BATCH_ENTRIES, e.to_pb(codec).SerializeToString())
-        assert e.chunk(codec) == want
+        want = _wire.field_bytes(
+            _wire.BATCH_ENTRIES, _wire.entry_to_pb(e, codec).SerializeToString()
+        )
+        assert _wire.entry_chunk(e, codec) == want
+        assert e.wire == want  # cached on the entry, shared by every client
+
+
+def test_filters_round_trip_through_the_request_encoding() -> None:
+    preds = normalize_filters(
+        [
+            {"field": "team", "in": [1, Decimal("2.5")]},
+            {"field": "name", "prefix": "us"},
+            {"field": "id", "equals": 7},
+        ]
+    )
+    assert _wire.predicates_from_pb(_wire.predicates_to_pb(preds)) == preds
+
+
+def test_one_mode_table_both_ways() -> None:
+    assert set(_wire.MODE_TO_PB) == set(laredo.SyncMode)
+    for mode, value in _wire.MODE_TO_PB.items():
+        assert _wire.MODE_FROM_PB[value] is mode

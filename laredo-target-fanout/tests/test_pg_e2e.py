@@ -7,12 +7,13 @@ from typing import Any
 
 import laredo
 import pytest
-from fanout_testlib import USERS, same_rows, wait_until
 from laredo_target_fanout import FanOutClient
+from laredo_target_fanout.testing import USERS, same_rows, wait_until
 
 pytestmark = pytest.mark.integration
 
 pg = pytest.importorskip("laredo_source_pg.source")
+dict_row = pytest.importorskip("psycopg.rows").dict_row
 
 
 def test_postgres_changes_reach_every_client_with_their_types(pg_database: Any) -> None:
@@ -77,9 +78,7 @@ def test_postgres_changes_reach_every_client_with_their_types(pg_database: Any) 
         w.join(60)
         stop.set()
         assert db.scalar("SELECT count(*) FROM users WHERE id >= 1000") == 300
-        import psycopg.rows
-
-        with db.connect(row_factory=psycopg.rows.dict_row) as conn:
+        with db.connect(row_factory=dict_row) as conn:
             expected = conn.execute("SELECT * FROM users").fetchall()
         wait_until(lambda: same_rows(target.all(), expected), 30, "the fan-out target")
         for c in clients[:-1]:

@@ -10,7 +10,6 @@ from typing import Any
 import grpc
 import laredo
 import pytest
-from fanout_testlib import USERS, same_rows, user, wait_until
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
 from laredo.testing import TestSource
@@ -18,6 +17,7 @@ from laredo.testing.source import columns
 from laredo_target_fanout import FanOutClient
 from laredo_target_fanout._proto import replication_pb2 as pb
 from laredo_target_fanout.service import SERVICE_NAME
+from laredo_target_fanout.testing import USERS, same_rows, user, wait_until
 
 pytestmark = pytest.mark.integration
 

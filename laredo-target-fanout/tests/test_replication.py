@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
@@ -9,13 +10,17 @@ from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import click
 import grpc
 import laredo
 import pytest
-from fanout_testlib import USERS, Rig, SlowClient, same_rows, user, wait_until
+from click.testing import CliRunner as ClickRunner
+from laredo.plugins import get_plugin_manager
+from laredo.testing import TestSource
 from laredo.testing.source import columns
 from laredo_target_fanout import FanOutClient
 from laredo_target_fanout._proto import replication_pb2 as pb
+from laredo_target_fanout.cli import register as register_cli
 from laredo_target_fanout.client import (
     build_request,
     fetch_snapshot,
@@ -23,6 +28,7 @@ from laredo_target_fanout.client import (
     replication_status,
     sync_stub,
 )
+from laredo_target_fanout.testing import USERS, Rig, SlowClient, same_rows, user, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -345,8 +351,6 @@ TYPED = laredo.Table("public", "typed")
 
 
 def test_typed_values_arrive_identical() -> None:
-    from laredo.testing import TestSource
-
     src = TestSource()
     cols = columns("id", "amount", "at", "at_zone", "uid", "blob", "doc", "big", "ratio", "day")
     rows = [
@@ -438,10 +442,6 @@ def test_observer_events_for_a_client() -> None:
 
 
 def test_cli_commands(rig: Rig) -> None:
-    import click
-    from click.testing import CliRunner
-    from laredo.plugins import get_plugin_manager
-
     @click.group()
     def app() -> None:
         pass
@@ -450,7 +450,7 @@ def test_cli_commands(rig: Rig) -> None:
     c = FanOutClient(rig.address, USERS, client_id="cli-client").start()
     try:
         assert c.await_ready(10)
-        runner = CliRunner()
+        runner = ClickRunner()
         args = ["--address", rig.address, "--table", "public.users"]
         out = runner.invoke(app, ["fanout", "status", *args])
         assert out.exit_code == 0, out.output
@@ -467,8 +467,7 @@ def test_cli_commands(rig: Rig) -> None:
 
 def test_cli_commands_on_a_typer_app(rig: Rig) -> None:
     typer = pytest.importorskip("typer")
-    from laredo_target_fanout.cli import register
-    from typer.testing import CliRunner
+    from typer.testing import CliRunner  # lazy: typer is optional (importorskip)
 
     app = typer.Typer()
 
@@ -476,7 +475,7 @@ def test_cli_commands_on_a_typer_app(rig: Rig) -> None:
     def other() -> None:  # a second command, so typer keeps sub-command routing
         pass
 
-    register(app)
+    register_cli(app)
     out = CliRunner().invoke(
         app, ["fanout", "status", "--address", rig.address, "--table", "public.users", "--json"]
     )
@@ -485,12 +484,10 @@ def test_cli_commands_on_a_typer_app(rig: Rig) -> None:
 
 
 def _self_signed(tmp_path: Any) -> tuple[str, str, bytes]:
-    import ipaddress
-
     x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography.hazmat.primitives import hashes, serialization  # lazy: optional
+    from cryptography.hazmat.primitives.asymmetric import ec  # lazy: optional
+    from cryptography.x509.oid import NameOID  # lazy: optional
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])

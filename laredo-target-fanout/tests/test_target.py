@@ -11,10 +11,11 @@ from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
 from laredo.testing.source import columns
 from laredo.types import ChangeAction, ChangeEvent, SyncMode, TableSnapshotInfo
-from laredo_target_fanout.target import FanOutTarget
+from laredo_target_fanout.target import Exhausted, FanOutTarget
 
 T = laredo.Table("public", "users")
 COLS = columns("id", "name", "team")
+DELTA, FULL = SyncMode.DELTA, SyncMode.FULL_SNAPSHOT
 
 
 def make(**kw: Any) -> FanOutTarget:
@@ -46,7 +47,7 @@ def session(t: FanOutTarget, **kw: Any) -> Any:
         matcher=None,
         applied_at_position=args.get("applied_at_position", 0),
     )
-    return s, hs.handshake, snap
+    return s, hs, snap
 
 
 def test_sequences_start_at_one_and_empty_journal_reports_zero() -> None:
@@ -69,7 +70,7 @@ def test_initial_baseline_is_not_journaled_but_rebaseline_is_with_backfilled_pos
         t.on_baseline_rows(T, [{"id": 1, "name": "a", "team": 1}])
         t.set_change_position(200)
         t.on_baseline_complete(T)
-        entries = t._entries_from(1)
+        entries = t.journal_entries(1)
         assert [e.action for e in entries] == [ChangeAction.TRUNCATE, ChangeAction.INSERT]
         assert entries[1].position == 200
     finally:
@@ -103,18 +104,18 @@ def test_pin_protects_catch_up_entries_until_the_hard_cap() -> None:
         for i in range(5):
             ins(t, 100 + i, 101 + i)
         s, hs, _ = session(t, last_sequence=1, journal_id=t.journal_id)
-        assert hs.mode == 2 and hs.resume_from_sequence == 1  # DELTA
+        assert hs.mode is DELTA and hs.resume_from_sequence == 1
         for i in range(5):
             ins(t, 200 + i, 200 + i)
         # entry 2 is what the client needs next: still there
         assert t.oldest_sequence == 2
-        got = t.read_batch(s, 3, 0)
+        got = t.sessions.read_batch(s, 3, 0)
         assert isinstance(got, tuple) and [e.sequence for e in got[2]] == [2, 3, 4]
         # beyond 2 x max_entries the pin breaks and the client is told to re-sync
         for i in range(20):
             ins(t, 300 + i, 300 + i)
         assert t.journal_length() <= 10
-        assert t.read_batch(s, 3, 0) == "resync"
+        assert t.sessions.read_batch(s, 3, 0) == "resync"
     finally:
         t.on_close(T)
 
@@ -127,44 +128,44 @@ def test_mode_selection() -> None:
         jid = t.journal_id
         # same journal, covered -> DELTA
         _, hs, snap = session(t, client_id="a", last_sequence=1, journal_id=jid)
-        assert (hs.mode, hs.resume_from_sequence, snap) == (2, 1, None)
+        assert (hs.mode, hs.resume_from_sequence, snap) == (DELTA, 1, None)
         # another journal id, no position -> FULL
         _, hs, snap = session(t, client_id="b", last_sequence=1, journal_id="other")
         # FULL shares the retained baseline snapshot (seq 0) and catches up from the journal
-        assert hs.mode == 1 and snap is not None and len(snap.rows) == 10
+        assert hs.mode is FULL and snap is not None and len(snap.rows) == 10
         assert snap.sequence == hs.resume_from_sequence == 0
         # a sequence from the future -> FULL
         _, hs, _ = session(t, client_id="c", last_sequence=99, journal_id=jid)
-        assert hs.mode == 1
+        assert hs.mode is FULL
         # by position (another journal): resume after the last entry at or before it
         _, hs, _ = session(t, client_id="d", last_position="101", applied_at_position=1)
-        assert (hs.mode, hs.resume_from_sequence) == (2, 1)
+        assert (hs.mode, hs.resume_from_sequence) == (DELTA, 1)
         _, hs, _ = session(t, client_id="d2", last_position="101")  # none of 101 applied
-        assert (hs.mode, hs.resume_from_sequence) == (2, 0)
+        assert (hs.mode, hs.resume_from_sequence) == (DELTA, 0)
         _, hs, _ = session(t, client_id="e", last_position="100")
-        assert (hs.mode, hs.resume_from_sequence) == (2, 0)
+        assert (hs.mode, hs.resume_from_sequence) == (DELTA, 0)
         _, hs, _ = session(t, client_id="f", last_position="99")  # before the journal's base
-        assert hs.mode == 1
+        assert hs.mode is FULL
         # behind the journal -> FULL (prune everything up to 3 first)
-        for s in list(t._clients.values()):
-            t.close_session(s, "test")
+        for s in t.clients():
+            t.sessions.close(s, "test")
         for i in range(4):
             ins(t, 200 + i, 200 + i)
         assert t.oldest_sequence == 4
         _, hs, _ = session(t, client_id="g", last_sequence=2, journal_id=jid)
-        assert hs.mode == 1
+        assert hs.mode is FULL
         _, hs, _ = session(t, client_id="h", last_sequence=3, journal_id=jid)
-        assert hs.mode == 2
+        assert hs.mode is DELTA
         # a position before the pruned entries -> FULL
         _, hs, _ = session(t, client_id="i", last_position="101")
-        assert hs.mode == 1
+        assert hs.mode is FULL
         # delta from a retained snapshot
         snap = t.create_snapshot()
         assert snap is not None
         ins(t, 300, 300)
         _, hs, _ = session(t, client_id="j", last_snapshot_id=snap.snapshot_id)
         assert (hs.mode, hs.resume_from_sequence, hs.snapshot_id) == (
-            3,
+            SyncMode.DELTA_FROM_SNAPSHOT,
             snap.sequence,
             snap.snapshot_id,
         )
@@ -189,7 +190,7 @@ def test_resume_by_position_inside_a_multi_entry_transaction() -> None:
             _, hs, _ = session(
                 t, client_id=f"p{applied}", last_position="102", applied_at_position=applied
             )
-            assert (hs.mode, hs.resume_from_sequence) == (2, resume), applied
+            assert (hs.mode, hs.resume_from_sequence) == (DELTA, resume), applied
     finally:
         t.on_close(T)
 
@@ -209,11 +210,11 @@ def test_update_journals_the_stored_old_row_and_keeps_unchanged_toast() -> None:
                 )
             ],
         )
-        e = t._entries_from(1)[0]
+        e = t.journal_entries(1)[0]
         assert e.old_values == {"id": 1, "name": "u1", "team": 1}
         assert e.new_values == {"id": 1, "name": "u1", "team": 7}
         t.on_delete(T, {"id": 2})
-        e = t._entries_from(2)[0]
+        e = t.journal_entries(2)[0]
         assert e.action is ChangeAction.DELETE and e.old_values == {
             "id": 2,
             "name": "u2",
@@ -234,7 +235,7 @@ def test_snapshot_after_truncate_and_schema_change_with_retention(tmp_path: Any)
         assert t.snapshots()[0].sequence == 1 and t.snapshots()[0].rows == ()
         new_cols = columns("id", "name", "team", "email")
         t.on_schema_change(T, COLS, new_cols)
-        e = t._entries_from(2)[0]
+        e = t.journal_entries(2)[0]
         assert (
             e.action is ChangeAction.SCHEMA_CHANGE
             and [c.name for c in e.new_columns][-1] == "email"
@@ -265,16 +266,14 @@ def test_restore_snapshot_starts_a_new_journal_at_its_position() -> None:
         )
         assert t.journal_id != old and t.current_sequence == 0 and t.count() == 1
         _, hs, _ = session(t, client_id="x", last_position="500")
-        assert hs.mode == 2
+        assert hs.mode is DELTA
         _, hs, _ = session(t, client_id="y", last_position="499")
-        assert hs.mode == 1
+        assert hs.mode is FULL
     finally:
         t.on_close(T)
 
 
 def test_max_clients_and_duplicate_ids() -> None:
-    from laredo_target_fanout.target import Exhausted
-
     t = make(grpc={"port": 0, "max_clients": 2, "drain_timeout": 0})
     try:
         a, _, _ = session(t, client_id="a")
@@ -283,7 +282,7 @@ def test_max_clients_and_duplicate_ids() -> None:
             session(t, client_id="c")
         a2, _, _ = session(t, client_id="a")  # same id replaces the old connection
         assert a.closed and a.close_code == "replaced" and not a2.closed
-        assert len(t._clients) == 2
+        assert len(t.clients()) == 2
     finally:
         t.on_close(T)
 
@@ -294,7 +293,7 @@ def test_options_are_validated_with_every_problem() -> None:
             "replication-fanout",
             grpc={"port": -1},
             client_buffer={"policy": "nope"},
-            journal={"max_age": "7 weeks"},
+            journal={"max_age": "7 fortnights"},
             bogus=1,
         )
     text = str(ei.value)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from laredo.errors import ConfigError
+from laredo.errors import ConfigError, TransientError
 from laredo.serialization import decode_columns, encode_columns
 from laredo.types import (
     ChangeAction,
@@ -57,21 +57,16 @@ LIST_SNAPSHOTS = "/laredo.replication.v1.LaredoReplicationService/ListSnapshots"
 FETCH_SNAPSHOT = "/laredo.replication.v1.LaredoReplicationService/FetchSnapshot"
 STATUS = "/laredo.replication.v1.LaredoReplicationService/GetReplicationStatus"
 
-_MODES = {
-    pb.SYNC_MODE_FULL_SNAPSHOT: SyncMode.FULL_SNAPSHOT,
-    pb.SYNC_MODE_DELTA: SyncMode.DELTA,
-    pb.SYNC_MODE_DELTA_FROM_SNAPSHOT: SyncMode.DELTA_FROM_SNAPSHOT,
-}
 _A = _wire.ACTION_FROM_PB
 _LOCAL_VERSION = 1
 
 
-class GapError(Exception):
+class GapError(TransientError):
     """The stream skipped entries this replica has not seen: reconnect."""
 
 
-class ResyncRequired(Exception):
-    """The server cannot continue this replica without a snapshot."""
+class ResyncRequired(TransientError):
+    """The server cannot continue this replica without a snapshot: reconnect for one."""
 
 
 def sync_stub(channel: grpc.Channel) -> Any:
@@ -80,23 +75,6 @@ def sync_stub(channel: grpc.Channel) -> Any:
         request_serializer=pb.SyncRequest.SerializeToString,
         response_deserializer=pb.SyncResponse.FromString,
     )
-
-
-def _filters_pb(preds: Sequence[Predicate]) -> list[Any]:
-    out = []
-    for p in preds:
-        fp = pb.FieldPredicate(field=p.field)
-        if p.op == "equals":
-            fp.equals.json = _wire.encode_value_bytes(p.value)
-        elif p.op == "prefix":
-            fp.prefix = p.value
-        else:
-            fp.SetInParent()
-            getattr(fp, "in").values.extend(
-                pb.TypedValue(json=_wire.encode_value_bytes(v)) for v in p.value
-            )
-        out.append(fp)
-    return out
 
 
 def build_request(
@@ -119,7 +97,7 @@ def build_request(
         last_known_source_position=position,
         last_snapshot_id=snapshot_id,
         client_id=client_id,
-        filters=_filters_pb(filters),
+        filters=_wire.predicates_to_pb(filters),
         max_batch=max_batch,
         applied_at_position=applied_at_position,
     )
@@ -460,7 +438,7 @@ class FanOutClient:
 
     def _on_handshake(self, h: Any) -> None:
         self.handshakes += 1
-        mode = _MODES.get(h.mode)
+        mode = _wire.MODE_FROM_PB.get(h.mode)
         self.mode = mode
         if h.heartbeat_interval_ms:
             self._hb_interval = h.heartbeat_interval_ms / 1000

@@ -4,6 +4,12 @@ One ``ReplicationServer`` per bound address serves every fan-out target (table) 
 it; targets that ask for the same ``host:port`` share one server. Stream responses are written
 as pre-serialised bytes (see ``_wire``), so a journal batch costs one join, not a protobuf
 message build per client.
+
+A target is served through ``ReplicationServer.serving(grpc_options)``, which the
+``replication-fanout`` plugin factory passes to the target as its ``server``: the target attaches
+at ``on_init`` and detaches at ``on_close`` (the server stops with its last target). The
+service reads the target's sessions (``target.sessions``) and maps errors to gRPC statuses in
+one place (``status_code``). Only the plugin factory and the package import this module.
 """
 
 from __future__ import annotations
@@ -17,25 +23,32 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from laredo.errors import ConfigError
-from laredo.types import ChangeAction, TableIdentifier
+from laredo.errors import ConfigError, grpc_status_name
+from laredo.types import SyncMode, TableIdentifier
 
 from . import _wire
-from ._filters import Predicate, compile_filters, normalize_filters
+from ._filters import compile_filters, normalize_filters
 from ._proto import replication_pb2 as pb
-from .target import (
-    ClientSession,
-    Exhausted,
-    FanOutSnapshot,
-    FanOutTarget,
-    Unavailable,
-)
+from .options import GrpcOptions
+from .sessions import ClientSession, Exhausted, Replaced, Unavailable
+from .target import FanOutTarget
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SERVICE_NAME", "ReplicationServer", "make_handler"]
+__all__ = ["SERVICE_NAME", "ReplicationServer", "Serving", "make_handler", "status_code"]
 
 SERVICE_NAME = "laredo.replication.v1.LaredoReplicationService"
+
+
+def status_code(exc: BaseException) -> grpc.StatusCode:
+    """The gRPC status of an error: ``laredo.errors.grpc_status_name``, except the two codes
+    it has no error class for (RESOURCE_EXHAUSTED: ``Exhausted``; ABORTED: ``Replaced``)."""
+    if isinstance(exc, Exhausted):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+    if isinstance(exc, Replaced):
+        return grpc.StatusCode.ABORTED
+    code: grpc.StatusCode = grpc.StatusCode[grpc_status_name(exc)]
+    return code
 
 
 def _serialize(msg: Any) -> bytes:
@@ -68,22 +81,6 @@ class _Registry:
         return target
 
 
-def _predicates(request: Any) -> list[Predicate]:
-    out = []
-    for f in request.filters:
-        kind = f.WhichOneof("op")
-        if kind == "equals":
-            out.append(Predicate(f.field, "equals", _wire.decode_value(f.equals.json)))
-        elif kind == "prefix":
-            out.append(Predicate(f.field, "prefix", f.prefix))
-        elif kind == "in":
-            values = getattr(f, "in").values
-            out.append(Predicate(f.field, "in", [_wire.decode_value(v.json) for v in values]))
-        else:
-            out.append(Predicate(f.field, "", None))
-    return out
-
-
 class _Servicer:
     def __init__(self, registry: _Registry) -> None:
         self.registry = registry
@@ -92,9 +89,9 @@ class _Servicer:
     def sync(self, request: Any, context: Any) -> Iterator[Any]:
         target = self.registry.find(request.schema, request.table, context)
         try:
-            preds = normalize_filters(_predicates(request))
-        except (ConfigError, ValueError) as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad filter: {exc}")
+            preds = normalize_filters(_wire.predicates_from_pb(request.filters))
+        except ValueError as exc:  # a ConfigError
+            context.abort(status_code(exc), f"bad filter: {exc}")
         matcher = compile_filters(preds)
         client_id = request.client_id or f"anon-{uuid.uuid4().hex[:12]}"
         try:
@@ -108,34 +105,28 @@ class _Servicer:
                 matcher=matcher,
                 applied_at_position=request.applied_at_position,
             )
-        except Exhausted as exc:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        except Unavailable as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except (Unavailable, Exhausted) as exc:
+            context.abort(status_code(exc), str(exc))
 
         def on_done() -> None:
-            target.close_session(session, "client disconnected")
+            target.sessions.close(session, "client disconnected")
 
         context.add_callback(on_done)
         session.extra["cancel"] = context.cancel
         max_batch = min(request.max_batch or target.grpc_options.max_batch, 100_000)
         reason = "stream ended"
         try:
-            yield handshake
+            yield _wire.handshake_message(handshake)
             if snapshot is not None:
-                yield from _snapshot_messages(snapshot, matcher, max_batch)
+                yield from _wire.snapshot_messages(snapshot, matcher, max_batch)
             if session.cursor >= session.catch_up_to:
-                target.mark_caught_up(session)
-            code = yield from self._tail(target, session, max_batch)
-            reason = code
-            if code == "overflow":
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, session.close_reason)
-            elif code == "replaced":
-                context.abort(grpc.StatusCode.ABORTED, session.close_reason)
-            elif code == "closed":
-                context.abort(grpc.StatusCode.UNAVAILABLE, "server closed")
+                target.sessions.mark_caught_up(session)
+            reason = yield from self._tail(target, session, max_batch)
+            error = session.close_error(reason)
+            if error is not None:
+                context.abort(status_code(error), str(error))
         finally:
-            target.close_session(session, reason)
+            target.sessions.close(session, reason)
 
     def _tail(
         self, target: FanOutTarget, session: ClientSession, max_batch: int
@@ -144,13 +135,14 @@ class _Servicer:
         once when draining; ends at the drain deadline. Returns the close code."""
         hb = target.heartbeat_interval
         codec = target.codec
+        sessions = target.sessions
         last_sent = time.monotonic()
         matcher = session.matcher
         reported = session.cursor  # the client holds everything up to here
         last_data = 0.0
         backlog = False
         while True:
-            drain = target.drain_info()
+            drain = sessions.drain_state
             if drain is not None:
                 reason, deadline, deadline_ms = drain
                 if not session.go_away_sent:
@@ -173,10 +165,10 @@ class _Servicer:
                 # latency; an idle stream (nothing read for ``linger``) sends at once, and so
                 # does one with a backlog (its previous read was a full batch).
                 since = time.monotonic() - last_data
-                linger = target.linger()
+                linger = sessions.linger()
                 if since < linger and not backlog:
                     time.sleep(linger - since)
-            got = target.read_batch(session, max_batch, wait)
+            got = sessions.read_batch(session, max_batch, wait)
             if got is None:
                 if time.monotonic() - last_sent >= hb:
                     reported = session.cursor
@@ -200,7 +192,9 @@ class _Servicer:
             _after, through, entries = got
             last_data = time.monotonic()
             backlog = len(entries) >= max_batch
-            for msg, msg_through in _journal_messages(reported, through, entries, matcher, codec):
+            for msg, msg_through in _wire.journal_messages(
+                reported, through, entries, matcher, codec
+            ):
                 yield msg
                 reported = msg_through
                 last_sent = time.monotonic()
@@ -215,7 +209,7 @@ class _Servicer:
         snaps = target.snapshots()
         if request.limit > 0:
             snaps = snaps[: request.limit]
-        return pb.ListSnapshotsResponse(snapshots=[_snapshot_info(s) for s in snaps])
+        return pb.ListSnapshotsResponse(snapshots=[_wire.snapshot_info(s) for s in snaps])
 
     def fetch_snapshot(self, request: Any, context: Any) -> Iterator[Any]:
         target = self.registry.find(request.schema, request.table, context)
@@ -228,7 +222,7 @@ class _Servicer:
                 f"(retained: {known})",
             )
         assert snap is not None
-        yield from _snapshot_messages(snap, None, target.grpc_options.max_batch)
+        yield from _wire.snapshot_messages(snap, None, target.grpc_options.max_batch)
 
     def get_status(self, request: Any, context: Any) -> Any:
         target = self.registry.find(request.schema, request.table, context)
@@ -254,103 +248,13 @@ class _Servicer:
                     buffer_depth=c["buffer_depth"],
                     connected_at_unix_ms=int(c["connected_at"].timestamp() * 1000),
                     state=c["state"],
-                    mode=_MODE[c["mode"]],
+                    mode=_wire.MODE_TO_PB[SyncMode(c["mode"])],
                     peer=c["peer"],
                 )
             )
         if latest is not None:
-            resp.latest_snapshot.CopyFrom(_snapshot_info(latest))
+            resp.latest_snapshot.CopyFrom(_wire.snapshot_info(latest))
         return resp
-
-
-_MODE = {
-    "FULL_SNAPSHOT": pb.SYNC_MODE_FULL_SNAPSHOT,
-    "DELTA": pb.SYNC_MODE_DELTA,
-    "DELTA_FROM_SNAPSHOT": pb.SYNC_MODE_DELTA_FROM_SNAPSHOT,
-}
-
-
-def _snapshot_info(s: FanOutSnapshot) -> Any:
-    return pb.ReplicationSnapshotInfo(
-        snapshot_id=s.snapshot_id,
-        sequence=s.sequence,
-        source_position=s.position,
-        row_count=len(s.rows),
-        size_bytes=s.size_bytes,
-        created_at_unix_ms=int(s.created_at.timestamp() * 1000),
-        persisted=s.persisted,
-    )
-
-
-def _snapshot_messages(snap: FanOutSnapshot, matcher: Any, max_batch: int) -> Iterator[Any]:
-    encoded = snap.encoded_rows()
-    if matcher is None:
-        rows = encoded
-    else:
-        rows = [b for r, b in zip(snap.rows, encoded, strict=True) if matcher(r)]
-    yield pb.SyncResponse(
-        snapshot_begin=pb.SnapshotBegin(
-            snapshot_id=snap.snapshot_id,
-            sequence=snap.sequence,
-            row_count=len(rows),
-            source_position=snap.position,
-            applied_at_position=snap.applied_at_position,
-        )
-    )
-    for i in range(0, len(rows), max_batch):
-        yield _wire.snapshot_rows_message(rows[i : i + max_batch])
-    yield pb.SyncResponse(snapshot_end=pb.SnapshotEnd(sequence=snap.sequence, rows_sent=len(rows)))
-
-
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-"""A journal batch is split into several messages above this size."""
-
-_INSERT = ChangeAction.INSERT
-_UPDATE = ChangeAction.UPDATE
-_DELETE = ChangeAction.DELETE
-
-
-def _journal_messages(
-    after: int, through: int, entries: list[Any], matcher: Any, codec: Any
-) -> Iterator[tuple[bytes, int]]:
-    """Serialised journal batches covering ``(after, through]``, each with the sequence it
-    covers through: the entries that pass ``matcher`` (an UPDATE leaving the subscription
-    becomes a DELETE of the old row), split so that no message grows far beyond
-    ``MAX_MESSAGE_BYTES``. Nothing when every entry was filtered out (a heartbeat later
-    carries the sequence)."""
-    chunks: list[bytes] = []
-    size = 0
-    start = after
-    for e in entries:
-        if matcher is None:
-            c: bytes | None = e.chunk(codec)
-        else:
-            a = e.action
-            c = None
-            if a is _INSERT:
-                if matcher(e.new_values):
-                    c = e.chunk(codec)
-            elif a is _UPDATE:
-                if matcher(e.new_values):
-                    c = e.chunk(codec)
-                elif matcher(e.old_values):
-                    c = e.chunk_as_delete(codec)
-            elif a is _DELETE:
-                if matcher(e.old_values):
-                    c = e.chunk(codec)
-            else:
-                c = e.chunk(codec)
-        if c is None:
-            continue
-        chunks.append(c)
-        size += len(c)
-        if size >= MAX_MESSAGE_BYTES:
-            yield _wire.journal_message(start, e.sequence, chunks), e.sequence
-            start = e.sequence
-            chunks = []
-            size = 0
-    if chunks:
-        yield _wire.journal_message(start, through, chunks), through
 
 
 def make_handler(registry: _Registry) -> Any:
@@ -389,7 +293,7 @@ class ReplicationServer:
     _servers: dict[tuple[str, int], ReplicationServer] = {}
     _lock = threading.Lock()
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: GrpcOptions) -> None:
         self.options = options
         self.registry = _Registry()
         workers = max(64, (options.max_clients or 200) + 16)
@@ -435,7 +339,14 @@ class ReplicationServer:
         logger.info("replication fan-out gRPC service listening on %s:%d", options.host, self.port)
 
     @classmethod
-    def acquire(cls, options: Any) -> ReplicationServer:
+    def serving(cls, options: GrpcOptions | None = None) -> Serving:
+        """A target's place on the server for ``options`` (``host:port``), taken when the
+        target attaches (its ``on_init``) and given back when it detaches (``on_close``):
+        ``FanOutTarget(opts, server=ReplicationServer.serving(opts.grpc))``."""
+        return Serving(options if options is not None else GrpcOptions())
+
+    @classmethod
+    def acquire(cls, options: GrpcOptions) -> ReplicationServer:
         """The server for ``options.host:options.port`` (port 0: always a new one)."""
         with cls._lock:
             key = (options.host, options.port)
@@ -474,3 +385,29 @@ class ReplicationServer:
 
     def stop(self, grace: float = 0.5) -> None:
         self._server.stop(grace).wait(grace + 1)
+
+
+class Serving:
+    """Serves one target on the shared ``ReplicationServer`` of an address (see
+    ``ReplicationServer.serving``); the target's ``server``."""
+
+    def __init__(self, options: GrpcOptions) -> None:
+        self.options = options
+        self.server: ReplicationServer | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port while attached, else 0."""
+        return self.server.port if self.server is not None else 0
+
+    def attach(self, target: FanOutTarget) -> None:
+        """Start serving ``target``'s table (starting the server if needed)."""
+        if self.server is None:
+            self.server = ReplicationServer.acquire(self.options)
+            self.server.add_target(target)
+
+    def detach(self, target: FanOutTarget) -> None:
+        """Stop serving ``target``; the server stops with its last target."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.remove_target(target)

@@ -36,6 +36,7 @@ from . import _wire
 from ._filters import normalize_filters
 from ._proto import replication_pb2 as pb
 from .client import build_request, open_channel, sync_stub
+from .positions import compare_sequences, sequence_from_string, sequence_to_string
 
 logger = logging.getLogger(__name__)
 
@@ -277,19 +278,13 @@ class FanOutSource:
         return None
 
     def compare_positions(self, a: Any, b: Any) -> int:
-        x, y = int(a), int(b)
-        return (x > y) - (x < y)
+        return compare_sequences(a, b)
 
     def position_to_string(self, position: Any) -> str:
-        return str(int(position))
+        return sequence_to_string(position)
 
     def position_from_string(self, text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(
-                f"invalid fanout source position {text!r}: expected an integer"
-            ) from None
+        return sequence_from_string(text, "fanout source position")
 
     def pause(self) -> None:
         self._paused.set()

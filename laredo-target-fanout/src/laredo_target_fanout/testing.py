@@ -1,7 +1,16 @@
-"""Helpers shared by the fan-out tests (imported through conftest.py's sys.path entry)."""
+"""Test helpers for the fan-out: an engine feeding a served target (``Rig``), a stalled
+client in another process (``SlowClient``), polling and row comparison.
+
+Used by this package's tests (``tests/conftest.py``) and usable by anyone testing against a
+fan-out server; they start real servers on free ports of 127.0.0.1.
+"""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +18,8 @@ from typing import Any
 import laredo
 from laredo.testing import TestSource
 from laredo.testing.source import columns
+
+__all__ = ["USERS", "Rig", "SlowClient", "same_rows", "user", "wait_until"]
 
 USERS = laredo.Table("public", "users")
 
@@ -50,7 +61,7 @@ class Rig:
 
     @property
     def address(self) -> str:
-        return self.target.address
+        return str(self.target.address)
 
     def settle(self, timeout: float = 10.0) -> None:
         """Wait until the target applied everything the source committed."""
@@ -103,9 +114,6 @@ class SlowClient:
     reader, so only the kernel's socket buffers absorb what the server sends."""
 
     def __init__(self, address: str, client_id: str) -> None:
-        import subprocess
-        import sys
-
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SLOW_CLIENT, address, client_id],
             stdout=subprocess.PIPE,
@@ -115,8 +123,6 @@ class SlowClient:
         assert self.next_event()["event"] == "ready"
 
     def next_event(self) -> dict[str, Any]:
-        import json
-
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
@@ -126,13 +132,9 @@ class SlowClient:
         return ev
 
     def freeze(self) -> None:
-        import signal
-
         self.proc.send_signal(signal.SIGSTOP)
 
     def thaw(self) -> None:
-        import signal
-
         self.proc.send_signal(signal.SIGCONT)
 
     def until_end(self, timeout: float = 60) -> dict[str, Any]:
@@ -144,8 +146,6 @@ class SlowClient:
         raise AssertionError("slow client did not finish")
 
     def kill(self) -> None:
-        import signal
-
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()

@@ -1,0 +1,150 @@
+"""Options of the ``replication-fanout`` target and the ``fanout`` cascade source.
+
+Durations accept every form of :mod:`laredo.units` (seconds, ``"200ms"``, ``"5s"``,
+``"1h30m"``, ``"2d"``, a ``timedelta``) and are stored as seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+import pydantic
+from laredo.errors import ConfigError
+from laredo.registry import format_validation_error
+from laredo.units import Duration, OptionalDuration
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "ClientBufferOptions",
+    "FanOutSourceOptions",
+    "GrpcOptions",
+    "JournalOptions",
+    "ReplicationFanoutOptions",
+    "SnapshotOptions",
+    "TlsOptions",
+    "coerce_options",
+]
+
+
+class OptionsModel(BaseModel):
+    """Base of the options models: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+class JournalOptions(OptionsModel):
+    """``journal { max_entries, max_age }``: the change journal's bounds."""
+
+    max_entries: int = Field(default=100_000, ge=1)
+    max_age: OptionalDuration = Field(
+        default=86_400.0, description="seconds (or '24h'); None: no age limit"
+    )
+
+
+class SnapshotOptions(OptionsModel):
+    """``snapshot { interval, keep_count, max_age, store, serializer }``."""
+
+    interval: OptionalDuration = Field(
+        default=None, description="periodic snapshot interval (None or 0: off)"
+    )
+    keep_count: int = Field(default=3, ge=0, description="snapshots kept (0 = unlimited)")
+    max_age: OptionalDuration = Field(default=None, description="None or 0: no age limit")
+    store: Any = Field(
+        default=None,
+        description='a SnapshotStore, or {"type": "local", "path": ...} to persist snapshots',
+    )
+    serializer: Any = "jsonl"
+
+    @field_validator("interval", "max_age")
+    @classmethod
+    def _zero_is_off(cls, v: float | None) -> float | None:
+        return v or None
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: Any) -> Any:
+        if v is None or callable(getattr(v, "save", None)):
+            return v
+        if isinstance(v, dict) and isinstance(v.get("type", "local"), str):
+            return v
+        raise ValueError('must be a SnapshotStore or {"type": "local", "path": "..."}')
+
+
+class TlsOptions(OptionsModel):
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+
+
+class GrpcOptions(OptionsModel):
+    """``grpc { port, host, max_clients, tls, drain_timeout, max_batch, linger }``."""
+
+    port: int = Field(default=4002, ge=0, le=65535, description="0 picks a free port")
+    host: str = Field(default="127.0.0.1", description="bind address; 0.0.0.0 for all")
+    max_clients: int = Field(default=0, ge=0, description="0 = unlimited")
+    tls: TlsOptions | None = None
+    drain_timeout: Duration = 5.0
+    max_batch: int = Field(default=1000, ge=1, description="rows or entries per message")
+    linger: OptionalDuration = Field(
+        default=None,
+        description="minimum time between two reads of a stream, counted from the previous "
+        "read, to batch changes (default: 0.2 ms per connected client, 1-20 ms)",
+    )
+
+
+class ClientBufferOptions(OptionsModel):
+    """``client_buffer { size, policy, max_wait }``: how far a live client may fall behind
+    (``max_size`` is accepted for ``size``)."""
+
+    size: int = Field(default=10_000, ge=1)
+    policy: Literal["drop_disconnect", "slow_down"] = "drop_disconnect"
+    max_wait: Duration = Field(default=30.0, description="slow_down: longest writer wait")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _max_size(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "max_size" in v and "size" not in v:
+            v = {("size" if k == "max_size" else k): x for k, x in v.items()}
+        return v
+
+
+class ReplicationFanoutOptions(OptionsModel):
+    """Options of the ``replication-fanout`` target. ``grpc = None``: the plugin factory does
+    not serve the target (it can be added to a ``ReplicationServer`` by hand)."""
+
+    journal: JournalOptions = Field(default_factory=JournalOptions)
+    snapshot: SnapshotOptions = Field(default_factory=SnapshotOptions)
+    grpc: GrpcOptions | None = Field(default_factory=GrpcOptions)
+    client_buffer: ClientBufferOptions = Field(default_factory=ClientBufferOptions)
+    heartbeat_interval: Duration = Field(default=5.0, gt=0)
+    observer: Any = None
+
+
+class FanOutSourceOptions(OptionsModel):
+    """Options of the ``fanout`` cascade source."""
+
+    address: str
+    table: str | None = None
+    client_id: str = ""
+    filters: list[Any] = Field(default_factory=list)
+    root_certificates_file: str | None = None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def coerce_options(model: type[M], value: Any, where: str = "") -> M:
+    """A validated ``model`` from None (the defaults), a model instance or a mapping; a
+    ``ConfigError`` lists every problem, each prefixed with ``where``."""
+    if value is None:
+        return model()
+    if isinstance(value, model):
+        return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(
+            [f"replication-fanout target: {p}" for p in format_validation_error(exc, where)]
+        ) from None
