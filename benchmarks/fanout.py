@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
+import laredo
 from laredo import ChangeAction, ChangeEvent, ColumnDefinition, Table
 from laredo_target_fanout import FanOutClient, _wire
 from laredo_target_fanout._proto import replication_pb2 as pb
@@ -61,12 +62,14 @@ def row(i: int) -> dict[str, Any]:
 
 
 def make_target(n_changes: int, baseline: int = 1000, linger: Any = None) -> FanOutTarget:
-    t = FanOutTarget(
+    t = laredo.target(
+        "replication-fanout",
         grpc={"port": 0, "max_batch": BATCH, "drain_timeout": 0, "linger": linger},
         journal={"max_entries": n_changes + 10, "max_age": None},
         client_buffer={"size": n_changes + 10},
         heartbeat_interval=1.0,
     )
+    assert isinstance(t, FanOutTarget)
     t.on_init(TABLE, COLUMNS)
     t.on_baseline_rows(TABLE, [row(i) for i in range(baseline)])
     t.set_change_position(0)
@@ -168,11 +171,15 @@ def encoded_batches(n: int) -> list[bytes]:
     t.on_baseline_complete(TABLE)
     for b in changes(n, 1000):
         t.apply_changes(TABLE, b)
-    entries = t._entries_from(1)
+    entries = t.journal_entries(1)
     out = []
     for i in range(0, n, BATCH):
         part = entries[i : i + BATCH]
-        out.append(_wire.journal_message(i, part[-1].sequence, [e.chunk(t.codec) for e in part]))
+        out.append(
+            _wire.journal_message(
+                i, part[-1].sequence, [_wire.entry_chunk(e, t.codec) for e in part]
+            )
+        )
     t.on_close(TABLE)
     return out
 
@@ -238,7 +245,7 @@ def snapshot_transfer(rows: int) -> tuple[float, float]:
         ours = got / (time.perf_counter() - t0)
         call.cancel()
         snap = t.snapshots()[0]
-        enc = snap.encoded_rows()
+        enc = snap.encoded_rows(_wire.encode_row)
         msgs = [_wire.snapshot_rows_message(enc[i : i + BATCH]) for i in range(0, len(enc), BATCH)]
     finally:
         ch.close()

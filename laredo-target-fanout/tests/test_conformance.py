@@ -23,8 +23,10 @@ def _factory(serve: bool) -> Iterator[MakeTarget]:
     made: list[FanOutTarget] = []
 
     def make(table: Any, columns: Any) -> FanOutTarget:
-        server = ReplicationServer.serving(GRPC) if serve else None
-        t = FanOutTarget(grpc=GRPC, server=server)
+        if serve:
+            t = FanOutTarget(grpc=GRPC, server=ReplicationServer.serving(GRPC))
+        else:
+            t = FanOutTarget(grpc=GRPC, serve=False)
         made.append(t)
         return t
 

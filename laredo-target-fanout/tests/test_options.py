@@ -70,7 +70,7 @@ def test_the_plugin_serves_on_grpc_and_not_without_it() -> None:
 
 
 def test_a_target_is_served_only_through_a_server() -> None:
-    plain = FanOutTarget(grpc={"port": 0})
+    plain = FanOutTarget(grpc={"port": 0}, serve=False)
     opts = coerce_options(ReplicationFanoutOptions, {"grpc": {"port": 0, "drain_timeout": 0}})
     served = FanOutTarget(opts, server=ReplicationServer.serving(opts.grpc))
     try:
@@ -82,5 +82,7 @@ def test_a_target_is_served_only_through_a_server() -> None:
             t.on_close(T)
     with pytest.raises(laredo.ConfigError, match="serve=True needs server"):
         FanOutTarget(serve=True)
+    with pytest.raises(laredo.ConfigError, match="grpc options were given but nothing serves"):
+        FanOutTarget(grpc={"port": 0})  # never silently unserved
     with pytest.raises(laredo.ConfigError, match="not both"):
         FanOutTarget(opts, journal={"max_entries": 5})

@@ -114,6 +114,12 @@ class FanOutTarget:
                 'grpc) (or build it with laredo.target("replication-fanout", ...))'
             )
         opts = coerce_options(ReplicationFanoutOptions, options if options is not None else kwargs)
+        if server is None and serve is None and "grpc" in opts.model_fields_set and opts.grpc:
+            raise ConfigError(
+                "replication-fanout target: grpc options were given but nothing serves them; "
+                "build it with laredo.target(\"replication-fanout\", ...), or pass "
+                "server=ReplicationServer.serving(grpc), or serve=False to keep it unserved"
+            )
         self.options = opts
         self.journal_options = opts.journal
         self.snapshot_options = opts.snapshot
