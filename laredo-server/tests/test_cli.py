@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from laredo_server import cli
-from laredo_server_testkit import USERS, Harness, wait_for
 from typer.testing import CliRunner
+
+from .testkit import USERS, Harness, wait_for
 
 runner = CliRunner()
 

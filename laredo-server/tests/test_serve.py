@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 from laredo_server.config import load_string
-from laredo_server.server import Runtime, serve
-from laredo_server_testkit import wait_for
+from laredo_server.runtime import ServerRuntime
+from laredo_server.serve import serve
+
+from .testkit import wait_for
 
 
 def free_port() -> int:
@@ -50,7 +52,7 @@ shutdown {{ drain = 1s, grace_period = 10s }}
     )
     assert loaded.model is not None
     stop = threading.Event()
-    started: dict[str, Runtime] = {}
+    started: dict[str, ServerRuntime] = {}
     result: dict[str, Any] = {}
     t = threading.Thread(
         target=lambda: result.setdefault(

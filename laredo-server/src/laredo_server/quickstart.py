@@ -145,7 +145,9 @@ def run_quickstart(
         )
         return 2
     from .config import load_config
-    from .server import Runtime, serve, setup_logging
+    from .logs import setup_logging
+    from .runtime import ServerRuntime
+    from .serve import serve
 
     con = console or Console()
     own_dir = workdir is None
@@ -177,7 +179,7 @@ def run_quickstart(
         model = load_config(cfg, conf_dirs=[]).model
         assert model is not None
 
-        def started(rt: Runtime) -> None:
+        def started(rt: ServerRuntime) -> None:
             holder["rt"] = rt
 
         server_thread = threading.Thread(
@@ -191,7 +193,7 @@ def run_quickstart(
         end = time.monotonic() + 30
         while "rt" not in holder and "code" not in holder and time.monotonic() < end:
             time.sleep(0.05)
-        rt: Runtime | None = holder.get("rt")
+        rt: ServerRuntime | None = holder.get("rt")
         if rt is None:
             con.print("[red]error:[/red] the server did not start (see the log above)")
             return 1
