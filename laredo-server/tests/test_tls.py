@@ -86,7 +86,6 @@ health {{ enabled = false }}
         from laredo_server import cli
         from typer.testing import CliRunner
 
-        cli._client = None
         r = CliRunner().invoke(
             cli.app, ["--address", addr, "--tls-ca", str(cert), "--output", "json", "ready"]
         )
