@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from laredo import Engine, PipelineInfo
+from laredo import Engine, Pipeline, PipelineInfo
 from laredo.errors import EngineStateError, SnapshotError
 from laredo.observers import CompositeObserver
+from laredo.replay import SnapshotReplay
 from laredo.types import PipelineState, SnapshotDescriptor, TableIdentifier
 
 from . import __version__
@@ -198,7 +199,7 @@ class ServerRuntime:
         self.draining = False
         self.started = False
         self.started_at: float | None = None
-        self.replays: dict[str, Any] = {}
+        self.replays: dict[str, SnapshotReplay] = {}
         self._reloading = 0
         self._lock = threading.RLock()
         self.hub = WatchHub(self.service_state, watch_buffer)
@@ -392,7 +393,7 @@ class ServerRuntime:
             raise ValueError(f"table {table} is read from several sources ({sids}): give source_id")
         return str(sids[0])
 
-    def pipeline_config(self, pipeline_id: str) -> Any:
+    def pipeline_config(self, pipeline_id: str) -> Pipeline:
         for c in self.engine.pipeline_configs:
             if c.pipeline_id() == pipeline_id:
                 return c
@@ -400,6 +401,7 @@ class ServerRuntime:
         raise KeyError(f"unknown pipeline {pipeline_id!r} (pipelines: {known})")
 
     def pipeline_target(self, pipeline_id: str) -> Any:
+        """The target object of a pipeline (None for an unknown id)."""
         for c in self.engine.pipeline_configs:
             if c.pipeline_id() == pipeline_id:
                 return c.target

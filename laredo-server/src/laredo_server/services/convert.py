@@ -144,8 +144,8 @@ def snapshot_pb(d: SnapshotDescriptor) -> oam.SnapshotInfo:
     return oam.SnapshotInfo(
         snapshot_id=d.snapshot_id,
         created_at=ms(d.created_at),
-        format=getattr(d, "format", ""),
-        size_bytes=int(getattr(d, "size_bytes", 0) or 0),
+        format=d.format,
+        size_bytes=int(d.size_bytes or 0),
         tables=[
             oam.TableSnapshot(
                 schema=t.table.schema,

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 from laredo import PipelineInfo
 from laredo.errors import EngineStateError
 from laredo.replay import SnapshotReplay
@@ -67,7 +68,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return source_status_pb(info, ready=self.rt.engine.is_ready(sid))
 
     @rpc()
-    def GetStatus(self, request: Any, context: Any) -> oam.GetStatusResponse:
+    def GetStatus(
+        self, request: oam.GetStatusRequest, context: grpc.ServicerContext
+    ) -> oam.GetStatusResponse:
         rt = self.rt
         eng = rt.engine
         return oam.GetStatusResponse(
@@ -88,7 +91,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc()
-    def GetTableStatus(self, request: Any, context: Any) -> oam.GetTableStatusResponse:
+    def GetTableStatus(
+        self, request: oam.GetTableStatusRequest, context: grpc.ServicerContext
+    ) -> oam.GetTableStatusResponse:
         table = table_id(request.schema, request.table)
         pipes = [p for p in self.rt.engine.pipelines() if p.table == table]
         if not pipes:
@@ -100,7 +105,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return oam.GetTableStatusResponse(pipelines=out, indexes=idx)
 
     @rpc()
-    def GetPipelineStatus(self, request: Any, context: Any) -> oam.GetPipelineStatusResponse:
+    def GetPipelineStatus(
+        self, request: oam.GetPipelineStatusRequest, context: grpc.ServicerContext
+    ) -> oam.GetPipelineStatusResponse:
         for p in self.rt.engine.pipelines():
             if p.id == request.pipeline_id:
                 st = self._pipeline_pb(p)
@@ -109,7 +116,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         raise KeyError(f"unknown pipeline {request.pipeline_id!r} (pipelines: {known})")
 
     @stream()
-    def WatchStatus(self, request: Any, context: Any) -> Iterator[oam.StatusEvent]:
+    def WatchStatus(
+        self, request: oam.WatchStatusRequest, context: grpc.ServicerContext
+    ) -> Iterator[oam.StatusEvent]:
         tables = {str(TableIdentifier.parse(t)) for t in request.tables}
         pids = set(request.pipeline_ids)
         watcher = self.rt.hub.watch(tables, pids)
@@ -128,7 +137,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             self.rt.hub.unwatch(watcher)
 
     @rpc()
-    def CheckReady(self, request: Any, context: Any) -> oam.CheckReadyResponse:
+    def CheckReady(
+        self, request: oam.CheckReadyRequest, context: grpc.ServicerContext
+    ) -> oam.CheckReadyResponse:
         ready, reasons = self.rt.readiness(
             source=request.source or None,
             table=request.table or None,
@@ -137,7 +148,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return oam.CheckReadyResponse(ready=ready, not_ready_reasons=reasons)
 
     @rpc()
-    def GetSourceInfo(self, request: Any, context: Any) -> oam.GetSourceInfoResponse:
+    def GetSourceInfo(
+        self, request: oam.GetSourceInfoRequest, context: grpc.ServicerContext
+    ) -> oam.GetSourceInfoResponse:
         eng = self.rt.engine
         ids = [request.source_id] if request.source_id else eng.source_ids()
         out = []
@@ -160,7 +173,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
 
     # admin ----------------------------------------------------------------------------------
     @rpc(admin=True)
-    def ReloadTable(self, request: Any, context: Any) -> oam.ReloadResponse:
+    def ReloadTable(
+        self, request: oam.ReloadTableRequest, context: grpc.ServicerContext
+    ) -> oam.ReloadResponse:
         table = table_id(request.schema, request.table)
         sid = request.source_id or self.rt.source_of(table)
         with self.rt.reloading():
@@ -170,7 +185,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc(admin=True)
-    def ReloadAll(self, request: Any, context: Any) -> oam.ReloadResponse:
+    def ReloadAll(
+        self, request: oam.ReloadAllRequest, context: grpc.ServicerContext
+    ) -> oam.ReloadResponse:
         eng = self.rt.engine
         sids = [request.source_id] if request.source_id else eng.source_ids()
         tables: list[str] = []
@@ -193,17 +210,23 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return [self._pipeline_pb(p) for p in self.rt.engine.pipelines() if p.source_id == sid]
 
     @rpc(admin=True)
-    def PauseSync(self, request: Any, context: Any) -> oam.PauseSyncResponse:
+    def PauseSync(
+        self, request: oam.PauseSyncRequest, context: grpc.ServicerContext
+    ) -> oam.PauseSyncResponse:
         self.rt.engine.pause(self.rt.require_source(request.source_id))
         return oam.PauseSyncResponse(pipelines=self._pipes_of(request.source_id))
 
     @rpc(admin=True)
-    def ResumeSync(self, request: Any, context: Any) -> oam.ResumeSyncResponse:
+    def ResumeSync(
+        self, request: oam.ResumeSyncRequest, context: grpc.ServicerContext
+    ) -> oam.ResumeSyncResponse:
         self.rt.engine.resume(self.rt.require_source(request.source_id))
         return oam.ResumeSyncResponse(pipelines=self._pipes_of(request.source_id))
 
     @rpc(admin=True)
-    def ResetSource(self, request: Any, context: Any) -> oam.ResetSourceResponse:
+    def ResetSource(
+        self, request: oam.ResetSourceRequest, context: grpc.ServicerContext
+    ) -> oam.ResetSourceResponse:
         sid = self.rt.require_source(request.source_id)
         if not request.confirm:
             raise EngineStateError(
@@ -218,7 +241,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc()
-    def ListTables(self, request: Any, context: Any) -> oam.ListTablesResponse:
+    def ListTables(
+        self, request: oam.ListTablesRequest, context: grpc.ServicerContext
+    ) -> oam.ListTablesResponse:
         by: dict[tuple[str, TableIdentifier], list[Any]] = {}
         for p in self.rt.engine.pipelines():
             by.setdefault((p.source_id, p.table), []).append(p)
@@ -239,7 +264,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return oam.ListTablesResponse(tables=out)
 
     @rpc()
-    def GetTableSchema(self, request: Any, context: Any) -> oam.GetTableSchemaResponse:
+    def GetTableSchema(
+        self, request: oam.GetTableSchemaRequest, context: grpc.ServicerContext
+    ) -> oam.GetTableSchemaResponse:
         table = table_id(request.schema, request.table)
         cols = self.rt.engine.table_schema(table, request.source_id or None)
         if not cols:
@@ -257,7 +284,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return store
 
     @rpc(admin=True)
-    def CreateSnapshot(self, request: Any, context: Any) -> oam.CreateSnapshotResponse:
+    def CreateSnapshot(
+        self, request: oam.CreateSnapshotRequest, context: grpc.ServicerContext
+    ) -> oam.CreateSnapshotResponse:
         meta: dict[str, Any] = {}
         if request.user_meta_json:
             meta = json.loads(request.user_meta_json, object_hook=object_hook)
@@ -270,7 +299,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc()
-    def ListSnapshots(self, request: Any, context: Any) -> oam.ListSnapshotsResponse:
+    def ListSnapshots(
+        self, request: oam.ListSnapshotsRequest, context: grpc.ServicerContext
+    ) -> oam.ListSnapshotsResponse:
         table = TableIdentifier.parse(request.table) if request.table else None
         listed = self._store().list(table)
         if request.limit > 0:
@@ -278,7 +309,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return oam.ListSnapshotsResponse(snapshots=[snapshot_pb(d) for d in listed])
 
     @rpc()
-    def InspectSnapshot(self, request: Any, context: Any) -> oam.InspectSnapshotResponse:
+    def InspectSnapshot(
+        self, request: oam.InspectSnapshotRequest, context: grpc.ServicerContext
+    ) -> oam.InspectSnapshotResponse:
         if not request.snapshot_id:
             raise ValueError("snapshot_id is required")
         return oam.InspectSnapshotResponse(
@@ -286,7 +319,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc(admin=True)
-    def RestoreSnapshot(self, request: Any, context: Any) -> oam.RestoreSnapshotResponse:
+    def RestoreSnapshot(
+        self, request: oam.RestoreSnapshotRequest, context: grpc.ServicerContext
+    ) -> oam.RestoreSnapshotResponse:
         if not request.snapshot_id:
             raise ValueError("snapshot_id is required")
         self._store().describe(request.snapshot_id)  # NOT_FOUND early
@@ -302,14 +337,18 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc(admin=True)
-    def DeleteSnapshot(self, request: Any, context: Any) -> oam.DeleteSnapshotResponse:
+    def DeleteSnapshot(
+        self, request: oam.DeleteSnapshotRequest, context: grpc.ServicerContext
+    ) -> oam.DeleteSnapshotResponse:
         store = self._store()
         store.describe(request.snapshot_id)
         store.delete(request.snapshot_id)
         return oam.DeleteSnapshotResponse(deleted=True)
 
     @rpc(admin=True)
-    def PruneSnapshots(self, request: Any, context: Any) -> oam.PruneSnapshotsResponse:
+    def PruneSnapshots(
+        self, request: oam.PruneSnapshotsRequest, context: grpc.ServicerContext
+    ) -> oam.PruneSnapshotsResponse:
         if request.keep < 1:
             raise ValueError("keep must be >= 1 (the newest snapshot is never pruned)")
         table = TableIdentifier.parse(request.table) if request.table else None
@@ -327,7 +366,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return dls
 
     @rpc()
-    def ListDeadLetters(self, request: Any, context: Any) -> oam.ListDeadLettersResponse:
+    def ListDeadLetters(
+        self, request: oam.ListDeadLettersRequest, context: grpc.ServicerContext
+    ) -> oam.ListDeadLettersResponse:
         dls = self._dls()
         pids = [request.pipeline_id] if request.pipeline_id else dls.pipelines()
         out = []
@@ -339,7 +380,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return oam.ListDeadLettersResponse(entries=out)
 
     @rpc(admin=True)
-    def ReplayDeadLetters(self, request: Any, context: Any) -> oam.ReplayDeadLettersResponse:
+    def ReplayDeadLetters(
+        self, request: oam.ReplayDeadLettersRequest, context: grpc.ServicerContext
+    ) -> oam.ReplayDeadLettersResponse:
         dls = self._dls()
         pid = request.pipeline_id
         cfg = self.rt.pipeline_config(pid)
@@ -354,14 +397,18 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc(admin=True)
-    def PurgeDeadLetters(self, request: Any, context: Any) -> oam.PurgeDeadLettersResponse:
+    def PurgeDeadLetters(
+        self, request: oam.PurgeDeadLettersRequest, context: grpc.ServicerContext
+    ) -> oam.PurgeDeadLettersResponse:
         dls = self._dls()
         pids = [request.pipeline_id] if request.pipeline_id else dls.pipelines()
         return oam.PurgeDeadLettersResponse(purged=sum(dls.purge(p) for p in pids))
 
     # replay ---------------------------------------------------------------------------------
     @rpc(admin=True)
-    def StartReplay(self, request: Any, context: Any) -> oam.StartReplayResponse:
+    def StartReplay(
+        self, request: oam.StartReplayRequest, context: grpc.ServicerContext
+    ) -> oam.StartReplayResponse:
         store = self._store()
         if not request.snapshot_id:
             raise ValueError("snapshot_id is required")
@@ -408,7 +455,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return r
 
     @rpc()
-    def GetReplayStatus(self, request: Any, context: Any) -> oam.GetReplayStatusResponse:
+    def GetReplayStatus(
+        self, request: oam.GetReplayStatusRequest, context: grpc.ServicerContext
+    ) -> oam.GetReplayStatusResponse:
         st = self._replay(request.replay_id).status()
         return oam.GetReplayStatusResponse(
             replay_id=request.replay_id,
@@ -422,7 +471,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     @rpc(admin=True)
-    def StopReplay(self, request: Any, context: Any) -> oam.StopReplayResponse:
+    def StopReplay(
+        self, request: oam.StopReplayRequest, context: grpc.ServicerContext
+    ) -> oam.StopReplayResponse:
         r = self._replay(request.replay_id)
         running = r.status().state == "running"
         r.stop()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+from laredo import Pipeline
 from laredo.errors import EngineStateError
 from laredo.types import Row
 
@@ -56,7 +57,7 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         self.rt = rt
         self._keys: dict[int, tuple[int, list[tuple[Any, Any]]]] = {}
 
-    def _target(self, ref: Any) -> tuple[QueryableTarget, Any]:
+    def _target(self, ref: qry.TableRef) -> tuple[QueryableTarget, Pipeline]:
         """(target, pipeline config) of the first queryable target of the table."""
         table = table_id(ref.schema, ref.table)
         found = []
@@ -79,7 +80,7 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
             f"its targets: {', '.join(c.resolved_target_type() for c in found)}"
         )
 
-    def _lookup_target(self, ref: Any) -> LookupTarget:
+    def _lookup_target(self, ref: qry.TableRef) -> LookupTarget:
         target, cfg = self._target(ref)
         if not isinstance(target, LookupTarget):
             raise EngineStateError(
@@ -89,7 +90,9 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         return target
 
     @rpc()
-    def Lookup(self, request: Any, context: Any) -> qry.LookupResponse:
+    def Lookup(
+        self, request: qry.LookupRequest, context: grpc.ServicerContext
+    ) -> qry.LookupResponse:
         target = self._lookup_target(request.table)
         values = [decode_json_value(v) for v in request.key_values]
         if request.index_name:
@@ -100,7 +103,9 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         return qry.LookupResponse(found=row is not None, row=row_pb(row))
 
     @rpc()
-    def LookupAll(self, request: Any, context: Any) -> qry.LookupAllResponse:
+    def LookupAll(
+        self, request: qry.LookupAllRequest, context: grpc.ServicerContext
+    ) -> qry.LookupAllResponse:
         if not request.index_name:
             raise ValueError("index_name is required (see GetTableStatus for the indexes)")
         target = self._lookup_target(request.table)
@@ -109,7 +114,9 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         return qry.LookupAllResponse(rows=[row_pb(r) for r in rows])
 
     @rpc()
-    def GetRow(self, request: Any, context: Any) -> qry.GetRowResponse:
+    def GetRow(
+        self, request: qry.GetRowRequest, context: grpc.ServicerContext
+    ) -> qry.GetRowResponse:
         target, _ = self._target(request.table)
         values = [decode_json_value(v) for v in request.primary_key]
         if not values:
@@ -118,7 +125,9 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         return qry.GetRowResponse(found=row is not None, row=row_pb(row))
 
     @rpc()
-    def ListRows(self, request: Any, context: Any) -> qry.ListRowsResponse:
+    def ListRows(
+        self, request: qry.ListRowsRequest, context: grpc.ServicerContext
+    ) -> qry.ListRowsResponse:
         target, _ = self._target(request.table)
         size = request.page_size or 100
         if size < 0 or size > MAX_PAGE:
@@ -172,12 +181,16 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         return keys
 
     @rpc()
-    def CountRows(self, request: Any, context: Any) -> qry.CountRowsResponse:
+    def CountRows(
+        self, request: qry.CountRowsRequest, context: grpc.ServicerContext
+    ) -> qry.CountRowsResponse:
         target, _ = self._target(request.table)
         return qry.CountRowsResponse(count=int(target.count()))
 
     @stream()
-    def Subscribe(self, request: Any, context: Any) -> Iterator[qry.SubscribeResponse]:
+    def Subscribe(
+        self, request: qry.SubscribeRequest, context: grpc.ServicerContext
+    ) -> Iterator[qry.SubscribeResponse]:
         target, cfg = self._target(request.table)
         if not isinstance(target, ListenableTarget):
             raise EngineStateError(f"target of {cfg.table_id} does not support listeners")
