@@ -19,6 +19,8 @@ __all__ = [
     "ServiceState",
     "ServiceStateChanged",
     "SnapshotActivity",
+    "SnapshotEventKind",
+    "SourceEventKind",
     "SourceStateChanged",
     "StatusEvent",
 ]
