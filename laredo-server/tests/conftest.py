@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import laredo
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from laredo_server_testkit import Harness, QuickTestPlugin
+from .testkit import Harness, QuickTestPlugin
 
 
 @pytest.fixture
@@ -20,8 +18,6 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
 
 @pytest.fixture
 def quicktest_plugin() -> Iterator[None]:
-    import laredo
-
     pm = laredo.get_plugin_manager()
     plugin = QuickTestPlugin()
     pm.register(plugin, name="quicktest-plugin")

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 from laredo_server import cli
-from laredo_server_testkit import USERS, Harness, wait_for
 from typer.testing import CliRunner
+
+from .testkit import USERS, Harness, wait_for
 
 runner = CliRunner()
 
 
 def run(h: Harness | None, *args: str, token: str | None = None, code: int = 0) -> Any:
-    cli._client = None
     pre = ["--address", f"127.0.0.1:{h.rt.listeners.grpc_port}"] if h else []
     if token:
         pre += ["--token", token]
@@ -147,7 +147,6 @@ def test_token_is_sent(tmp_path: Path) -> None:
 
 
 def test_unreachable_server_is_one_clear_line() -> None:
-    cli._client = None
     r = runner.invoke(cli.app, ["--address", "127.0.0.1:1", "--timeout", "1", "status"])
     assert r.exit_code == 1
     assert "cannot reach the server at 127.0.0.1:1" in r.stderr
@@ -181,12 +180,54 @@ def test_cli_hook_adds_commands() -> None:
     p = P()
     pm.register(p, name="cli-test-plugin")
     try:
-        cli._hooked = False
-        cli._load_plugin_commands()
-        r = runner.invoke(cli.app, ["hello-plugin"])
+        app = cli.create_app()
+        cli.add_plugin_commands(app)
+        r = runner.invoke(app, ["hello-plugin"])
         assert r.exit_code == 0 and "hi from a plugin" in r.stdout
+        names = [
+            line.split()[1]
+            for line in runner.invoke(app, ["--help"]).stdout.splitlines()
+            if line.startswith("│ ") and len(line.split()) > 2
+        ]
+        assert names.index("hello-plugin") > names.index("query")  # after the built-ins
     finally:
         pm.unregister(p)
+    assert runner.invoke(cli.app, ["hello-plugin"]).exit_code == 2  # cli.app was not changed
+
+
+def test_builtin_command_modules_are_laredo_plugins() -> None:
+    """Each first-party module implements the hook as declared by laredo's hookspecs, and
+    together they register exactly the commands of the help order."""
+    import typer
+    from laredo.plugins import PluginManager
+
+    pm = PluginManager(autoload=False)
+    for module in cli.BUILTIN_MODULES:
+        pm.register(module)  # validates the hookimpl against the spec
+    app = typer.Typer()
+    pm.call_cli_hook(app)
+    commands = {c.name or getattr(c.callback, "__name__", "") for c in app.registered_commands}
+    assert commands | {g.name for g in app.registered_groups} == set(cli.HELP_ORDER)
+
+
+def test_help_lists_every_command_in_order() -> None:
+    out = runner.invoke(cli.app, ["--help"], env={"COLUMNS": "200"}).stdout
+    names = [line.split()[1] for line in out.splitlines() if line.startswith("│ ")]
+    listed = [n for n in names if n in cli.HELP_ORDER]
+    assert listed == list(cli.HELP_ORDER)
+
+
+def test_options_are_per_invocation(tmp_path: Path) -> None:
+    good = tmp_path / "good.conf"
+    good.write_text(
+        CONF_BAD.replace(", slotmode = x", "")
+        .replace(", bogus = 1", "")
+        .replace("port = nope", "port = 4001")
+    )
+    assert json.loads(run(None, "--output", "json", "config", "validate", str(good)).stdout)[
+        "valid"
+    ]
+    assert "config is valid" in run(None, "config", "validate", str(good)).stdout
 
 
 CONF_BAD = """
@@ -249,6 +290,5 @@ def test_config_validate_and_dump(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["--output", "yaml", "status"], ["serve"]])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "LAREDO_CONFIG"}
-    cli._client = None
     r = runner.invoke(cli.app, args, env=env)
     assert r.exit_code == 2

@@ -13,10 +13,12 @@ import laredo
 from laredo.testing import TestSource
 from laredo_server.config import Built
 from laredo_server.metrics import PrometheusObserver
-from laredo_server.server import Runtime
-from laredo_server_testkit import USERS, Harness, make_source, wait_for
+from laredo_server.runtime import ServerRuntime
+from laredo_server.serve import attach_frontends
 from laredo_target_memory import IndexedTarget
 from prometheus_client.parser import text_string_to_metric_families
+
+from .testkit import USERS, Harness, make_source, wait_for
 
 
 def get(port: int, path: str) -> tuple[int, Any, str]:
@@ -56,7 +58,7 @@ def test_ready_503_then_200_with_pipeline_reasons(tmp_path: Path) -> None:
         )
         return Built(eng)
 
-    rt = Runtime(factory, grpc_port=None, health_port=0)
+    rt = attach_frontends(ServerRuntime(factory), grpc_port=None)
     rt.start()
     try:
         port = rt.listeners.health_port
@@ -103,7 +105,7 @@ def test_live_fails_when_every_pipeline_of_a_source_failed(tmp_path: Path) -> No
         )
         return Built(eng)
 
-    rt = Runtime(factory, grpc_port=None, health_port=0)
+    rt = attach_frontends(ServerRuntime(factory), grpc_port=None)
     rt.start()
     try:
         port = rt.listeners.health_port

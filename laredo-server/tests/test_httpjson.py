@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from laredo_server_testkit import USERS, Harness
+from .testkit import USERS, Harness
 
 
 def post(

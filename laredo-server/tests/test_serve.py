@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo_server import server
 from laredo_server.config import load_string
-from laredo_server.server import Runtime, serve
-from laredo_server_testkit import wait_for
+from laredo_server.runtime import ServerRuntime
+from laredo_server.serve import serve
+
+from .testkit import Harness, wait_for
 
 
 def free_port() -> int:
@@ -50,7 +53,7 @@ shutdown {{ drain = 1s, grace_period = 10s }}
     )
     assert loaded.model is not None
     stop = threading.Event()
-    started: dict[str, Runtime] = {}
+    started: dict[str, ServerRuntime] = {}
     result: dict[str, Any] = {}
     t = threading.Thread(
         target=lambda: result.setdefault(
@@ -118,3 +121,15 @@ health {{ port = {port} }}
         )
         assert loaded.model is not None
         assert serve(loaded.model, stop_event=threading.Event()) == 1
+
+
+def test_the_0_1_runtime_constructor_still_starts_its_listeners(tmp_path: Path) -> None:
+    factory = Harness(tmp_path).rt.factory
+    rt = server.Runtime(factory, grpc_port=0, health_port=None)
+    assert isinstance(rt, ServerRuntime)
+    rt.start()
+    try:
+        assert rt.listeners.grpc_port and rt.listeners.health_port is None
+        assert wait_for(rt.is_ready)
+    finally:
+        rt.stop(grace=5)

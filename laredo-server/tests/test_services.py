@@ -16,7 +16,8 @@ from laredo.serialization import object_hook
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
-from laredo_server_testkit import ORDERS, USERS, Harness, wait_for
+
+from .testkit import ORDERS, USERS, Harness, wait_for
 
 
 def stubs(h: Harness) -> tuple[Any, Any]:

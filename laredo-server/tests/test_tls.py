@@ -9,8 +9,9 @@ from pathlib import Path
 import grpc
 import pytest
 from laredo_server.config import load_string
-from laredo_server.server import runtime_from_config
-from laredo_server_testkit import wait_for
+from laredo_server.serve import runtime_from_config
+
+from .testkit import wait_for
 
 x509 = pytest.importorskip("cryptography.x509")
 
@@ -85,7 +86,6 @@ health {{ enabled = false }}
         from laredo_server import cli
         from typer.testing import CliRunner
 
-        cli._client = None
         r = CliRunner().invoke(
             cli.app, ["--address", addr, "--tls-ca", str(cert), "--output", "json", "ready"]
         )

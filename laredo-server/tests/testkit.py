@@ -12,7 +12,8 @@ import grpc
 import laredo
 from laredo.testing import TestSource, columns
 from laredo_server.config import Built
-from laredo_server.server import Runtime
+from laredo_server.runtime import ServerRuntime
+from laredo_server.serve import attach_frontends
 from laredo_target_memory import IndexedTarget
 
 USERS = laredo.Table("public", "users")
@@ -75,7 +76,7 @@ class Harness:
             )
             return Built(eng, store, None, dls)
 
-        self.rt = Runtime(factory, admin_token=token, **rt_kw)
+        self.rt = attach_frontends(ServerRuntime(factory, admin_token=token, **rt_kw))
 
     def start(self) -> Harness:
         self.rt.start()

@@ -1,0 +1,109 @@
+"""Optional capabilities the server reads from targets, sources and observers.
+
+Small ``runtime_checkable`` Protocols in the style of :mod:`laredo.contracts`: the services test
+``isinstance(target, QueryableTarget)`` instead of probing attributes. None of them is declared by
+core yet; they belong in :mod:`laredo.contracts` next to ``CountableTarget`` and ``KeyedTarget``
+(the engine reads ``indexes`` and observers' ``bind`` the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from laredo.types import IndexDefinition, Row, TableIdentifier
+
+__all__ = [
+    "DescribedSource",
+    "KeyListingTarget",
+    "ListenableTarget",
+    "LookupTarget",
+    "PipelineLabelled",
+    "QueryableTarget",
+    "ReportsPosition",
+    "SecondaryIndexed",
+    "UniqueLookup",
+    "VersionedTarget",
+]
+
+
+@runtime_checkable
+class QueryableTarget(Protocol):
+    """A target whose rows can be read by key, listed and counted (the Query service)."""
+
+    def get(self, *key: Any) -> Row | None: ...
+
+    def items(self) -> Iterator[tuple[Any, Row]]: ...
+
+    def count(self) -> int: ...
+
+
+@runtime_checkable
+class LookupTarget(Protocol):
+    """Reads by the unique lookup fields (``lookup``) or by a named index (``lookup_all``)."""
+
+    def lookup(self, *values: Any) -> Row | None: ...
+
+    def lookup_all(self, index_name: str, *values: Any) -> list[Row]: ...
+
+
+@runtime_checkable
+class UniqueLookup(Protocol):
+    """Declares the fields of its unique lookup index."""
+
+    @property
+    def lookup_fields(self) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class SecondaryIndexed(Protocol):
+    """Declares its secondary indexes."""
+
+    @property
+    def indexes(self) -> Sequence[IndexDefinition]: ...
+
+
+@runtime_checkable
+class KeyListingTarget(Protocol):
+    """Lists its keys without copying rows."""
+
+    def keys(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class VersionedTarget(Protocol):
+    """``version`` changes with every write (odd while a write is in progress)."""
+
+    @property
+    def version(self) -> int: ...
+
+
+@runtime_checkable
+class ReportsPosition(Protocol):
+    """``position`` is the source position of the last change applied (None before any)."""
+
+    @property
+    def position(self) -> Any: ...
+
+
+@runtime_checkable
+class ListenableTarget(Protocol):
+    """Calls ``fn(old, new)`` after every change; ``listen`` returns ``unsubscribe()``."""
+
+    def listen(
+        self, fn: Callable[[Any, Any], None], replay_existing: bool = False
+    ) -> Callable[[], None]: ...
+
+
+@runtime_checkable
+class DescribedSource(Protocol):
+    """Adds source-specific details (slot name, stream ARN, ...) to ``GetSourceInfo``."""
+
+    def details(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class PipelineLabelled(Protocol):
+    """An observer that labels pipeline metrics with ``(source_id, table)`` per pipeline id."""
+
+    def bind(self, pipelines: Mapping[str, tuple[str, TableIdentifier | str]]) -> None: ...

@@ -1,0 +1,181 @@
+"""The ``laredo`` command line: run the server, check configs, and operate a running server.
+
+Global options (before the command): ``--address`` (``LAREDO_ADDRESS``, default
+``localhost:4001``), ``--token`` (``LAREDO_TOKEN``), ``--output table|json``, ``--timeout``,
+``--tls``/``--tls-ca``. Errors print one line on stderr and exit non-zero: 1 for a failed call
+or a not-ready answer, 2 for usage and configuration errors. ``--output json`` prints one JSON
+document per command.
+
+Every command group is a module registering its commands through the
+``laredo_register_cli_commands(app)`` hook, exactly as plugins do (``app`` is this Typer
+application); the first-party modules are registered explicitly, plugins through their entry
+points. Per-invocation state lives in Click's context object (:class:`CliState`).
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Annotated, Any
+
+import pluggy
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from . import admin, dead_letters, plugins, query, replay, serve, snapshots, status
+from .common import CliState, Options
+
+__all__ = ["BUILTIN_MODULES", "add_plugin_commands", "app", "create_app", "main"]
+
+BUILTIN_MODULES: tuple[ModuleType, ...] = (
+    serve,
+    status,
+    admin,
+    query,
+    snapshots,
+    dead_letters,
+    replay,
+    plugins,
+)
+"""The first-party command modules, each a ``laredo_register_cli_commands`` hook."""
+
+HELP_ORDER = (
+    "serve",
+    "status",
+    "pipelines",
+    "tables",
+    "source",
+    "schema",
+    "ready",
+    "reload",
+    "pause",
+    "resume",
+    "reset-source",
+    "watch",
+    "plugins",
+    "version",
+    "quickstart",
+    "config",
+    "snapshot",
+    "dead-letters",
+    "replay",
+    "query",
+)
+"""How ``laredo --help`` lists the built-in commands; plugin commands follow in the order
+they were added."""
+
+
+class LaredoGroup(TyperGroup):
+    """Lists commands in :data:`HELP_ORDER`, whatever order the hooks added them in."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(HELP_ORDER)}
+        return sorted(names, key=lambda n: rank.get(n, len(rank)))
+
+
+def global_options(
+    ctx: typer.Context,
+    *,
+    address: Annotated[
+        str, typer.Option("--address", "-a", envvar="LAREDO_ADDRESS", help="server host:port")
+    ] = "localhost:4001",
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="LAREDO_TOKEN", help="admin bearer token")
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds per call")] = 10.0,
+    tls: Annotated[bool, typer.Option("--tls", help="connect with TLS")] = False,
+    tls_ca: Annotated[
+        str | None,
+        typer.Option(
+            "--tls-ca", envvar="LAREDO_TLS_CA", help="CA certificate file (implies --tls)"
+        ),
+    ] = None,
+) -> None:
+    cli = CliState(
+        Options(
+            address=address,
+            token=token,
+            output=output,
+            timeout=timeout,
+            tls=tls or tls_ca is not None,
+            tls_ca=tls_ca,
+        )
+    )
+    ctx.obj = cli
+    if output not in ("table", "json"):
+        cli.fail(f"--output must be table or json, not {output!r}", code=2)
+
+
+def create_app() -> typer.Typer:
+    """A ``laredo`` application with the built-in commands (no plugin commands yet)."""
+    app = typer.Typer(
+        name="laredo",
+        cls=LaredoGroup,
+        help="Laredo: a consistent baseline of database tables, then every change, into targets.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(global_options)
+    pm = pluggy.PluginManager("laredo")
+    for module in BUILTIN_MODULES:
+        pm.register(module, name=f"laredo-cli:{module.__name__.rsplit('.', 1)[-1]}")
+    pm.hook.laredo_register_cli_commands(app=app)
+    return app
+
+
+def add_plugin_commands(app: typer.Typer) -> None:
+    """Let installed plugins add their commands to ``app``; a failing plugin is a warning."""
+    try:
+        from laredo.plugins import (  # lazy: loads the engine (~0.3 s) and every plugin
+            get_plugin_manager,
+        )
+
+        get_plugin_manager().call_cli_hook(app)
+    except Exception as exc:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/yellow] a plugin failed to add CLI commands: {exc}"
+        )
+
+
+app = create_app()
+"""The application with the built-in commands (``main`` adds plugin commands when needed)."""
+
+_VALUE_OPTS = frozenset({"--address", "-a", "--token", "--output", "-o", "--timeout", "--tls-ca"})
+
+
+def _command_of(args: list[str]) -> str | None:
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in _VALUE_OPTS:
+            skip = True
+            continue
+        if a.startswith("-"):
+            continue
+        return a
+    return None
+
+
+def _builtin_names(app: typer.Typer) -> set[str]:
+    names = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    return names | {g.name or "" for g in app.registered_groups}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``laredo`` console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    cli_app = create_app()
+    if _command_of(args) not in _builtin_names(cli_app):
+        # plugin commands (and --help) need the plugins; built-in commands start faster without
+        add_plugin_commands(cli_app)
+    try:
+        cli_app(args=args, prog_name="laredo", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0

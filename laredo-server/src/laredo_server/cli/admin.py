@@ -1,0 +1,83 @@
+"""Operating a server: ``reload``, ``pause``, ``resume`` and ``reset-source`` (admin RPCs:
+they need ``--token`` when the server has one)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .common import hookimpl, split_table, state, to_dict
+from .status import pipelines_table
+
+
+def reload(
+    ctx: typer.Context,
+    table: Annotated[str | None, typer.Argument(help="schema.table (omit with --all)")] = None,
+    source_: Annotated[str | None, typer.Option("--source")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="every table (of --source)")] = False,
+) -> None:
+    """Re-baseline a table (or all): targets are emptied and reloaded; no change is lost."""
+    cli = state(ctx)
+    if all_ == bool(table):
+        cli.fail("give a table or --all", code=2)
+    if all_:
+        resp = cli.oam("ReloadAll", timeout=None, source_id=source_ or "")
+    else:
+        s, t = split_table(table or "")
+        resp = cli.oam("ReloadTable", timeout=None, source_id=source_ or "", schema=s, table=t)
+    if cli.json:
+        return cli.emit_json(to_dict(resp))
+    cli.out.print(resp.message, highlight=False)
+    return None
+
+
+def pause(ctx: typer.Context, source_id: Annotated[str, typer.Argument()]) -> None:
+    """Pause a source: changes keep buffering and are applied after resume."""
+    cli = state(ctx)
+    resp = cli.oam("PauseSync", source_id=source_id)
+    if cli.json:
+        return cli.emit_json(to_dict(resp))
+    pipelines_table(cli, list(resp.pipelines))
+    return None
+
+
+def resume(ctx: typer.Context, source_id: Annotated[str, typer.Argument()]) -> None:
+    """Resume a paused source."""
+    cli = state(ctx)
+    resp = cli.oam("ResumeSync", source_id=source_id)
+    if cli.json:
+        return cli.emit_json(to_dict(resp))
+    pipelines_table(cli, list(resp.pipelines))
+    return None
+
+
+def reset_source(
+    ctx: typer.Context,
+    source_id: Annotated[str, typer.Argument()],
+    drop_publication: Annotated[bool, typer.Option("--drop-publication")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "--confirm", "-y", help="do not ask")] = False,
+) -> None:
+    """Drop and recreate a source's replication slot (the next start re-baselines)."""
+    cli = state(ctx)
+    if not yes and not typer.confirm(
+        f"Reset source {source_id!r}"
+        + (" and drop its publication" if drop_publication else "")
+        + "?"
+    ):
+        cli.fail("aborted", code=1)
+    resp = cli.oam(
+        "ResetSource", source_id=source_id, confirm=True, drop_publication=drop_publication
+    )
+    if cli.json:
+        return cli.emit_json(to_dict(resp))
+    cli.out.print(resp.message, highlight=False)
+    return None
+
+
+@hookimpl
+def laredo_register_cli_commands(app: typer.Typer) -> None:
+    app.command()(reload)
+    app.command()(pause)
+    app.command()(resume)
+    app.command("reset-source")(reset_source)

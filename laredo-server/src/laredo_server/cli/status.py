@@ -1,0 +1,275 @@
+"""Reading a server's state: ``status``, ``pipelines``, ``tables``, ``source``, ``schema``,
+``ready`` and ``watch``."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from .common import CliState, hookimpl, split_table, state, state_name, table_ref, to_dict
+
+
+def pipelines_table(cli: CliState, pipes: list[Any], title: str = "pipelines") -> None:
+    """Pipeline statuses as a table."""
+    cli.table(
+        title,
+        ["pipeline", "source", "table", "target", "state", "ready", "rows", "buffer", "error"],
+        [
+            [
+                p.pipeline_id,
+                p.source_id,
+                f"{p.schema}.{p.table}",
+                p.target_type,
+                state_name(p.state, "PIPELINE_STATE_"),
+                "yes" if p.ready else "no",
+                p.row_count if p.has_row_count else "-",
+                f"{p.buffer_depth}/{p.buffer_capacity}",
+                p.error,
+            ]
+            for p in pipes
+        ],
+    )
+
+
+def status(
+    ctx: typer.Context,
+    table: Annotated[str | None, typer.Option("--table", help="schema.table")] = None,
+) -> None:
+    """Service state, sources and pipelines (or one table's pipelines)."""
+    cli = state(ctx)
+    if table:
+        schema, name = split_table(table)
+        resp = cli.oam("GetTableStatus", schema=schema, table=name)
+        if cli.json:
+            return cli.emit_json(to_dict(resp))
+        return pipelines_table(cli, list(resp.pipelines), f"table {schema}.{name}")
+    resp = cli.oam("GetStatus")
+    if cli.json:
+        return cli.emit_json(to_dict(resp))
+    cli.out.print(
+        f"state [bold]{state_name(resp.state, 'SERVICE_STATE_')}[/bold], "
+        f"ready: {'yes' if resp.ready else 'no'}, version {resp.version}",
+        highlight=False,
+    )
+    cli.table(
+        "sources",
+        ["source", "type", "state", "ready", "acked", "current", "lag bytes", "error"],
+        [
+            [
+                s.source_id,
+                s.source_type,
+                s.state,
+                "yes" if s.ready else "no",
+                s.acked_position,
+                s.current_position,
+                s.lag_bytes,
+                s.error,
+            ]
+            for s in resp.sources
+        ],
+    )
+    pipelines_table(cli, list(resp.pipelines))
+    return None
+
+
+def pipelines(ctx: typer.Context) -> None:
+    """Every pipeline with its state, rows and buffer."""
+    cli = state(ctx)
+    resp = cli.oam("GetStatus")
+    if cli.json:
+        return cli.emit_json([to_dict(p) for p in resp.pipelines])
+    pipelines_table(cli, list(resp.pipelines))
+    return None
+
+
+def tables(ctx: typer.Context) -> None:
+    """Configured tables, their sources and targets."""
+    cli = state(ctx)
+    resp = cli.oam("ListTables")
+    if cli.json:
+        return cli.emit_json([to_dict(t) for t in resp.tables])
+    cli.table(
+        "tables",
+        ["table", "source", "targets", "ready", "rows"],
+        [
+            [
+                f"{t.schema}.{t.table}",
+                t.source_id,
+                ", ".join(t.target_types),
+                "yes" if t.ready else "no",
+                t.row_count,
+            ]
+            for t in resp.tables
+        ],
+    )
+    return None
+
+
+def source(ctx: typer.Context, source_id: Annotated[str | None, typer.Argument()] = None) -> None:
+    """Source details: positions (current, acknowledged), lag, ordering."""
+    cli = state(ctx)
+    resp = cli.oam("GetSourceInfo", source_id=source_id or "")
+    if cli.json:
+        return cli.emit_json([to_dict(s) for s in resp.sources])
+    cli.table(
+        "sources",
+        [
+            "source",
+            "type",
+            "resume",
+            "ordering",
+            "current",
+            "acked",
+            "lag bytes",
+            "lag s",
+            "details",
+        ],
+        [
+            [
+                s.id,
+                s.type,
+                "yes" if s.supports_resume else "no",
+                s.ordering_guarantee,
+                s.current_position,
+                s.acked_position,
+                s.lag_bytes,
+                "-" if s.lag_seconds < 0 else f"{s.lag_seconds:.3f}",
+                ", ".join(f"{k}={v}" for k, v in sorted(s.details.items())),
+            ]
+            for s in resp.sources
+        ],
+    )
+    return None
+
+
+def schema(ctx: typer.Context, table: Annotated[str, typer.Argument(help="schema.table")]) -> None:
+    """Columns of a table as the source reported them."""
+    cli = state(ctx)
+    s, t = split_table(table)
+    resp = cli.oam("GetTableSchema", schema=s, table=t)
+    if cli.json:
+        return cli.emit_json([to_dict(c) for c in resp.columns])
+    cli.table(
+        f"{s}.{t}",
+        ["#", "column", "type", "not null", "primary key"],
+        [
+            [
+                c.ordinal_position,
+                c.column_name,
+                c.data_type,
+                "yes" if c.not_null else "",
+                c.primary_key_ordinal if c.is_primary_key else "",
+            ]
+            for c in resp.columns
+        ],
+    )
+    return None
+
+
+def ready(
+    ctx: typer.Context,
+    source_: Annotated[str | None, typer.Option("--source")] = None,
+    table: Annotated[str | None, typer.Option("--table")] = None,
+    pipeline: Annotated[str | None, typer.Option("--pipeline")] = None,
+) -> None:
+    """Exit 0 when ready (globally, or for a source/table/pipeline), 1 with reasons if not."""
+    cli = state(ctx)
+    resp = cli.oam(
+        "CheckReady", source=source_ or "", table=table or "", pipeline_id=pipeline or ""
+    )
+    if cli.json:
+        cli.emit_json(to_dict(resp))
+    elif resp.ready:
+        cli.out.print("[green]ready[/green]")
+    else:
+        cli.out.print("[yellow]not ready[/yellow]")
+        for r in resp.not_ready_reasons:
+            cli.out.print(f"  - {r}", highlight=False, markup=False)
+    raise typer.Exit(0 if resp.ready else 1)
+
+
+def _status_text(kind: str | None, body: Any) -> str:
+    if kind == "pipeline_state_change":
+        return (
+            f"{body.pipeline_id}: {state_name(body.old_state, 'PIPELINE_STATE_')}"
+            f" -> {state_name(body.new_state, 'PIPELINE_STATE_')} {body.error}"
+        )
+    if kind == "service_state_change":
+        return (
+            f"service: {state_name(body.old_state, 'SERVICE_STATE_')} -> "
+            f"{state_name(body.new_state, 'SERVICE_STATE_')}"
+        )
+    if kind == "row_change":
+        return f"{body.pipeline_id}: {body.count} change(s) applied"
+    if kind == "source_state_change":
+        return f"source {body.source_id}: {body.state} {body.reason} {body.position}"
+    return f"snapshot {body.snapshot_id}: {body.event} {body.message}"
+
+
+def _watch_rows(cli: CliState, table: str, replay_existing: bool, count: int) -> None:
+    n = 0
+    for resp in cli.stream(
+        "query", "Subscribe", table=table_ref(table, None), replay_existing=replay_existing
+    ):
+        for ev in resp.events:
+            if cli.json:
+                doc = {
+                    "action": ev.action,
+                    "old": json.loads(ev.old_values.json) if ev.old_values.json else None,
+                    "new": json.loads(ev.new_values.json) if ev.new_values.json else None,
+                    "position": ev.position,
+                }
+                print(json.dumps(doc), flush=True)
+            else:
+                row = ev.new_values.json or ev.old_values.json
+                cli.out.print(
+                    f"{ev.action:8} {ev.position:>14}  {row}", highlight=False, markup=False
+                )
+            n += 1
+            if count and n >= count:
+                return
+
+
+def _watch_status(cli: CliState, pipeline: list[str] | None, count: int) -> None:
+    for n, ev in enumerate(cli.stream("oam", "WatchStatus", pipeline_ids=pipeline or []), 1):
+        kind = ev.WhichOneof("event")
+        body: Any = getattr(ev, kind) if kind else None
+        if cli.json:
+            print(json.dumps({"type": kind, **to_dict(body)} if body else {}), flush=True)
+        else:
+            stamp = time.strftime("%H:%M:%S", time.localtime(ev.timestamp / 1000))
+            text = _status_text(kind, body)
+            if ev.dropped_before:
+                text += f" ({ev.dropped_before} event(s) dropped before this one)"
+            cli.out.print(f"{stamp} {text}", highlight=False, markup=False)
+        if count and n >= count:
+            return
+
+
+def watch(
+    ctx: typer.Context,
+    table: Annotated[
+        str | None, typer.Argument(help="schema.table: stream its row changes")
+    ] = None,
+    pipeline: Annotated[list[str] | None, typer.Option("--pipeline")] = None,
+    replay_existing: Annotated[bool, typer.Option("--replay-existing")] = False,
+    count: Annotated[int, typer.Option("--count", help="stop after N events (0 = never)")] = 0,
+) -> None:
+    """Follow status events (or, with a table, every row change of that table) until Ctrl-C."""
+    cli = state(ctx)
+    try:
+        if table:
+            _watch_rows(cli, table, replay_existing, count)
+        else:
+            _watch_status(cli, pipeline, count)
+    except KeyboardInterrupt:
+        return
+
+
+@hookimpl
+def laredo_register_cli_commands(app: typer.Typer) -> None:
+    for command in (status, pipelines, tables, source, schema, ready, watch):
+        app.command()(command)

@@ -1,0 +1,162 @@
+"""The composition root: builds a runtime with its front ends from a config, and runs it.
+
+``serve(config)`` is what ``laredo serve`` runs: start, wait for SIGTERM/SIGINT, then drain
+(readiness 503 for ``shutdown.drain``; a second signal skips the rest of it), stop the
+listeners, stop the engine (buffers drained, snapshot on shutdown when configured, final ACK)
+within ``shutdown.grace_period``, and return 0 (1 when the server could not start).
+
+This is the only module that knows every other; nothing in the package imports it except
+the command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from . import __version__
+from .config import Built, ServerConfig, TlsConfig, build_engine
+from .grpc_server import GrpcFrontend
+from .http_server import HttpFrontend
+from .runtime import EngineFactory, ServerRuntime
+from .services import make_servicers
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["attach_frontends", "runtime_from_config", "serve"]
+
+
+def attach_frontends(
+    rt: ServerRuntime,
+    *,
+    grpc_port: int | None = 0,
+    grpc_host: str = "127.0.0.1",
+    health_port: int | None = 0,
+    health_host: str = "127.0.0.1",
+    reflection: bool = True,
+    tls: TlsConfig | None = None,
+    max_workers: int = 16,
+) -> ServerRuntime:
+    """Give ``rt`` its HTTP (health, metrics, HTTP+JSON) and gRPC front ends, sharing one set
+    of servicers; a port of None leaves that front end out. Returns ``rt``."""
+    servicers = make_servicers(rt)
+    if health_port is not None:
+        rt.add_frontend(HttpFrontend(rt, servicers, host=health_host, port=health_port))
+    if grpc_port is not None:
+        rt.add_frontend(
+            GrpcFrontend(
+                rt,
+                servicers,
+                host=grpc_host,
+                port=grpc_port,
+                reflection=reflection,
+                tls=tls,
+                max_workers=max_workers,
+            )
+        )
+    return rt
+
+
+def runtime_from_config(model: ServerConfig) -> ServerRuntime:
+    """The runtime and front ends a validated config describes (nothing started yet)."""
+
+    def factory(observers: Sequence[Any], store_override: Any) -> Built:
+        built = build_engine(model, observers)
+        if store_override is not None:
+            built.engine.snapshot_store = store_override
+            built.snapshot_store = store_override
+        return built
+
+    g = model.grpc
+    engine_factory: EngineFactory = factory
+    rt = ServerRuntime(
+        engine_factory,
+        admin_token=model.admin_token(),
+        protect_reads=bool(g and g.auth.protect_reads),
+        per_action_metrics=model.observability.metrics.per_action,
+        metrics_enabled=model.observability.metrics.enabled,
+        watch_buffer=g.watch_buffer if g is not None else 16_384,
+        drain=model.shutdown.drain,
+        grace_period=model.shutdown.grace_period,
+        source_types={sid: s.type for sid, s in model.sources.items()},
+    )
+    return attach_frontends(
+        rt,
+        grpc_port=g.port if g is not None else None,
+        grpc_host=g.host if g is not None else "127.0.0.1",
+        health_port=model.health.port if model.health.enabled else None,
+        health_host=model.health.host,
+        reflection=g.reflection if g is not None else True,
+        tls=g.tls if g is not None else None,
+        max_workers=g.max_workers if g is not None else 16,
+    )
+
+
+def serve(
+    model: ServerConfig,
+    *,
+    ready_file: str | None = None,
+    on_started: Callable[[ServerRuntime], None] | None = None,
+    stop_event: threading.Event | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code (0 on a clean stop).
+
+    ``ready_file`` receives ``{"grpc_port", "health_port"}`` once serving; ``on_started`` is
+    called with the started runtime. Signal handlers are installed only on the main thread.
+    """
+    rt = runtime_from_config(model)
+    stop = stop_event or threading.Event()
+    signals = {"n": 0}
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        signals["n"] += 1
+        logger.info("received %s; shutting down", signal.Signals(signum).name)
+        if signals["n"] > 1:
+            rt.drain = 0.0  # a second signal skips the drain wait
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+    try:
+        rt.start()
+    except Exception:
+        logger.exception("server failed to start")
+        with contextlib.suppress(Exception):
+            rt.stop(grace=5)
+        return 1
+    if ready_file:
+        Path(ready_file).write_text(
+            json.dumps(
+                {"grpc_port": rt.listeners.grpc_port, "health_port": rt.listeners.health_port}
+            )
+        )
+    if on_started is not None:
+        on_started(rt)
+    logger.info(
+        "laredo %s serving %d pipeline(s); gRPC %s, health %s",
+        __version__,
+        len(rt.engine.pipeline_configs),
+        rt.listeners.grpc_port or "off",
+        rt.listeners.health_port or "off",
+    )
+    while not stop.wait(0.2):
+        pass
+    rt.begin_drain()
+    if rt.drain > 0:
+        logger.info("draining for %.1fs (readiness reports 503)", rt.drain)
+        end = time.monotonic() + rt.drain
+        while time.monotonic() < end and rt.drain > 0:
+            time.sleep(0.05)
+    started = time.monotonic()
+    rt.stop()
+    logger.info("stopped in %.2fs", time.monotonic() - started)
+    return 0

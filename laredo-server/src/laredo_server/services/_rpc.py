@@ -1,0 +1,113 @@
+"""What every RPC shares: the token check and the mapping of exceptions to status codes.
+
+``@rpc()`` wraps a unary method and ``@stream()`` a server-streaming one: both check the
+token (admin methods always when one is configured; read-only ones with ``protect_reads``),
+then turn an exception into ``context.abort`` with the code of
+:func:`laredo.errors.grpc_status_name` (``KeyError`` is NOT_FOUND, ``ValueError``
+INVALID_ARGUMENT, ...). The context may be a gRPC one or the HTTP+JSON gateway's.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, Protocol, TypeVar, cast
+
+import grpc
+from laredo.errors import grpc_status_name
+
+from ..runtime import ServerRuntime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RpcStatusError", "abort", "authorize", "check_token", "rpc", "stream"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Service(Protocol):
+    """A servicer bound to a runtime."""
+
+    rt: ServerRuntime
+
+
+class RpcStatusError(Exception):
+    """Raised inside an RPC to answer with a specific status code."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
+    """End the call with the status code for ``exc`` (``context.abort`` raises)."""
+    if isinstance(exc, RpcStatusError):
+        context.abort(exc.code, str(exc))
+    code = getattr(grpc.StatusCode, grpc_status_name(exc), grpc.StatusCode.INTERNAL)
+    msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    context.abort(code, msg or type(exc).__name__)
+    raise exc  # pragma: no cover - abort raises
+
+
+def check_token(context: grpc.ServicerContext, token: str) -> None:
+    """Abort with UNAUTHENTICATED unless the call carries ``authorization: Bearer <token>``
+    (compared in constant time)."""
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == "authorization":
+            given = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
+            if hmac.compare_digest(given.strip().encode(), token.encode()):
+                return
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid admin token")
+    context.abort(
+        grpc.StatusCode.UNAUTHENTICATED,
+        "this RPC needs the admin token: send metadata 'authorization: Bearer <token>' "
+        "(laredo --token / LAREDO_TOKEN)",
+    )
+
+
+def authorize(rt: ServerRuntime, context: grpc.ServicerContext, admin: bool) -> None:
+    """Check the token when the runtime requires one for this kind of call."""
+    token = rt.token_required(admin)
+    if token is not None:
+        check_token(context, token)
+
+
+def rpc(admin: bool = False) -> Callable[[F], F]:
+    """Token check and error mapping for a unary RPC method."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(self: Service, request: Any, context: grpc.ServicerContext) -> Any:
+            authorize(self.rt, context, admin)
+            try:
+                return fn(self, request, context)
+            except grpc.RpcError:
+                raise
+            except Exception as exc:
+                logger.debug("%s failed", fn.__name__, exc_info=True)
+                abort(context, exc)
+
+        return cast(F, wrapper)
+
+    return deco
+
+
+def stream(admin: bool = False) -> Callable[[F], F]:
+    """Token check and error mapping for a server-streaming RPC method."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(self: Service, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            authorize(self.rt, context, admin)
+            try:
+                yield from fn(self, request, context)
+            except grpc.RpcError:
+                raise
+            except Exception as exc:
+                abort(context, exc)
+
+        return cast(F, wrapper)
+
+    return deco

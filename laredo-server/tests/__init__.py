@@ -1,0 +1,1 @@
+"""laredo-server tests (a package, so modules share helpers with relative imports)."""
