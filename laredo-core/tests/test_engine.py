@@ -503,9 +503,8 @@ def test_malformed_snapshot_falls_back_to_baseline(tmp_path, obs: laredo.Recordi
     assert eng.await_ready(5)
     snap = eng.create_snapshot()
     eng.stop()
-    for f in (tmp_path / snap).iterdir():
-        if f.name != "metadata.json":
-            f.write_text('{"not": "a header"\n garbage')
+    for f in (tmp_path / snap).rglob("part-*"):
+        f.write_text('{"not": "a header"\n garbage')
     t2 = RecordingTarget(durable=False)
     eng2 = run(src, [laredo.Pipeline("s", USERS, t2)], snapshot_store=store, observers=[obs])
     assert eng2.await_ready(5)

@@ -117,7 +117,7 @@ class FanOutTarget:
         if server is None and serve is None and "grpc" in opts.model_fields_set and opts.grpc:
             raise ConfigError(
                 "replication-fanout target: grpc options were given but nothing serves them; "
-                "build it with laredo.target(\"replication-fanout\", ...), or pass "
+                'build it with laredo.target("replication-fanout", ...), or pass '
                 "server=ReplicationServer.serving(grpc), or serve=False to keep it unserved"
             )
         self.options = opts
