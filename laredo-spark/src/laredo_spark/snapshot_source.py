@@ -5,19 +5,23 @@ options, e.g. ``{"path": "/data/snapshots"}``), ``table`` (``schema.table``), op
 ``snapshot_id`` (default: the newest snapshot holding the table). Every column is a string of
 typed JSON (:mod:`laredo.serialization`) unless ``kinds`` (JSON ``{column: kind}``, see
 :mod:`laredo_spark.frame`) gives native kinds; the schema is read from the snapshot header on
-the driver, and the rows are read by one task, except for a JSONL snapshot in a ``local``
-store whose table file is larger than ``split_bytes`` (default 64 MiB): then each task reads
-its own byte range of lines (after the driver has checked the file's size and checksum).
+the driver. Stores with a layout-2 manifest (``local``, ``s3``) are read with one task per
+part of the table (every part verified); a JSONL part of a ``local`` store larger than
+``split_bytes`` (default 64 MiB) is split further into byte ranges of lines (after the driver
+checked its size and checksum). Other stores are read by one task.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from laredo.errors import ConfigError, SnapshotError
+from laredo.serialization import loads_row
+from laredo.snapshots.layout import ManifestSnapshotStore
+from laredo.snapshots.local import LocalSnapshotStore
+from laredo.snapshots.manifest import SnapshotPart
 from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -57,6 +61,8 @@ DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 
 
 class _Range(InputPartition):
+    """Lines starting in ``[start, end)`` of a local JSONL part file."""
+
     def __init__(self, path: str, start: int, end: int) -> None:
         super().__init__(path)
         self.path = path
@@ -64,37 +70,44 @@ class _Range(InputPartition):
         self.end = end
 
 
-def _ranges(options: Mapping[str, str]) -> list[InputPartition]:
-    """Byte ranges of a big local JSONL table file, or one whole-table partition."""
-    from laredo.snapshots.local import LocalSnapshotStore, table_file_name
+class _Part(InputPartition):
+    """One whole part of a layout-2 snapshot."""
 
+    def __init__(self, snapshot_id: str, part: SnapshotPart) -> None:
+        super().__init__(part.path)
+        self.snapshot_id = snapshot_id
+        self.part = part
+
+
+def _ranges(options: Mapping[str, str]) -> list[InputPartition]:
+    """One partition per part (byte ranges of big local JSONL parts), or one for the table."""
     split = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
     if split <= 0:
         raise ConfigError(f"laredo-snapshot: split_bytes must be positive (got {split})")
     store, snap, table = _open(options)
-    if not isinstance(store, LocalSnapshotStore):
+    if not isinstance(store, ManifestSnapshotStore):
         return [InputPartition(None)]
-    desc = store.describe(snap)
-    if desc.format != "jsonl":
-        return [InputPartition(None)]
-    path = os.path.join(store.base, snap, table_file_name(table, "jsonl"))
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return [InputPartition(None)]
-    if size <= split:
-        return [InputPartition(None)]
-    # checks the recorded size and checksum of every table file, reads the headers
-    _meta, data = store.load(snap)
-    if table not in data:
+    artifact = store.manifest(snap).table_artifacts().get(table)
+    if artifact is None:
         raise SnapshotError(f"laredo-snapshot: snapshot {snap} has no table {table}")
-    return [_Range(path, s, min(s + split, size)) for s in range(0, size, split)]
+    out: list[InputPartition] = []
+    for part in artifact.parts:
+        if (
+            isinstance(store, LocalSnapshotStore)
+            and part.format == "jsonl"
+            and part.size_bytes > split
+        ):
+            store.check_part(snap, part)  # size and checksum, once, on the driver
+            path = str(store.part_file(snap, part.path))
+            size = part.size_bytes
+            out.extend(_Range(path, s, min(s + split, size)) for s in range(0, size, split))
+        else:
+            out.append(_Part(snap, part))
+    return out or [InputPartition(None)]
 
 
 def _range_rows(p: _Range) -> Iterator[Any]:
     """Rows on the lines starting in ``[start, end)``; line 1 (the header) is skipped."""
-    from laredo.serialization import loads_row
-
     with open(p.path, "rb") as f:
         f.seek(max(p.start - 1, 0))
         pos = f.tell()
@@ -125,6 +138,10 @@ class _Reader(DataSourceReader):
                 yield row_to_tuple(self.kinds, row)
             return
         store, snap, table = _open(self.options)
+        if isinstance(partition, _Part):
+            for row in store.read_part(partition.snapshot_id, table, partition.part):
+                yield row_to_tuple(self.kinds, row)
+            return
         _meta, data = store.load(snap)
         for row in data[table]:
             yield row_to_tuple(self.kinds, row)
