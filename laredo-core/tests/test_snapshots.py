@@ -577,3 +577,93 @@ def test_engine_falls_back_to_baseline_on_a_corrupt_row(tmp_path: Path, fmt: str
         assert sorted(r["id"] for r in target.rows()) == [*range(50), 99]
     finally:
         eng2.stop()
+
+
+# -- layout v2: parts written by many writers, one commit; layout 1 still loads ---------------
+
+
+def test_multi_part_protocol_commits_listed_parts_and_removes_strays(tmp_path: Path) -> None:
+    from laredo.snapshots.manifest import TABLE, SnapshotArtifact
+
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    info = TableSnapshotInfo(USERS, 0, position="0/9", pipeline_id="p")
+    a = store.write_part("mp", USERS, "part-00000-t1", info, [{"id": 1}], serializer=ser)
+    b = store.write_part("mp", USERS, "part-00001-t1", info, [{"id": 2}, {"id": 3}], serializer=ser)
+    store.write_part("mp", USERS, "part-00001-t2", info, [{"id": 99}], serializer=ser)  # retry
+    assert store.list() == []  # staged, not listed
+    meta = SnapshotMetadata("mp", T0, {"pg": "0/9"}, (info,), "jsonl")
+    desc = store.commit("mp", meta, [SnapshotArtifact(TABLE, USERS, (a, b), "p", None, "0/9")])
+    assert desc.tables[0].row_count == 3 and [d.snapshot_id for d in store.list()] == ["mp"]
+    _, tables = store.load("mp")
+    assert [r["id"] for r in tables[USERS]] == [1, 2, 3]
+    assert sorted(p.name for p in (tmp_path / "mp" / "public.users").iterdir()) == [
+        "part-00000-t1.jsonl",
+        "part-00001-t1.jsonl",
+    ]
+    manifest = store.manifest("mp")
+    assert [p.rows for p in manifest.artifacts[0].parts] == [1, 2]
+    assert manifest.artifacts[0].to_position == "0/9"
+
+
+def test_commit_refuses_a_missing_or_resized_part_and_publishes_nothing(tmp_path: Path) -> None:
+    from laredo.snapshots.manifest import TABLE, SnapshotArtifact, SnapshotPart
+
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    ser = JsonlSerializer()
+    info = TableSnapshotInfo(USERS, 0)
+    a = store.write_part("bad", USERS, "part-0", info, [{"id": 1}], serializer=ser)
+    ghost = SnapshotPart("public.users/part-1.jsonl", "jsonl", 1, 10, "00")
+    meta = SnapshotMetadata("bad", T0, {}, (info,))
+    with pytest.raises(SnapshotError, match=r"part-1\.jsonl was not written"):
+        store.commit("bad", meta, [SnapshotArtifact(TABLE, USERS, (a, ghost))])
+    liar = SnapshotPart(a.path, "jsonl", 1, a.size_bytes + 1, a.sha256)
+    with pytest.raises(SnapshotError, match=r"bytes, .* were reported"):
+        store.commit("bad", meta, [SnapshotArtifact(TABLE, USERS, (liar,))])
+    assert store.list() == []
+    store.abort("bad")
+    assert not (tmp_path / ".tmp-bad").exists()
+
+
+def test_unknown_artifact_kinds_are_refused_not_skipped(tmp_path: Path) -> None:
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    store.save("s", _meta("s"), {USERS: [{"id": 1}]}, JsonlSerializer())
+    path = tmp_path / "s" / "metadata.json"
+    doc = json.loads(path.read_text())
+    doc["artifacts"][0]["kind"] = "changes"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SnapshotError, match=r"'changes' artifact .* cannot apply"):
+        store.load("s")
+
+
+def test_layout_1_snapshots_still_load(tmp_path: Path) -> None:
+    """A snapshot written by Laredo 0.1: one file per table next to metadata.json."""
+    import hashlib
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    buf = io.BytesIO()
+    JsonlSerializer().write(
+        TableSnapshotInfo(USERS, 2, position="0/5"), [{"id": 1}, {"id": 2}], buf
+    )
+    data = buf.getvalue()
+    (folder / "public.users.jsonl").write_bytes(data)
+    meta = SnapshotMetadata(
+        "old", T0, {"pg": "0/5"}, (TableSnapshotInfo(USERS, 2, position="0/5"),), "jsonl"
+    )
+    from laredo.serialization import encode_metadata
+
+    doc = encode_metadata(meta)
+    sha = hashlib.sha256(data).hexdigest()
+    doc["files"] = {
+        "public.users": {"file": "public.users.jsonl", "size_bytes": len(data), "sha256": sha}
+    }
+    (folder / "metadata.json").write_text(json.dumps(doc))
+    store = LocalSnapshotStore(tmp_path, fsync=False)
+    assert [d.snapshot_id for d in store.list()] == ["old"]
+    got_meta, tables = store.load("old")
+    assert got_meta.source_positions == {"pg": "0/5"}
+    assert list(tables[USERS]) == [{"id": 1}, {"id": 2}]
+    (folder / "public.users.jsonl").write_bytes(data.replace(b'"id":2', b'"id":3'))
+    with pytest.raises(SnapshotError, match="checksum mismatch"):
+        store.load("old")

@@ -1,17 +1,21 @@
 """S3 snapshot store.
 
-Layout (the same as the local store, under a key prefix)::
+Layout v2 (the same as the local store's, see :mod:`laredo.snapshots.manifest`), under a key
+prefix::
 
-    s3://<bucket>/<prefix>/<snapshot_id>/<schema>.<table>.<format>   one object per table
-    s3://<bucket>/<prefix>/<snapshot_id>/metadata.json               written LAST
+    s3://<bucket>/<prefix>/<snapshot_id>/<schema>.<table>/<part>.<format>   parts of each table
+    s3://<bucket>/<prefix>/<snapshot_id>/metadata.json                       written LAST
 
-Each table object is written by the serializer given to ``save`` straight into a streaming
-upload: bytes are buffered up to ``part_size`` (default 8 MiB) and sent as multipart-upload
-parts, so a snapshot of any size never sits in memory. ``metadata.json`` is written only after
-every table object is complete; ``list``/``describe``/``load`` only see snapshots whose
-metadata exists, so a crash or an error mid-save never produces a listed, partial snapshot
-(its table objects are deleted on error; after a crash they are orphans that ``list`` ignores).
-``delete`` removes ``metadata.json`` first for the same reason.
+Each part is written by its serializer straight into a streaming upload: bytes are buffered up
+to ``part_size`` (default 8 MiB) and sent as multipart-upload parts, so a snapshot of any size
+never sits in memory; its size and SHA-256 go to the manifest. ``metadata.json`` is written only
+after every part is complete; ``list``/``describe``/``load`` only see snapshots whose metadata
+exists, so a crash or an error mid-save never produces a listed, partial snapshot (staged parts
+are deleted on error or by the committing writer; after a crash they are orphans that ``list``
+ignores). Many writers (Spark tasks on executors) may write parts of one snapshot; one commits.
+Checksums are verified while each part streams (a mismatch fails at the part's end); layout-1
+snapshots (one ``<schema>.<table>.<format>`` object per table) still load. ``delete`` removes
+``metadata.json`` first for the same reason.
 
 Credentials come from the usual AWS chain (environment, shared config, instance role);
 ``endpoint_url`` points at S3-compatible services (MinIO, moto).
@@ -24,31 +28,23 @@ import contextlib
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
 
-from laredo.contracts import SnapshotSerializer
 from laredo.errors import (
     ConfigError,
     MissingDependencyError,
     SnapshotError,
     SnapshotNotFoundError,
 )
-from laredo.types import (
-    Row,
-    SnapshotDescriptor,
-    SnapshotMetadata,
-    TableIdentifier,
-    TableSnapshotInfo,
-)
+from laredo.snapshots.layout import METADATA, ManifestSnapshotStore
+from laredo.types import TableIdentifier
 
-from . import _codec
 from ._s3io import MIN_PART_SIZE, S3UploadWriter, open_object
 
 logger = logging.getLogger(__name__)
 
-METADATA_FILE = "metadata.json"
+METADATA_FILE = METADATA
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,199}$")
 
 
@@ -124,7 +120,125 @@ def table_file_name(table: TableIdentifier, format_id: str) -> str:
     return f"{table.schema}.{table.table}.{format_id}"
 
 
-class S3SnapshotStore:
+class S3Files:
+    """The :class:`~laredo.snapshots.layout.SnapshotFiles` backend of an S3 prefix."""
+
+    verify_before_read = False  # reading twice would double the transfer: verify while reading
+
+    def __init__(self, client: Any, bucket: str, prefix: str, part_size: int) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.part_size = part_size
+        self.where = f"s3://{bucket}/{prefix}"
+
+    def _key(self, snapshot_id: str, path: str) -> str:
+        return f"{self.prefix}{snapshot_id}/{path}"
+
+    @contextlib.contextmanager
+    def open_write(self, snapshot_id: str, path: str) -> Iterator[IO[bytes]]:
+        writer = S3UploadWriter(
+            self.client, self.bucket, self._key(snapshot_id, path), part_size=self.part_size
+        )
+        try:
+            yield writer  # type: ignore[misc]
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
+
+    def _head_size(self, key: str) -> int | None:
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            if _is_not_found(exc):
+                return None
+            raise SnapshotError(f"s3://{self.bucket}/{key}: {exc}") from exc
+        return int(resp["ContentLength"])
+
+    def staged_size(self, snapshot_id: str, path: str) -> int | None:
+        return self._head_size(self._key(snapshot_id, path))
+
+    def _keys(self, snapshot_id: str) -> builtins.list[str]:
+        keys: builtins.list[str] = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(snapshot_id, "")):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return keys
+
+    def staged_paths(self, snapshot_id: str) -> builtins.list[str]:
+        base = len(self._key(snapshot_id, ""))
+        return sorted(k[base:] for k in self._keys(snapshot_id) if not k.endswith(METADATA))
+
+    def remove_staged(self, snapshot_id: str, paths: Sequence[str] | None = None) -> None:
+        if paths is None:
+            keys = [k for k in self._keys(snapshot_id) if not k.endswith(f"/{METADATA}")]
+        else:
+            keys = [self._key(snapshot_id, p) for p in paths]
+        self._delete_keys(keys)
+
+    def publish(self, snapshot_id: str, metadata: bytes) -> None:
+        self.client.put_object(
+            Bucket=self.bucket,
+            Key=self._key(snapshot_id, METADATA),
+            Body=metadata,
+            ContentType="application/json",
+        )
+
+    def exists(self, snapshot_id: str) -> bool:
+        return self._head_size(self._key(snapshot_id, METADATA)) is not None
+
+    def read_metadata(self, snapshot_id: str) -> bytes:
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=self._key(snapshot_id, METADATA))
+        except Exception as exc:
+            if _is_not_found(exc):
+                raise SnapshotNotFoundError(snapshot_id, self.where) from None
+            raise SnapshotError(f"reading snapshot {snapshot_id!r} metadata: {exc}") from exc
+        data: bytes = resp["Body"].read()
+        return data
+
+    def open_read(self, snapshot_id: str, path: str) -> IO[bytes]:
+        key = self._key(snapshot_id, path)
+        try:
+            return open_object(self.client, self.bucket, key)
+        except Exception as exc:
+            raise SnapshotError(f"reading s3://{self.bucket}/{key}: {exc}") from exc
+
+    def size(self, snapshot_id: str, path: str) -> int | None:
+        return self._head_size(self._key(snapshot_id, path))
+
+    def snapshot_ids(self) -> builtins.list[str]:
+        ids = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix, Delimiter="/"):
+            for cp in page.get("CommonPrefixes", []):
+                ids.append(cp["Prefix"][len(self.prefix) :].rstrip("/"))
+        return ids
+
+    def delete(self, snapshot_id: str) -> None:
+        """``metadata.json`` first (the snapshot stops being listed), then its parts."""
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(snapshot_id, METADATA))
+        self._delete_keys(self._keys(snapshot_id))
+
+    def layout1_name(self, table: TableIdentifier, format_id: str) -> str:
+        return table_file_name(table, format_id)
+
+    def _delete_keys(self, keys: builtins.list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            batch = keys[i : i + 1000]
+            try:
+                self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            except Exception as exc:
+                logger.warning(
+                    "could not delete %d objects in s3://%s: %s", len(batch), self.bucket, exc
+                )
+
+
+class S3SnapshotStore(ManifestSnapshotStore):
     """``SnapshotStore`` on S3 (see the module docstring for layout and guarantees).
 
     ``laredo.snapshot_store("s3", bucket="b", prefix="snapshots", region="eu-west-1")``.
@@ -157,211 +271,7 @@ class S3SnapshotStore:
         self.prefix = normalize_prefix(prefix)
         self.part_size = part_size
         self._client = client or make_s3_client(region, endpoint_url=endpoint_url, profile=profile)
+        super().__init__(S3Files(self._client, bucket, self.prefix, part_size))
 
     def __repr__(self) -> str:
-        return f"S3SnapshotStore({self._where})"
-
-    @property
-    def _where(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
-
-    # -- keys -------------------------------------------------------------------------------
-    def _dir(self, snapshot_id: str) -> str:
-        return f"{self.prefix}{snapshot_id}/"
-
-    def _meta_key(self, snapshot_id: str) -> str:
-        return f"{self._dir(snapshot_id)}{METADATA_FILE}"
-
-    @staticmethod
-    def _check_id(snapshot_id: str) -> None:
-        if not _ID_RE.match(snapshot_id or ""):
-            raise ConfigError(
-                f"invalid snapshot id {snapshot_id!r}: use letters, digits and . _ : = + - "
-                f"(no '/'), at most 200 characters"
-            )
-
-    # -- metadata ---------------------------------------------------------------------------
-    def _read_metadata(self, snapshot_id: str) -> tuple[SnapshotMetadata, dict[str, Any]]:
-        try:
-            resp = self._client.get_object(Bucket=self.bucket, Key=self._meta_key(snapshot_id))
-        except Exception as exc:
-            if _is_not_found(exc):
-                raise SnapshotNotFoundError(snapshot_id, self._where) from None
-            raise SnapshotError(f"reading snapshot {snapshot_id!r} metadata: {exc}") from exc
-        data = resp["Body"].read()
-        try:
-            meta, files = _codec.metadata_from_json(data)
-        except Exception as exc:
-            raise SnapshotError(
-                f"snapshot {snapshot_id!r}: unreadable {METADATA_FILE}: {exc}"
-            ) from exc
-        return meta, {"_meta_size": len(data), **files}
-
-    @staticmethod
-    def _size(files: Mapping[str, Any]) -> int:
-        total = int(files.get("_meta_size", 0))
-        for name, entry in files.items():
-            if name != "_meta_size" and isinstance(entry, dict):
-                total += int(entry.get("size", 0))
-        return total
-
-    # -- SnapshotStore ----------------------------------------------------------------------
-    def save(
-        self,
-        snapshot_id: str,
-        metadata: SnapshotMetadata,
-        tables: Mapping[TableIdentifier, Iterable[Row]],
-        serializer: SnapshotSerializer,
-    ) -> SnapshotDescriptor:
-        """Write every table (streaming, multipart when large), then ``metadata.json``."""
-        self._check_id(snapshot_id)
-        if self._exists(snapshot_id):
-            raise SnapshotError(
-                f"snapshot {snapshot_id!r} already exists in s3://{self.bucket}/{self.prefix}; "
-                f"delete it first or use another id"
-            )
-        fmt = serializer.format_id()
-        infos = {t.table: t for t in metadata.tables}
-        written: list[str] = []
-        files: dict[str, Any] = {}
-        new_infos: list[TableSnapshotInfo] = []
-        try:
-            for table, rows in tables.items():
-                info = infos.get(table) or TableSnapshotInfo(table=table, row_count=0)
-                name = table_file_name(table, fmt)
-                key = f"{self._dir(snapshot_id)}{name}"
-                writer = S3UploadWriter(self._client, self.bucket, key, part_size=self.part_size)
-                try:
-                    count = serializer.write(info, rows, writer)  # type: ignore[arg-type]
-                except BaseException:
-                    writer.abort()
-                    raise
-                writer.close()
-                written.append(key)
-                files[str(table)] = {"file": name, "size": writer.bytes_written}
-                new_infos.append(replace(info, row_count=int(count)))
-            for info in metadata.tables:
-                if info.table not in tables:
-                    new_infos.append(info)
-            final = replace(metadata, snapshot_id=snapshot_id, format=fmt, tables=tuple(new_infos))
-            body = _codec.metadata_to_json(final, files)
-            self._client.put_object(
-                Bucket=self.bucket,
-                Key=self._meta_key(snapshot_id),
-                Body=body,
-                ContentType="application/json",
-            )
-        except BaseException as exc:
-            self._delete_keys(written)
-            if isinstance(exc, SnapshotError | KeyboardInterrupt | SystemExit):
-                raise
-            if isinstance(exc, Exception):
-                raise SnapshotError(f"saving snapshot {snapshot_id!r} to S3: {exc}") from exc
-            raise
-        files["_meta_size"] = len(body)
-        logger.info("saved snapshot %s to s3://%s/%s", snapshot_id, self.bucket, self.prefix)
-        return _codec.descriptor_of(final, self._size(files))
-
-    def load(
-        self, snapshot_id: str, serializer: SnapshotSerializer
-    ) -> tuple[SnapshotMetadata, dict[TableIdentifier, Iterator[Row]]]:
-        """Metadata plus one lazy row iterator per table; each streams its object on first use."""
-        meta, files = self._read_metadata(snapshot_id)
-        if meta.format != serializer.format_id():
-            raise SnapshotError(
-                f"snapshot {snapshot_id!r} was written as {meta.format!r}; load it with the "
-                f"{meta.format!r} serializer, not {serializer.format_id()!r}"
-            )
-        out: dict[TableIdentifier, Iterator[Row]] = {}
-        for info in meta.tables:
-            entry = files.get(str(info.table))
-            name = (
-                entry["file"]
-                if isinstance(entry, dict)
-                else table_file_name(info.table, meta.format)
-            )
-            out[info.table] = self._rows(f"{self._dir(snapshot_id)}{name}", serializer)
-        return meta, out
-
-    def _rows(self, key: str, serializer: SnapshotSerializer) -> Iterator[Row]:
-        try:
-            reader = open_object(self._client, self.bucket, key)
-        except Exception as exc:
-            raise SnapshotError(f"reading s3://{self.bucket}/{key}: {exc}") from exc
-        with reader:
-            _, rows = serializer.read(reader)
-            yield from rows
-
-    def describe(self, snapshot_id: str) -> SnapshotDescriptor:
-        meta, files = self._read_metadata(snapshot_id)
-        return _codec.descriptor_of(meta, self._size(files))
-
-    def _exists(self, snapshot_id: str) -> bool:
-        try:
-            self._client.head_object(Bucket=self.bucket, Key=self._meta_key(snapshot_id))
-        except Exception as exc:
-            if _is_not_found(exc):
-                return False
-            raise SnapshotError(f"checking snapshot {snapshot_id!r}: {exc}") from exc
-        return True
-
-    def _snapshot_ids(self) -> builtins.list[str]:
-        ids = []
-        paginator = self._client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix, Delimiter="/"):
-            for cp in page.get("CommonPrefixes", []):
-                ids.append(cp["Prefix"][len(self.prefix) :].rstrip("/"))
-        return ids
-
-    def list(self, table: TableIdentifier | None = None) -> list[SnapshotDescriptor]:
-        """Complete snapshots, newest first; ``table`` keeps those containing that table.
-        Snapshots whose metadata is missing (incomplete) or unreadable are skipped."""
-        out = []
-        for sid in self._snapshot_ids():
-            try:
-                meta, files = self._read_metadata(sid)
-            except SnapshotNotFoundError:
-                continue
-            except SnapshotError as exc:
-                logger.warning("skipping snapshot %s: %s", sid, exc)
-                continue
-            if table is not None and all(t.table != table for t in meta.tables):
-                continue
-            out.append(_codec.descriptor_of(meta, self._size(files)))
-        out.sort(key=lambda d: (d.created_at, d.snapshot_id), reverse=True)
-        return out
-
-    def delete(self, snapshot_id: str) -> None:
-        """Delete a snapshot: ``metadata.json`` first (it stops being listed), then its tables."""
-        self._check_id(snapshot_id)
-        if not self._exists(snapshot_id):
-            raise SnapshotNotFoundError(snapshot_id, self._where)
-        self._client.delete_object(Bucket=self.bucket, Key=self._meta_key(snapshot_id))
-        keys: builtins.list[str] = []
-        paginator = self._client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._dir(snapshot_id)):
-            keys.extend(o["Key"] for o in page.get("Contents", []))
-        self._delete_keys(keys)
-
-    def prune(self, keep: int, table: TableIdentifier | None = None) -> builtins.list[str]:
-        """Delete all but the ``keep`` newest snapshots (of ``table`` if given); return ids."""
-        if keep < 0:
-            raise ConfigError(f"prune keep must be >= 0 (got {keep})")
-        doomed = [d.snapshot_id for d in self.list(table)[keep:]]
-        for sid in doomed:
-            with contextlib.suppress(SnapshotNotFoundError):
-                self.delete(sid)
-        return doomed
-
-    def _delete_keys(self, keys: builtins.list[str]) -> None:
-        for i in range(0, len(keys), 1000):
-            batch = keys[i : i + 1000]
-            try:
-                self._client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
-                )
-            except Exception as exc:
-                logger.warning(
-                    "could not delete %d objects in s3://%s: %s", len(batch), self.bucket, exc
-                )
+        return f"S3SnapshotStore(s3://{self.bucket}/{self.prefix})"
