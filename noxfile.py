@@ -34,8 +34,12 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff (lint + format) and the import contracts (``[tool.importlinter]``: no cycles,
+    core layered, plugin packages independent)."""
     session.run(PY, "-m", "ruff", "check", ".", external=True)
     session.run(PY, "-m", "ruff", "format", "--check", ".", external=True)
+    lint_imports = str(pathlib.Path(PY).parent / "lint-imports")
+    session.run(lint_imports, "--no-logo", "--no-cache", external=True)
 
 
 @nox.session
