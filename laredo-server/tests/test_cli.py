@@ -292,3 +292,13 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "LAREDO_CONFIG"}
     r = runner.invoke(cli.app, args, env=env)
     assert r.exit_code == 2
+
+
+def test_wait_command(harness: Harness) -> None:
+    pos = harness.source.insert(USERS, {"id": 900, "name": "w", "email": "w@x", "team": 0})
+    out = js(harness, "wait", "src", str(pos), "--timeout", "5s")
+    assert out["reached"] is True and int(out["applied_position"]) >= pos
+    r = run(harness, "wait", "src", str(pos + 10_000), "--timeout", "200ms", code=1)
+    assert "not reached" in r.output
+    r = run(harness, "wait", "src", "1", "--timeout", "soon", code=2)
+    assert "--timeout" in r.output and "invalid duration" in r.output

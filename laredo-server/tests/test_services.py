@@ -449,3 +449,28 @@ def test_unencodable_row_is_an_error_not_dropped(harness: Harness) -> None:
     with pytest.raises(grpc.RpcError) as ei:
         qs.ListRows(q.ListRowsRequest(table=users_ref(), page_size=10000))
     assert ei.value.code() == grpc.StatusCode.INTERNAL
+
+
+def test_wait_for_position_read_your_writes(harness: Harness) -> None:
+    _, qs = stubs(harness)
+    for i in range(50):
+        pos = harness.source.insert(
+            USERS, {"id": 100 + i, "name": "w", "email": f"w{i}@x", "team": 0}
+        )
+        resp = qs.WaitForPosition(
+            q.WaitForPositionRequest(source_id="src", position=str(pos), timeout_ms=5000)
+        )
+        assert resp.reached and int(resp.applied_position) >= pos
+        row = qs.GetRow(q.GetRowRequest(table=users_ref(), primary_key=[str(100 + i)]))
+        assert row.found
+    far = str(harness.source.position + 10_000)
+    resp = qs.WaitForPosition(
+        q.WaitForPositionRequest(source_id="src", position=far, timeout_ms=200)
+    )
+    assert not resp.reached  # a timeout is an answer, not an error
+    assert code_of(
+        qs.WaitForPosition, q.WaitForPositionRequest(source_id="nope", position="1")
+    ) == (grpc.StatusCode.NOT_FOUND)
+    assert code_of(qs.WaitForPosition, q.WaitForPositionRequest(source_id="src", position="x")) == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )

@@ -405,6 +405,13 @@ class Engine:
             position = self._parse_position(reader, position)
         return reader.wait_applied(position, timeout)
 
+    def applied_position(self, source_id: str) -> str | None:
+        """The text of the lowest position every active pipeline of the source has applied
+        (``None`` while a pipeline is not ready). Raises ``KeyError`` for an unknown source."""
+        reader = self._reader(source_id)
+        low = reader.applied_through()
+        return reader.pos_str(low) if low is not None else None
+
     def _parse_position(self, reader: SourceReader, text: str) -> Position:
         try:
             return reader.source.position_from_string(text)

@@ -61,6 +61,7 @@ HELP_ORDER = (
     "dead-letters",
     "replay",
     "query",
+    "wait",
 )
 """How ``laredo --help`` lists the built-in commands; plugin commands follow in the order
 they were added."""

@@ -132,8 +132,39 @@ def query_count(
     return None
 
 
+def wait(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="source id")],
+    position: Annotated[
+        str, typer.Argument(help="the source's position text (PostgreSQL: pg_current_wal_lsn())")
+    ],
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="how long to wait, e.g. 30s, 500ms, 2m")
+    ] = "30s",
+) -> None:
+    """Wait until every pipeline of SOURCE applied every change at or before POSITION
+    (read-your-writes). Exit 0 when reached, 1 when the timeout passed first."""
+    from laredo.units import parse_duration  # lazy: `import laredo` costs ~0.3 s
+
+    cli = state(ctx)
+    try:
+        seconds = parse_duration(timeout, "--timeout")
+    except ValueError as exc:
+        cli.fail(str(exc), code=2)
+    fields = {"source_id": source, "position": position, "timeout_ms": max(1, int(seconds * 1e3))}
+    resp = cli.client().call("query", "WaitForPosition", fields, seconds + 5)
+    if cli.json:
+        cli.emit_json({"reached": resp.reached, "applied_position": resp.applied_position})
+    else:
+        state_text = "reached" if resp.reached else "not reached (timeout)"
+        cli.out.print(f"{state_text}; applied through {resp.applied_position or '-'}")
+    if not resp.reached:
+        raise typer.Exit(1)
+
+
 @hookimpl
 def laredo_register_cli_commands(app: typer.Typer) -> None:
+    app.command("wait")(wait)
     query_app = typer.Typer(help="Read rows from a table's in-memory target.", no_args_is_help=True)
     query_app.command("lookup")(query_lookup)
     query_app.command("get")(query_get)

@@ -48,6 +48,8 @@ QUERY_SERVICE = "laredo.v1.LaredoQueryService"
 
 MAX_PAGE = 10_000
 SUBSCRIBE_BATCH = 1000
+DEFAULT_WAIT = 30.0
+MAX_WAIT = 300.0
 
 
 class QueryService(qry_grpc.LaredoQueryServiceServicer):
@@ -186,6 +188,22 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
     ) -> qry.CountRowsResponse:
         target, _ = self._target(request.table)
         return qry.CountRowsResponse(count=int(target.count()))
+
+    @rpc()
+    def WaitForPosition(
+        self, request: qry.WaitForPositionRequest, context: grpc.ServicerContext
+    ) -> qry.WaitForPositionResponse:
+        """Block until every pipeline of the source applied every change at or before the
+        position, the timeout (default 30 s, at most 5 min) or the call's deadline."""
+        timeout = request.timeout_ms / 1000 if request.timeout_ms > 0 else DEFAULT_WAIT
+        remaining = context.time_remaining()
+        if remaining is not None:
+            timeout = min(timeout, max(0.0, remaining - 0.05))
+        timeout = min(timeout, MAX_WAIT)
+        engine = self.rt.engine
+        reached = engine.wait_for(request.source_id, request.position, timeout)
+        applied = engine.applied_position(request.source_id)
+        return qry.WaitForPositionResponse(reached=reached, applied_position=applied or "")
 
     @stream()
     def Subscribe(

@@ -130,7 +130,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version")
+    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation")
     STATE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,7 @@ class GetStatusResponse(_message.Message):
     LAST_CHANGE_AT_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_STATUS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_GENERATION_FIELD_NUMBER: _ClassVar[int]
     state: ServiceState
     ready: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceStatus]
@@ -147,7 +148,8 @@ class GetStatusResponse(_message.Message):
     last_change_at: int
     snapshot_status: SnapshotStatus
     version: str
-    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
+    config_generation: int
+    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ...) -> None: ...
 
 class GetTableStatusRequest(_message.Message):
     __slots__ = ("schema", "table")
@@ -704,3 +706,53 @@ class StopReplayResponse(_message.Message):
     STOPPED_FIELD_NUMBER: _ClassVar[int]
     stopped: bool
     def __init__(self, stopped: _Optional[bool] = ...) -> None: ...
+
+class DrainReplicationRequest(_message.Message):
+    __slots__ = ("schema", "table", "drain_deadline_seconds")
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    schema: str
+    table: str
+    drain_deadline_seconds: int
+    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., drain_deadline_seconds: _Optional[int] = ...) -> None: ...
+
+class DrainReplicationResponse(_message.Message):
+    __slots__ = ("accepted", "message", "drained_targets")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_TARGETS_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    message: str
+    drained_targets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., drained_targets: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReloadConfigRequest(_message.Message):
+    __slots__ = ("dry_run",)
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    def __init__(self, dry_run: _Optional[bool] = ...) -> None: ...
+
+class ConfigChange(_message.Message):
+    __slots__ = ("kind", "id", "detail")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    id: str
+    detail: str
+    def __init__(self, kind: _Optional[str] = ..., id: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ReloadConfigResponse(_message.Message):
+    __slots__ = ("accepted", "message", "generation", "changes", "errors")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    message: str
+    generation: int
+    changes: _containers.RepeatedCompositeFieldContainer[ConfigChange]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., generation: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[ConfigChange, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...

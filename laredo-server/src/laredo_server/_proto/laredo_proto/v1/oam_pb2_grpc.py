@@ -159,6 +159,16 @@ class LaredoOAMServiceStub:
                 request_serializer=laredo__proto_dot_v1_dot_oam__pb2.StopReplayRequest.SerializeToString,
                 response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.StopReplayResponse.FromString,
                 _registered_method=True)
+        self.DrainReplication = channel.unary_unary(
+                '/laredo.v1.LaredoOAMService/DrainReplication',
+                request_serializer=laredo__proto_dot_v1_dot_oam__pb2.DrainReplicationRequest.SerializeToString,
+                response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.DrainReplicationResponse.FromString,
+                _registered_method=True)
+        self.ReloadConfig = channel.unary_unary(
+                '/laredo.v1.LaredoOAMService/ReloadConfig',
+                request_serializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigRequest.SerializeToString,
+                response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigResponse.FromString,
+                _registered_method=True)
 
 
 class LaredoOAMServiceServicer:
@@ -316,6 +326,20 @@ class LaredoOAMServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainReplication(self, request, context):
+        """Hand fan-out clients off (GoAway with a deadline): one table's fan-out target, or all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReloadConfig(self, request, context):
+        """Re-read the configuration (files, conf.d, environment) and apply the difference.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LaredoOAMServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -443,6 +467,16 @@ def add_LaredoOAMServiceServicer_to_server(servicer, server):
                     servicer.StopReplay,
                     request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.StopReplayRequest.FromString,
                     response_serializer=laredo__proto_dot_v1_dot_oam__pb2.StopReplayResponse.SerializeToString,
+            ),
+            'DrainReplication': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainReplication,
+                    request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.DrainReplicationRequest.FromString,
+                    response_serializer=laredo__proto_dot_v1_dot_oam__pb2.DrainReplicationResponse.SerializeToString,
+            ),
+            'ReloadConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReloadConfig,
+                    request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigRequest.FromString,
+                    response_serializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1120,6 +1154,60 @@ class LaredoOAMService:
             '/laredo.v1.LaredoOAMService/StopReplay',
             laredo__proto_dot_v1_dot_oam__pb2.StopReplayRequest.SerializeToString,
             laredo__proto_dot_v1_dot_oam__pb2.StopReplayResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainReplication(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.LaredoOAMService/DrainReplication',
+            laredo__proto_dot_v1_dot_oam__pb2.DrainReplicationRequest.SerializeToString,
+            laredo__proto_dot_v1_dot_oam__pb2.DrainReplicationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReloadConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.LaredoOAMService/ReloadConfig',
+            laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigRequest.SerializeToString,
+            laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

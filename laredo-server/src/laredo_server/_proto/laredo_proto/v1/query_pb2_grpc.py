@@ -59,6 +59,11 @@ class LaredoQueryServiceStub:
                 request_serializer=laredo__proto_dot_v1_dot_query__pb2.CountRowsRequest.SerializeToString,
                 response_deserializer=laredo__proto_dot_v1_dot_query__pb2.CountRowsResponse.FromString,
                 _registered_method=True)
+        self.WaitForPosition = channel.unary_unary(
+                '/laredo.v1.LaredoQueryService/WaitForPosition',
+                request_serializer=laredo__proto_dot_v1_dot_query__pb2.WaitForPositionRequest.SerializeToString,
+                response_deserializer=laredo__proto_dot_v1_dot_query__pb2.WaitForPositionResponse.FromString,
+                _registered_method=True)
         self.Subscribe = channel.unary_stream(
                 '/laredo.v1.LaredoQueryService/Subscribe',
                 request_serializer=laredo__proto_dot_v1_dot_query__pb2.SubscribeRequest.SerializeToString,
@@ -99,6 +104,14 @@ class LaredoQueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitForPosition(self, request, context):
+        """Read-your-writes: wait until every pipeline of a source applied every change at or before
+        a position (for PostgreSQL, the text of pg_current_wal_lsn() read after a commit).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Subscribe(self, request, context):
         """Server-streaming: optionally every current row (as INSERT), then every change, in order.
         Each message carries the events available at that moment (at most 1000).
@@ -134,6 +147,11 @@ def add_LaredoQueryServiceServicer_to_server(servicer, server):
                     servicer.CountRows,
                     request_deserializer=laredo__proto_dot_v1_dot_query__pb2.CountRowsRequest.FromString,
                     response_serializer=laredo__proto_dot_v1_dot_query__pb2.CountRowsResponse.SerializeToString,
+            ),
+            'WaitForPosition': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitForPosition,
+                    request_deserializer=laredo__proto_dot_v1_dot_query__pb2.WaitForPositionRequest.FromString,
+                    response_serializer=laredo__proto_dot_v1_dot_query__pb2.WaitForPositionResponse.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
@@ -276,6 +294,33 @@ class LaredoQueryService:
             '/laredo.v1.LaredoQueryService/CountRows',
             laredo__proto_dot_v1_dot_query__pb2.CountRowsRequest.SerializeToString,
             laredo__proto_dot_v1_dot_query__pb2.CountRowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitForPosition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.LaredoQueryService/WaitForPosition',
+            laredo__proto_dot_v1_dot_query__pb2.WaitForPositionRequest.SerializeToString,
+            laredo__proto_dot_v1_dot_query__pb2.WaitForPositionResponse.FromString,
             options,
             channel_credentials,
             insecure,
