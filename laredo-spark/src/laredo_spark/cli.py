@@ -13,15 +13,24 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from laredo.errors import MissingDependencyError
+
 logger = logging.getLogger(__name__)
 
 
 def _load(path: str) -> dict[str, Any]:
+    """The config tree of ``path``: HOCON through laredo-server's loader (includes, conf.d,
+    environment overrides), or plain JSON when laredo-server is not installed."""
     try:
-        from laredo_server.config import load_config
+        from laredo_server.config import load_config  # lazy: optional (laredo-spark[cli])
     except ImportError:
-        with open(path, encoding="utf-8") as f:
-            data: dict[str, Any] = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data: dict[str, Any] = json.load(f)
+        except ValueError:
+            raise MissingDependencyError(
+                "laredo-spark[cli]", "reading HOCON configuration files"
+            ) from None
         return data
     loaded = load_config(path, validate=False)
     return dict(loaded.tree)
