@@ -47,11 +47,10 @@ def plain_tree(value: Any, path: str, problems: list[str]) -> Any:
         return None
     if _is_duration(value):
         try:
-            seconds = parse_duration(value)
+            return parse_duration(value)
         except ConfigError as exc:
             problems.append(f"{path}: {exc}")
             return None
-        return seconds * 1000.0 if path.endswith("_ms") else seconds
     return value
 
 
