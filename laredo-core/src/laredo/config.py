@@ -308,7 +308,9 @@ def spec_problems(
         for text in exc.problems:
             if text.startswith(f"{_WHERE}: "):
                 key, _, message = text[len(_WHERE) + 2 :].partition(": ")
-                out.append(Problem((*path, *key.split(".")), message))
+                # "<options>": a problem of the options as a whole (a model validator)
+                keys = () if key == "<options>" else tuple(key.split("."))
+                out.append(Problem((*path, *keys), message))
             else:
                 where = tuple(type_path) if type_path is not None else (*path, "type")
                 out.append(Problem(where, text.replace(_WHERE, "")))
