@@ -9,6 +9,7 @@ from typing import Any
 
 from laredo.hookspecs import hookimpl
 from laredo.plugins import Registry
+from laredo.units import Size
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -22,8 +23,10 @@ class S3SnapshotStoreOptions(BaseModel):
     region: str | None = Field(None, description="AWS region (default: the AWS chain's)")
     endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, moto)")
     profile: str | None = Field(None, description="AWS shared-config profile name")
-    part_size: int = Field(
-        8 * 1024 * 1024, ge=5 * 1024 * 1024, description="multipart part size in bytes"
+    part_size: Size = Field(
+        8 * 1024 * 1024,
+        ge=5 * 1024 * 1024,
+        description="multipart part size: bytes, or a size such as '8MiB' or '16MB'",
     )
 
 
