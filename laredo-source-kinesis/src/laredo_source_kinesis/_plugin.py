@@ -1,16 +1,18 @@
 """laredo-source-kinesis's plugin registration: source ``kinesis`` (alias ``s3-kinesis``).
 
-Only the options model lives here; boto3 is imported when the source connects.
+boto3 is imported when the source connects, not when the plugin is registered.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from laredo.hookspecs import hookimpl
 from laredo.plugins import Registry
 from laredo.units import Duration
 from pydantic import BaseModel, ConfigDict, Field
+
+from .source import KinesisSource
 
 
 class KinesisSourceOptions(BaseModel):
@@ -50,14 +52,8 @@ class KinesisSourceOptions(BaseModel):
     backoff_max: Duration = Field(5.0, gt=0)
 
 
-def _source(**kwargs: Any) -> Any:
-    from .source import KinesisSource
-
-    return KinesisSource(**kwargs)
-
-
 @hookimpl
 def laredo_register_sources(registry: Registry) -> None:
     desc = "S3 baseline + Kinesis change stream, DynamoDB checkpoints"
-    registry.add("kinesis", _source, options=KinesisSourceOptions, description=desc)
-    registry.add("s3-kinesis", _source, options=KinesisSourceOptions, description=desc)
+    registry.add("kinesis", KinesisSource, options=KinesisSourceOptions, description=desc)
+    registry.add("s3-kinesis", KinesisSource, options=KinesisSourceOptions, description=desc)

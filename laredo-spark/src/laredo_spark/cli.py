@@ -37,7 +37,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
-    from .runner import run_spark
+    from .runner import run_spark  # lazy: pyspark; `laredo --help` must not start it
 
     # progress (rows, rows/s and ETA every 50k rows; rows per partition as each one arrives)
     # goes to stderr even when the CLI framework configured no logging
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register(app: Any) -> None:
     """Add ``spark baseline`` to a typer app; other CLI frameworks are left alone."""
     try:
-        import typer
+        import typer  # lazy: optional; only the `laredo` CLI (laredo-server) brings it
     except ImportError:
         return
     if not isinstance(app, typer.Typer):
