@@ -96,6 +96,7 @@ def test_keys_the_spark_runner_cannot_honour_are_rejected_by_name(tmp_path: Any)
     cfg["tables"][0]["ttl"] = {"field": "expires_at"}
     cfg["snapshot"]["schedule"] = "1h"
     cfg["grpc"] = {"port": 4001}
+    cfg["spark"]["partitons"] = 4
     # rejected before any Spark session or database connection is made
     with pytest.raises(laredo.ConfigError) as ei:
         run_spark(cfg)
@@ -103,7 +104,8 @@ def test_keys_the_spark_runner_cannot_honour_are_rejected_by_name(tmp_path: Any)
     for key in ("grpc", "snapshot.schedule", "tables.0.ttl", "tables.0.targets.0.buffer"):
         assert f"not supported by the Spark runner: {key}; remove it or run locally" in problems
     assert any(p.startswith("tables.0.targets.0.lookup_feilds: unknown option") for p in problems)
-    assert len(problems) == 5, problems
+    assert any(p.startswith("spark.partitons: unknown key") for p in problems)
+    assert len(problems) == 6, problems
 
 
 def test_observer_progress_and_cli_argument_errors(

@@ -30,16 +30,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo.config import EngineConfig, build_engine, check_engine_config
+from laredo.config import (
+    EngineConfig,
+    Problem,
+    build_engine,
+    check_engine_config,
+    structure_problems,
+)
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._session import spark_session
 from .pg import BaselineResult, spark_baseline
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UNSUPPORTED_KEYS", "Plan", "build_plan", "run_spark"]
+__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "run_spark"]
 
 UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
     "": frozenset({"dead_letter", "grpc", "health", "observability", "shutdown"}),
@@ -49,6 +56,16 @@ UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
 }
 """Keys the Spark runner does not honour, by the section holding them (``""``: top level;
 ``tables``: each table; ``targets``: each target of a table)."""
+
+
+class SparkSection(BaseModel):
+    """The runner's own ``spark { master, partitions, conf }`` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master: str | None = Field(None, description="master URL (default local[*])")
+    partitions: int | None = Field(None, ge=1, description="least ctid slices per table")
+    conf: dict[str, Any] = Field(default_factory=dict, description="Spark settings")
 
 
 @dataclass
@@ -105,11 +122,12 @@ def build_plan(config: Mapping[str, Any]) -> Plan:
     (:data:`UNSUPPORTED_KEYS`), unknown keys, bad values and plugin options.
     """
     tree = {k: v for k, v in config.items() if k != "spark"}
-    spark_opts = dict(config.get("spark") or {})
     problems, rest = _unsupported(tree)
+    spark, found = structure_problems(SparkSection, config.get("spark") or {})
+    problems += [str(Problem(("spark", *p.path), p.message)) for p in found]
     model, found = check_engine_config(rest, EngineConfig)
     problems += [str(p) for p in found]
-    if problems or model is None:
+    if problems or model is None or spark is None:
         raise ConfigError(problems or ["invalid configuration"])
     built = build_engine(model)
     engine = built.engine
@@ -119,7 +137,7 @@ def build_plan(config: Mapping[str, Any]) -> Plan:
         pipelines=list(engine.pipeline_configs),
         snapshot_store=built.snapshot_store,
         serializer=built.snapshot_serializer,
-        spark=spark_opts,
+        spark=spark.model_dump(exclude_defaults=True),
         user_meta=dict(model.snapshot.user_meta) if model.snapshot else {},
     )
 

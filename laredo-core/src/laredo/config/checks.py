@@ -75,11 +75,11 @@ def _allowed_keys(model: type[BaseModel], loc: Sequence[Any]) -> str:
     return ", ".join(f.alias or n for n, f in current.model_fields.items())
 
 
-def structure_problems(model: type[M], tree: Mapping[str, Any]) -> tuple[M | None, list[Problem]]:
-    """Validate ``tree`` against ``model``; the model (``None`` when invalid) and every
-    problem, with "unknown key" hints listing the keys allowed there."""
+def structure_problems(model: type[M], tree: Any) -> tuple[M | None, list[Problem]]:
+    """Validate ``tree`` (a mapping) against ``model``; the model (``None`` when invalid) and
+    every problem, with "unknown key" hints listing the keys allowed there."""
     try:
-        return model.model_validate(dict(tree)), []
+        return model.model_validate(dict(tree) if isinstance(tree, Mapping) else tree), []
     except pydantic.ValidationError as exc:
         problems = []
         for err in exc.errors():
