@@ -156,9 +156,46 @@ shutdown {{ grace_period = 5s, drain = 1 }}
     with pytest.raises(ConfigError) as ei:
         load_string(BASE + "shutdown { grace_period = 2 months }", env={})
     assert "months and years" in str(ei.value)
-    # a duration in a *_ms plugin key becomes milliseconds
+    # a HOCON duration is seconds whatever the key is called (no special `_ms` rule)
     t = load_string(BASE + "x_ms = 2s", env={}, validate=False).tree
-    assert t["x_ms"] == 2000.0
+    assert t["x_ms"] == 2.0
+
+
+def test_http_target_durations_and_deprecated_ms_spelling(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("laredo_target_http")
+    from laredo_target_http import _options
+
+    monkeypatch.setattr(_options, "_warned", set())
+
+    def conf(options: str) -> str:
+        return BASE.replace(
+            "type = indexed-memory, lookup_fields = [email]",
+            f'type = http-sync, base_url = "http://127.0.0.1:9/sync", {options}',
+        )
+
+    loaded = load_string(conf("timeout = 2500ms, retry_backoff = 50ms"), env={})
+    assert loaded.model is not None
+    opts = build_engine(loaded.model).engine.pipeline_configs[0].target.options
+    assert (opts.timeout, opts.retry_backoff) == (2.5, 0.05)
+    # the 0.1 spelling: integer milliseconds, one deprecation warning naming the new key
+    with caplog.at_level("WARNING", logger="laredo_target_http"):
+        loaded = load_string(conf("timeout_ms = 2500, retry_after_max_ms = 1000"), env={})
+        assert loaded.model is not None
+        opts = build_engine(loaded.model).engine.pipeline_configs[0].target.options
+    assert (opts.timeout, opts.retry_after_max) == (2.5, 1.0)
+    warnings = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert len(warnings) == 2 and "write timeout = 2.5s" in warnings[0], warnings
+    # a HOCON duration in an *_ms key would be ambiguous; both spellings together are an error
+    with pytest.raises(ConfigError) as ei:
+        load_string(conf("timeout_ms = 2s, retry_backoff_ms = 10, retry_backoff = 1s"), env={})
+    problems = ei.value.problems
+    assert problems[0].startswith("tables.0.targets.0.timeout_ms: Value error, expected integer")
+    assert problems[1].startswith(
+        "tables.0.targets.0.retry_backoff_ms: Value error, give retry_backoff or the deprecated "
+        "retry_backoff_ms, not both (got 10)"
+    )
 
 
 def test_dump_masks_secrets(tmp_path: Path) -> None:

@@ -236,6 +236,10 @@ def test_plugin_builds_store_and_validates_options(moto_server: Any, s3_bucket: 
         laredo.snapshot_store("s3", bukket="x", part_size=1)
     text = str(err.value)
     assert "bukket" in text and "bucket" in text and "part_size" in text
+    sized = laredo.snapshot_store(
+        "s3", bucket=s3_bucket, endpoint_url=moto_server.endpoint_url, part_size="16MiB"
+    )
+    assert sized.part_size == 16 * 1024 * 1024  # laredo.units sizes
 
 
 def test_missing_bucket_is_a_clear_error(moto_server: Any) -> None:

@@ -129,6 +129,12 @@ def test_plugin_registration_and_option_validation() -> None:
         laredo.source("kinesis", stream="s", baseline_bucket="b", batch_size=0)
     text = str(err.value)
     assert "stream_name" in text and "stream: unknown option" in text and "batch_size" in text
+    timed = laredo.source(
+        "kinesis", stream_name="s", baseline_bucket="b", poll_interval="250ms", backoff_max="1m"
+    )
+    assert (timed.poll_interval, timed.backoff_max) == (0.25, 60.0)  # laredo.units durations
+    with pytest.raises(ConfigError, match=r"heartbeat_interval.*invalid duration"):
+        laredo.source("kinesis", stream_name="s", baseline_bucket="b", heartbeat_interval="soon")
 
 
 def test_plugin_import_is_cheap() -> None:

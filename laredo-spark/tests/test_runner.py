@@ -84,6 +84,30 @@ def test_run_spark_from_config_then_read_the_snapshot_back(
     assert price == '{"$type":"decimal","value":"2.5000000000000000"}'
 
 
+def test_keys_the_spark_runner_cannot_honour_are_rejected_by_name(tmp_path: Any) -> None:
+    class Db:
+        dsn = "postgresql://nobody@127.0.0.1:1/none"
+        slot_name = "unused"
+
+    cfg = _config(Db(), tmp_path / "snaps")
+    target = cfg["tables"][0]["targets"][0]
+    target["buffer"] = {"max_size": 10}
+    target["lookup_feilds"] = ["sku"]
+    cfg["tables"][0]["ttl"] = {"field": "expires_at"}
+    cfg["snapshot"]["schedule"] = "1h"
+    cfg["grpc"] = {"port": 4001}
+    cfg["spark"]["partitons"] = 4
+    # rejected before any Spark session or database connection is made
+    with pytest.raises(laredo.ConfigError) as ei:
+        run_spark(cfg)
+    problems = ei.value.problems
+    for key in ("grpc", "snapshot.schedule", "tables.0.ttl", "tables.0.targets.0.buffer"):
+        assert f"not supported by the Spark runner: {key}; remove it or run locally" in problems
+    assert any(p.startswith("tables.0.targets.0.lookup_feilds: unknown option") for p in problems)
+    assert any(p.startswith("spark.partitons: unknown key") for p in problems)
+    assert len(problems) == 6, problems
+
+
 def test_observer_progress_and_cli_argument_errors(
     spark: Any, pg_database: Any, tmp_path: Any, caplog: Any
 ) -> None:

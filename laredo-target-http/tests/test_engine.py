@@ -53,8 +53,8 @@ def test_engine_never_acks_beyond_the_receiver(
         batch_size=4,
         flush_interval="20ms",
         retry_count=10_000,  # ride out the outage below by blocking, not by failing
-        retry_backoff_ms=5,
-        retry_backoff_max_ms=20,
+        retry_backoff="5ms",
+        retry_backoff_max="20ms",
     )
     audit = AckAudit(receiver, source)
     eng = laredo.Engine(

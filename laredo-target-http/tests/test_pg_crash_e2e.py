@@ -43,7 +43,7 @@ CHILD = textwrap.dedent(
     )
     tgt = HttpSyncTarget(
         url, batch_size=5, flush_interval="50ms", retry_count=1_000_000,
-        retry_backoff_ms=20, retry_backoff_max_ms=50,
+        retry_backoff="20ms", retry_backoff_max="50ms",
         position_formatter=src.position_to_string,
     )
     eng = laredo.Engine(
@@ -151,7 +151,7 @@ def test_crash_while_the_receiver_is_down_loses_nothing(
         receiver.url,
         batch_size=5,
         flush_interval="50ms",
-        retry_backoff_ms=20,
+        retry_backoff="20ms",
         position_formatter=src.position_to_string,
     )
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", USERS, tgt)])

@@ -48,8 +48,8 @@ def make_target(receiver: Any) -> Iterator[Callable[..., HttpSyncTarget]]:
     def make(**options: Any) -> HttpSyncTarget:
         options.setdefault("base_url", receiver.url)
         options.setdefault("flush_interval", 0)
-        options.setdefault("retry_backoff_ms", 1)
-        options.setdefault("timeout_ms", 5000)
+        options.setdefault("retry_backoff", "1ms")
+        options.setdefault("timeout", 5)
         t = HttpSyncTarget(**options)
         t.on_init(T, COLUMNS)
         made.append(t)
@@ -285,10 +285,10 @@ def test_partly_delivered_call_reports_how_far_it_got(receiver: Any, make_target
 
 
 def test_timeout_is_an_error_and_not_durable(receiver: Any, make_target: Any) -> None:
-    t = make_target(timeout_ms=100, retry_count=0)
+    t = make_target(timeout="100ms", retry_count=0)
     receiver.script(receiver.reply(200, delay=0.5))
     t.apply_changes(T, [ins(1, 1)])
-    with pytest.raises(HttpSyncError, match="timeout_ms") as info:
+    with pytest.raises(HttpSyncError, match=r"\(timeout\)") as info:
         t.flush()
     assert info.value.transient
     assert t.durable_position() is None
@@ -330,7 +330,7 @@ def test_retryable_statuses(receiver: Any, make_target: Any, status: int) -> Non
 
 
 def test_retry_after_is_honoured(receiver: Any, make_target: Any) -> None:
-    t = make_target(retry_count=1, retry_backoff_ms=1)
+    t = make_target(retry_count=1, retry_backoff="1ms")
     receiver.script(receiver.reply(429, headers={"Retry-After": "1"}))
     t.apply_changes(T, [ins(1, 1)])
     t.flush()
@@ -341,7 +341,7 @@ def test_retry_after_is_honoured(receiver: Any, make_target: Any) -> None:
 
 
 def test_retry_after_is_capped(receiver: Any, make_target: Any) -> None:
-    t = make_target(retry_count=1, retry_backoff_ms=1, retry_after_max_ms=10)
+    t = make_target(retry_count=1, retry_backoff="1ms", retry_after_max="10ms")
     receiver.script(receiver.reply(503, headers={"Retry-After": "3600"}))
     t.apply_changes(T, [ins(1, 1)])
     t.flush()  # would hang for an hour without the cap (pytest-timeout stops it)
@@ -416,7 +416,7 @@ def test_https_with_a_trusted_certificate(tls_receiver: Any, monkeypatch: Any) -
 
 
 def test_https_with_an_untrusted_certificate_is_terminal(tls_receiver: Any) -> None:
-    t = HttpSyncTarget(tls_receiver.url, flush_interval=0, retry_count=5, retry_backoff_ms=1)
+    t = HttpSyncTarget(tls_receiver.url, flush_interval=0, retry_count=5, retry_backoff="1ms")
     try:
         t.apply_changes(T, [ins(1, 1)])
         with pytest.raises(HttpSyncError, match=r"certificate verification failed.*SSL_CERT_FILE"):
@@ -544,7 +544,7 @@ def test_long_mixed_sequence_keeps_order(receiver: Any, make_target: Any, wait_f
 def test_close_is_best_effort_and_leaves_the_rest_not_durable(
     receiver: Any, make_target: Any, caplog: Any
 ) -> None:
-    t = make_target(batch_size=10, retry_count=1_000_000, retry_backoff_ms=5000)
+    t = make_target(batch_size=10, retry_count=1_000_000, retry_backoff=5)
     t.apply_changes(T, [ins(1, 1)])
     t.set_change_position(2)
     t.flush()
@@ -562,7 +562,7 @@ def test_close_is_best_effort_and_leaves_the_rest_not_durable(
 def test_close_stops_a_flusher_stuck_in_retries(
     receiver: Any, make_target: Any, wait_for: Any
 ) -> None:
-    t = make_target(flush_interval="10ms", retry_count=1_000_000, retry_backoff_ms=50)
+    t = make_target(flush_interval="10ms", retry_count=1_000_000, retry_backoff="50ms")
     receiver.script(*[503] * 1000)
     t.apply_changes(T, [ins(1, 1)])
     wait_for(lambda: len(receiver.all_requests()) >= 2, what="the flusher retrying")

@@ -69,11 +69,34 @@ def test_bad_indexed_options_list_every_problem() -> None:
 
 
 def test_duplicate_index_names_rejected_by_options() -> None:
-    with pytest.raises(ConfigError, match="used twice: a"):
+    with pytest.raises(ConfigError, match=r"indexes: .*indexes\[1\]: index name 'a' is used twice"):
         laredo.target(
             "indexed-memory",
             indexes=[{"name": "a", "fields": ["x"]}, {"name": "a", "fields": ["y"]}],
         )
+
+
+def test_indexed_memory_takes_its_options_model_checked_by_the_same_rules() -> None:
+    from laredo.plugins import registry
+    from laredo_target_memory.options import IndexedMemoryOptions
+
+    assert registry("target").get("indexed-memory").takes_options
+    opts = IndexedMemoryOptions(lookup_fields="email", indexes=[{"name": "t", "fields": "team"}])
+    t = IndexedTarget(options=opts)
+    assert t.lookup_fields == ("email",) and [i.name for i in t.indexes] == ["t"]
+    assert IndexedTarget.from_options(opts).indexes == t.indexes
+    with pytest.raises(TypeError):
+        IndexedTarget(["email"], options=opts)
+    # the rules of the keyword constructor hold for configuration files too
+    with pytest.raises(ConfigError) as info:
+        laredo.target(
+            "indexed-memory",
+            lookup_fields=["a", "a"],
+            indexes=[{"name": "lookup", "fields": ["x"]}],
+        )
+    text = str(info.value)
+    assert "lookup_fields: Value error, lookup_fields: a field is listed twice (a, a)" in text
+    assert "indexes[0]: index name 'lookup' is reserved for lookup_fields" in text
 
 
 def test_compiled_memory_by_name_with_named_compiler() -> None:

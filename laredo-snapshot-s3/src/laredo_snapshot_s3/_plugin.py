@@ -1,15 +1,17 @@
 """laredo-snapshot-s3's plugin registration: snapshot store ``s3`` and dead-letter store ``s3``.
 
-Only pydantic models live here; boto3 is imported when a store is built.
+boto3 is imported when a store connects, not when the plugin is registered.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from laredo.hookspecs import hookimpl
 from laredo.plugins import Registry
+from laredo.units import Size
 from pydantic import BaseModel, ConfigDict, Field
+
+from .dead_letters import S3DeadLetterStore
+from .store import S3SnapshotStore
 
 
 class S3SnapshotStoreOptions(BaseModel):
@@ -22,8 +24,10 @@ class S3SnapshotStoreOptions(BaseModel):
     region: str | None = Field(None, description="AWS region (default: the AWS chain's)")
     endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, moto)")
     profile: str | None = Field(None, description="AWS shared-config profile name")
-    part_size: int = Field(
-        8 * 1024 * 1024, ge=5 * 1024 * 1024, description="multipart part size in bytes"
+    part_size: Size = Field(
+        8 * 1024 * 1024,
+        ge=5 * 1024 * 1024,
+        description="multipart part size: bytes, or a size such as '8MiB' or '16MB'",
     )
 
 
@@ -39,23 +43,11 @@ class S3DeadLetterStoreOptions(BaseModel):
     profile: str | None = None
 
 
-def _snapshot_store(**kwargs: Any) -> Any:
-    from .store import S3SnapshotStore
-
-    return S3SnapshotStore(**kwargs)
-
-
-def _dead_letter_store(**kwargs: Any) -> Any:
-    from .dead_letters import S3DeadLetterStore
-
-    return S3DeadLetterStore(**kwargs)
-
-
 @hookimpl
 def laredo_register_snapshot_stores(registry: Registry) -> None:
     registry.add(
         "s3",
-        _snapshot_store,
+        S3SnapshotStore,
         options=S3SnapshotStoreOptions,
         description="snapshots in S3 (streaming multipart upload, metadata written last)",
     )
@@ -65,7 +57,7 @@ def laredo_register_snapshot_stores(registry: Registry) -> None:
 def laredo_register_dead_letter_stores(registry: Registry) -> None:
     registry.add(
         "s3",
-        _dead_letter_store,
+        S3DeadLetterStore,
         options=S3DeadLetterStoreOptions,
         description="one S3 object per dead letter",
     )

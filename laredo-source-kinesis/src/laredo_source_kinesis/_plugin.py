@@ -1,19 +1,25 @@
 """laredo-source-kinesis's plugin registration: source ``kinesis`` (alias ``s3-kinesis``).
 
-Only the options model lives here; boto3 is imported when the source connects.
+boto3 is imported when the source connects, not when the plugin is registered.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from laredo.hookspecs import hookimpl
 from laredo.plugins import Registry
+from laredo.units import Duration
 from pydantic import BaseModel, ConfigDict, Field
+
+from .source import KinesisSource
 
 
 class KinesisSourceOptions(BaseModel):
-    """Options of ``laredo.source("kinesis", ...)``; see the package README for details."""
+    """Options of ``laredo.source("kinesis", ...)``; see the package README for details.
+
+    Intervals and backoffs are durations (:mod:`laredo.units`): seconds as a number, or text
+    such as ``"200ms"``, ``"10s"``, ``"1m"``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -37,23 +43,17 @@ class KinesisSourceOptions(BaseModel):
     unknown_tables: Literal["dead_letter", "ignore"] = "dead_letter"
     dead_letter_pipeline: str | None = None
     batch_size: int = Field(1000, ge=1, le=10000)
-    poll_interval: float = Field(1.0, gt=0)
-    min_fetch_interval: float = Field(0.2, ge=0)
-    shard_refresh_interval: float = Field(10.0, gt=0)
-    heartbeat_interval: float = Field(1.0, gt=0)
+    poll_interval: Duration = Field(1.0, gt=0)
+    min_fetch_interval: Duration = Field(0.2, ge=0)
+    shard_refresh_interval: Duration = Field(10.0, gt=0)
+    heartbeat_interval: Duration = Field(1.0, gt=0)
     max_retries: int = Field(10, ge=0)
-    backoff_initial: float = Field(0.1, gt=0)
-    backoff_max: float = Field(5.0, gt=0)
-
-
-def _source(**kwargs: Any) -> Any:
-    from .source import KinesisSource
-
-    return KinesisSource(**kwargs)
+    backoff_initial: Duration = Field(0.1, gt=0)
+    backoff_max: Duration = Field(5.0, gt=0)
 
 
 @hookimpl
 def laredo_register_sources(registry: Registry) -> None:
     desc = "S3 baseline + Kinesis change stream, DynamoDB checkpoints"
-    registry.add("kinesis", _source, options=KinesisSourceOptions, description=desc)
-    registry.add("s3-kinesis", _source, options=KinesisSourceOptions, description=desc)
+    registry.add("kinesis", KinesisSource, options=KinesisSourceOptions, description=desc)
+    registry.add("s3-kinesis", KinesisSource, options=KinesisSourceOptions, description=desc)

@@ -13,22 +13,31 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from laredo.errors import MissingDependencyError
+
 logger = logging.getLogger(__name__)
 
 
 def _load(path: str) -> dict[str, Any]:
+    """The config tree of ``path``: HOCON through laredo-server's loader (includes, conf.d,
+    environment overrides), or plain JSON when laredo-server is not installed."""
     try:
-        from laredo_server.config import load_config
+        from laredo_server.config import load_config  # lazy: optional (laredo-spark[cli])
     except ImportError:
-        with open(path, encoding="utf-8") as f:
-            data: dict[str, Any] = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data: dict[str, Any] = json.load(f)
+        except ValueError:
+            raise MissingDependencyError(
+                "laredo-spark[cli]", "reading HOCON configuration files"
+            ) from None
         return data
     loaded = load_config(path, validate=False)
     return dict(loaded.tree)
 
 
 def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
-    from .runner import run_spark
+    from .runner import run_spark  # lazy: pyspark; `laredo --help` must not start it
 
     # progress (rows, rows/s and ETA every 50k rows; rows per partition as each one arrives)
     # goes to stderr even when the CLI framework configured no logging
@@ -69,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register(app: Any) -> None:
     """Add ``spark baseline`` to a typer app; other CLI frameworks are left alone."""
     try:
-        import typer
+        import typer  # lazy: optional; only the `laredo` CLI (laredo-server) brings it
     except ImportError:
         return
     if not isinstance(app, typer.Typer):

@@ -1,6 +1,7 @@
-"""``run_spark``: the Spark runner over the same configuration as ``laredo serve``.
+"""``run_spark``: the Spark runner over the configuration format of ``laredo serve``.
 
-The config is the dict the HOCON loader produces (``laredo_server.config``)::
+The config is a mapping of the engine sections (:mod:`laredo.config`) plus the runner's own
+``spark`` section, e.g. the tree a HOCON loader produces::
 
     {"sources": {"pg": {"type": "postgresql", "connection": "...", "slot_mode": "stateful",
                         "slot_name": "laredo_slot", "publication": {"create": true}}},
@@ -13,11 +14,13 @@ The config is the dict the HOCON loader produces (``laredo_server.config``)::
                   "serializer": "jsonl"},
      "spark": {"master": "local[*]", "partitions": 8, "conf": {"spark.executor.memory": "4g"}}}
 
-With ``laredo-server`` installed the whole tree is validated and built by its loader (every
-plugin, pipeline ids ``source:schema.table:type``, unknown keys rejected); without it a minimal
-builder reads ``sources``, ``tables`` (targets with filters/transforms) and ``snapshot``.
-``spark`` is the runner's own section (``laredo serve`` ignores it only if its loader allows
-it: pass it separately as ``spark_options`` otherwise).
+It is validated and built by :mod:`laredo.config`, the same code ``laredo serve`` uses (every
+plugin, pipeline ids ``source:schema.table:type``, unknown keys rejected, every problem with
+its key path). Keys this runner cannot honour yet are rejected by name, never ignored:
+``buffer``, ``error_handling``, ``ttl`` and ``validation`` of a table or target, the snapshot
+``schedule``, ``on_shutdown``, ``retention`` and ``on_restore_mismatch``, ``dead_letter`` and
+the server's sections (``grpc``, ``health``, ``observability``, ``shutdown``). Keep them in the
+configuration of ``laredo serve`` (a HOCON ``include`` shares the rest).
 """
 
 from __future__ import annotations
@@ -27,16 +30,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from laredo.config import (
+    EngineConfig,
+    Problem,
+    build_engine,
+    check_engine_config,
+    structure_problems,
+)
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
-from laredo.types import TableIdentifier
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._session import spark_session
 from .pg import BaselineResult, spark_baseline
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Plan", "build_plan", "run_spark"]
+__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "run_spark"]
+
+UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
+    "": frozenset({"dead_letter", "grpc", "health", "observability", "shutdown"}),
+    "snapshot": frozenset({"schedule", "on_shutdown", "retention", "on_restore_mismatch"}),
+    "tables": frozenset({"ttl", "validation"}),
+    "targets": frozenset({"buffer", "error_handling", "ttl", "validation"}),
+}
+"""Keys the Spark runner does not honour, by the section holding them (``""``: top level;
+``tables``: each table; ``targets``: each target of a table)."""
+
+
+class SparkSection(BaseModel):
+    """The runner's own ``spark { master, partitions, conf }`` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master: str | None = Field(None, description="master URL (default local[*])")
+    partitions: int | None = Field(None, ge=1, description="least ctid slices per table")
+    conf: dict[str, Any] = Field(default_factory=dict, description="Spark settings")
 
 
 @dataclass
@@ -53,93 +82,64 @@ class Plan:
     """``snapshot.user_meta``: written into the snapshot so ``on_restore_mismatch`` passes."""
 
 
-def _minimal_build(tree: Mapping[str, Any]) -> Plan:
-    import laredo
-
+def _unsupported(tree: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Problems naming every key the runner cannot honour, and ``tree`` without them (so the
+    rest is validated without reporting those keys twice)."""
     problems: list[str] = []
-    sources: dict[str, Any] = {}
-    cfgs: dict[str, dict[str, Any]] = {}
-    for sid, spec in dict(tree.get("sources") or {}).items():
-        spec = dict(spec)
-        kind = spec.pop("type", None)
-        if not kind:
-            problems.append(f"sources.{sid}.type: missing")
-            continue
-        cfgs[sid] = {"type": kind, **spec}
-        try:
-            sources[sid] = laredo.source(kind, **spec)
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-    pipelines: list[Pipeline] = []
-    for i, t in enumerate(tree.get("tables") or []):
-        t = dict(t)
-        table = TableIdentifier(t.get("schema", "public"), t["table"])
-        for j, tgt in enumerate(t.get("targets") or []):
-            tgt = dict(tgt)
-            where = f"tables.{i}.targets.{j}"
-            ttype = tgt.pop("type")
-            pid = tgt.pop("id", None) or f"{t['source']}:{table}:{ttype}"
-            filters = [dict(f) for f in tgt.pop("filters", [])]
-            transforms = [dict(x) for x in tgt.pop("transforms", [])]
-            for key in ("buffer", "error_handling", "ttl", "validation"):
-                tgt.pop(key, None)
-            try:
-                target = laredo.target(ttype, **tgt)
-            except ConfigError as exc:
-                problems.extend(f"{where}: {p}" for p in exc.problems)
-                continue
-            pipelines.append(
-                Pipeline(
-                    t["source"],
-                    table,
-                    target,
-                    filters=[laredo.filter(f.pop("type"), **f) for f in filters],
-                    transforms=[laredo.transform(x.pop("type"), **x) for x in transforms],
-                    id=pid,
-                    target_type=ttype,
+
+    def strip(section: Any, kind: str, path: str) -> Any:
+        if not isinstance(section, Mapping):
+            return section
+        out = {}
+        for key, value in section.items():
+            if key in UNSUPPORTED_KEYS[kind]:
+                problems.append(
+                    f"not supported by the Spark runner: {path}{key}; remove it or run locally"
                 )
-            )
-    if problems:
-        raise ConfigError(problems)
-    store = serializer = None
-    snap = tree.get("snapshot") or {}
-    if snap.get("store"):
-        store = laredo.snapshot_store(snap["store"], **dict(snap.get("store_config") or {}))
-        serializer = laredo.serializer(
-            snap.get("serializer", "jsonl"), **dict(snap.get("serializer_config") or {})
-        )
-    return Plan(sources, cfgs, pipelines, store, serializer)
+            else:
+                out[key] = value
+        return out
+
+    rest = strip(tree, "", "")
+    if "snapshot" in rest:
+        rest["snapshot"] = strip(rest["snapshot"], "snapshot", "snapshot.")
+    tables = rest.get("tables")
+    if isinstance(tables, list):
+        rest["tables"] = tables = [strip(t, "tables", f"tables.{i}.") for i, t in enumerate(tables)]
+        for i, t in enumerate(tables):
+            targets = t.get("targets") if isinstance(t, Mapping) else None
+            if isinstance(targets, list):
+                t["targets"] = [
+                    strip(x, "targets", f"tables.{i}.targets.{j}.") for j, x in enumerate(targets)
+                ]
+    return problems, rest
 
 
 def build_plan(config: Mapping[str, Any]) -> Plan:
-    """Build sources, pipelines and the snapshot store from a config dict."""
-    tree = {k: v for k, v in config.items() if k != "spark"}
-    spark_opts = dict(config.get("spark") or {})
-    cfgs = {sid: dict(s) for sid, s in dict(tree.get("sources") or {}).items()}
-    try:
-        from laredo_server.config import ServerConfig, build_engine
-    except ImportError:
-        plan = _minimal_build(tree)
-    else:
-        import pydantic
+    """Validate ``config`` and build its sources, pipelines and snapshot store.
 
-        try:
-            model = ServerConfig.model_validate(tree)
-        except pydantic.ValidationError as exc:
-            raise ConfigError([str(e["msg"]) + f" at {e['loc']}" for e in exc.errors()]) from None
-        built = build_engine(model)
-        eng = built.engine
-        plan = Plan(
-            dict(eng.sources),
-            cfgs,
-            list(eng.pipeline_configs),
-            built.snapshot_store,
-            built.snapshot_serializer,
-        )
-    plan.source_configs = cfgs
-    plan.spark = spark_opts
-    plan.user_meta = dict((tree.get("snapshot") or {}).get("user_meta") or {})
-    return plan
+    Raises ``ConfigError`` listing every problem: keys the Spark runner does not honour
+    (:data:`UNSUPPORTED_KEYS`), unknown keys, bad values and plugin options.
+    """
+    tree = {k: v for k, v in config.items() if k != "spark"}
+    problems, rest = _unsupported(tree)
+    spark, found = structure_problems(SparkSection, config.get("spark") or {})
+    problems += [str(Problem(("spark", *p.path), p.message)) for p in found]
+    model, found = check_engine_config(rest, EngineConfig)
+    problems += [str(p) for p in found]
+    if problems or model is None or spark is None:
+        raise ConfigError(problems or ["invalid configuration"])
+    built = build_engine(model)
+    engine = built.engine
+    return Plan(
+        sources=dict(engine.sources),
+        source_configs={sid: {"type": s.type, **s.options()} for sid, s in model.sources.items()},
+        pipelines=list(engine.pipeline_configs),
+        snapshot_store=built.snapshot_store,
+        serializer=built.snapshot_serializer,
+        spark=spark.model_dump(exclude_defaults=True),
+        user_meta=dict(model.snapshot.user_meta) if model.snapshot else {},
+    )
 
 
 def run_spark(

@@ -7,6 +7,8 @@ so a Python receiver can round-trip values exactly.
 
 from __future__ import annotations
 
+from laredo.units import parse_duration
+
 from ._client import HttpSyncError, parse_retry_after
 from ._codec import (
     ENCODING_NAME,
@@ -16,7 +18,7 @@ from ._codec import (
     encode_row,
     encode_value,
 )
-from ._options import HttpSyncOptions, parse_duration
+from ._options import HttpSyncOptions
 from ._target import HttpSyncTarget
 from .replica import Replica
 

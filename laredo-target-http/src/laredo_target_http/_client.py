@@ -191,7 +191,7 @@ class HttpClient:
                 ) from exc
             except TimeoutError:
                 status = None
-                failure = f"no answer within {self._timeout * 1000:.0f} ms (timeout_ms)"
+                failure = f"no answer within {self._timeout * 1000:.0f} ms (timeout)"
             except (OSError, http.client.HTTPException) as exc:
                 status = None
                 failure = f"connection error: {type(exc).__name__}: {exc}"

@@ -1,40 +1,79 @@
-"""Options of the ``http-sync`` target (validated by pydantic; unknown keys are rejected)."""
+"""Options of the ``http-sync`` target (validated by pydantic; unknown keys are rejected).
+
+Durations use :mod:`laredo.units` (a number of seconds or text such as ``"200ms"``, ``"30s"``,
+``"1m"``). The 0.1 spellings ``timeout_ms``, ``retry_backoff_ms``, ``retry_backoff_max_ms`` and
+``retry_after_max_ms`` are still accepted for one release (integer milliseconds, or duration
+text), each logging one deprecation warning per process that names the new key; giving an old
+and a new spelling together is an error.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from laredo.units import Duration, parse_duration
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEPRECATED_OPTIONS", "HttpSyncOptions", "has_credentials"]
+
+DEPRECATED_OPTIONS: dict[str, str] = {
+    "timeout_ms": "timeout",
+    "retry_backoff_ms": "retry_backoff",
+    "retry_backoff_max_ms": "retry_backoff_max",
+    "retry_after_max_ms": "retry_after_max",
+}
+"""Deprecated option name -> the option that replaces it (a duration in seconds)."""
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+_INTEGER = re.compile(r"\s*\d+\s*")
 
 
-def parse_duration(value: Any) -> float:
-    """Seconds from a number (seconds), a ``timedelta`` or text like ``"200ms"``, ``"1.5s"``,
-    ``"1m"``, ``"1h"`` (a bare number in text is seconds)."""
-    if isinstance(value, bool):
-        raise ValueError("a duration must be a number of seconds or text such as '200ms'")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, str):
-        m = _DURATION.match(value)
-        if m is None:
-            raise ValueError(
-                f"invalid duration {value!r}: write a number of seconds or a number with a unit "
-                f"ms, s, m or h (e.g. '200ms', '1s')"
-            )
-        seconds = float(m.group(1)) * _UNIT_SECONDS[(m.group(2) or "s").lower()]
-    else:
-        raise ValueError("a duration must be a number of seconds or text such as '200ms'")
-    if not seconds >= 0:  # also rejects NaN
-        raise ValueError("a duration must not be negative")
-    return seconds
+class _Both:
+    """Marks a deprecated option given together with its replacement (shows as the value)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def _milliseconds(value: Any) -> Any:
+    """A deprecated ``*_ms`` value in seconds: integer milliseconds (also as text), or a
+    duration with a unit (``"2s"``). A float is refused: it is ambiguous, because a HOCON
+    duration (``timeout_ms = 2s``) arrives as seconds."""
+    if value is None or isinstance(value, _Both):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return parse_duration(value / 1000.0)
+    if isinstance(value, str) and _INTEGER.fullmatch(value):
+        return int(value) / 1000.0
+    if isinstance(value, str | timedelta):
+        return parse_duration(value)
+    raise ValueError(
+        "expected integer milliseconds or a duration such as '2s' (HOCON durations are no "
+        "longer converted to milliseconds: use the new option)"
+    )
+
+
+_Millis = Annotated[float | None, BeforeValidator(_milliseconds)]
 
 
 def has_credentials(url: str) -> bool:
@@ -49,28 +88,77 @@ def has_credentials(url: str) -> bool:
 class HttpSyncOptions(BaseModel):
     """``http-sync`` target options.
 
-    ``flush_interval`` is a duration (seconds as a number, or ``"200ms"``, ``"1s"``, ``"1m"``);
-    0 turns the time-based flush off (changes are then sent when ``batch_size`` is reached, on
-    truncate, on ``flush()`` and on close).
+    ``flush_interval`` 0 turns the time-based flush off (changes are then sent when
+    ``batch_size`` is reached, on truncate, on ``flush()`` and on close).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     base_url: str = Field(description="receiver URL prefix, e.g. http://host:8080/sync")
     batch_size: int = Field(100, ge=1, le=1_000_000)
-    flush_interval: float = Field(1.0, description="seconds; 0 disables the timed flush")
-    timeout_ms: int = Field(30_000, gt=0)
+    flush_interval: Duration = Field(1.0, description="0 disables the timed flush")
+    timeout: Duration = Field(30.0, gt=0, description="connect and per-read socket timeout")
     retry_count: int = Field(3, ge=0, description="extra attempts after the first one")
-    retry_backoff_ms: int = Field(100, ge=0, description="first backoff; doubles per retry")
-    retry_backoff_max_ms: int = Field(5_000, ge=0)
-    retry_after_max_ms: int = Field(60_000, ge=0, description="cap on a server's Retry-After")
+    retry_backoff: Duration = Field(0.1, ge=0, description="first backoff; doubles per retry")
+    retry_backoff_max: Duration = Field(5.0, ge=0, description="cap of the backoff")
+    retry_after_max: Duration = Field(60.0, ge=0, description="cap on a server's Retry-After")
     auth_header: SecretStr | None = Field(None, description="sent as the Authorization header")
     headers: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("flush_interval", mode="before")
+    # Deprecated spellings (see the module docstring); validation moves them to the new names.
+    timeout_ms: _Millis = Field(None, gt=0, exclude=True, repr=False, description="deprecated")
+    retry_backoff_ms: _Millis = Field(
+        None, ge=0, exclude=True, repr=False, description="deprecated"
+    )
+    retry_backoff_max_ms: _Millis = Field(
+        None, ge=0, exclude=True, repr=False, description="deprecated"
+    )
+    retry_after_max_ms: _Millis = Field(
+        None, ge=0, exclude=True, repr=False, description="deprecated"
+    )
+
+    @model_validator(mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
+    def _mark_both_spellings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            both = {
+                old: _Both(data[old])
+                for old, new in DEPRECATED_OPTIONS.items()
+                if {old, new} <= data.keys()
+            }
+            if both:
+                data = {**data, **both}
+        return data
+
+    @field_validator(*DEPRECATED_OPTIONS, mode="before")
+    @classmethod
+    def _not_both(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, _Both):
+            old = str(info.field_name)
+            raise ValueError(f"give {DEPRECATED_OPTIONS[old]} or the deprecated {old}, not both")
+        return value
+
+    @model_validator(mode="after")
+    def _apply_deprecated(self) -> HttpSyncOptions:
+        for old, new in DEPRECATED_OPTIONS.items():
+            seconds = self.__dict__[old]
+            if seconds is None:
+                continue
+            with _warned_lock:
+                first = old not in _warned
+                _warned.add(old)
+            if first:
+                logger.warning(
+                    "http-sync target: option %s is deprecated and will be removed; write "
+                    "%s = %ss instead",
+                    old,
+                    new,
+                    f"{seconds:g}",
+                )
+            # frozen model: set the replacement once, while validating
+            object.__setattr__(self, new, seconds)
+            object.__setattr__(self, old, None)
+        return self
 
     @field_validator("base_url")
     @classmethod

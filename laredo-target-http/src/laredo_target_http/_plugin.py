@@ -13,7 +13,8 @@ from ._target import HttpSyncTarget
 def laredo_register_targets(registry: Registry) -> None:
     registry.add(
         "http-sync",
-        HttpSyncTarget,
+        HttpSyncTarget.from_options,
         options=HttpSyncOptions,
+        takes_options=True,
         description="batched JSON POSTs to an HTTP receiver; durable after a 2xx",
     )

@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pydantic
@@ -68,7 +68,7 @@ class HttpSyncTarget:
       change is ``flush_interval`` old (on a background flusher thread). A TRUNCATE first sends
       what is buffered, then a batch holding only the TRUNCATE.
     * Retries: 5xx, 408/425/429, timeouts and connection errors are retried ``retry_count`` times
-      with exponential backoff (``Retry-After`` honoured, capped by ``retry_after_max_ms``). Any
+      with exponential backoff (``Retry-After`` honoured, capped by ``retry_after_max``). Any
       other 4xx raises a terminal ``HttpSyncError`` (a ``laredo.TargetError``) at once. Delivery
       is at least once: a retried request may already have been processed by the receiver.
     * Durability is exact: ``durable_position()`` is the highest position whose changes, and all
@@ -89,36 +89,28 @@ class HttpSyncTarget:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         *,
-        batch_size: int = 100,
-        flush_interval: float | str = 1.0,
-        timeout_ms: int = 30_000,
-        retry_count: int = 3,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 5_000,
-        retry_after_max_ms: int = 60_000,
-        auth_header: str | pydantic.SecretStr | None = None,
-        headers: Mapping[str, str] | None = None,
+        options: HttpSyncOptions | None = None,
         position_formatter: Callable[[Position], str] | None = None,
+        **kwargs: Any,
     ) -> None:
-        try:
-            opts = HttpSyncOptions(
-                base_url=base_url,
-                batch_size=batch_size,
-                flush_interval=flush_interval,  # type: ignore[arg-type]
-                timeout_ms=timeout_ms,
-                retry_count=retry_count,
-                retry_backoff_ms=retry_backoff_ms,
-                retry_backoff_max_ms=retry_backoff_max_ms,
-                retry_after_max_ms=retry_after_max_ms,
-                auth_header=auth_header,  # type: ignore[arg-type]
-                headers=dict(headers or {}),
-            )
-        except pydantic.ValidationError as exc:
-            raise ConfigError(
-                [f"http-sync target: {p}" for p in format_validation_error(exc)]
-            ) from None
+        """``HttpSyncTarget(base_url, batch_size=100, flush_interval="200ms", ...)`` takes the
+        options of :class:`HttpSyncOptions` as keywords; ``HttpSyncTarget(options=model)`` (or
+        :meth:`from_options`) takes them validated. Invalid options raise ``ConfigError``
+        listing every problem."""
+        if options is None:
+            if base_url is not None:
+                kwargs["base_url"] = base_url
+            try:
+                options = HttpSyncOptions.model_validate(kwargs)
+            except pydantic.ValidationError as exc:
+                raise ConfigError(
+                    [f"http-sync target: {p}" for p in format_validation_error(exc)]
+                ) from None
+        elif base_url is not None or kwargs:
+            raise TypeError("HttpSyncTarget: give options= or keyword options, not both")
+        opts = options
         if has_credentials(opts.base_url):
             raise ConfigError(
                 "http-sync target: base_url: must not contain credentials (user:password@); "
@@ -149,12 +141,12 @@ class HttpSyncTarget:
         self._stop = threading.Event()
         self._client = HttpClient(
             opts.base_url,
-            timeout=opts.timeout_ms / 1000.0,
+            timeout=opts.timeout,
             headers=request_headers,
             retry_count=opts.retry_count,
-            backoff=opts.retry_backoff_ms / 1000.0,
-            backoff_max=opts.retry_backoff_max_ms / 1000.0,
-            retry_after_max=opts.retry_after_max_ms / 1000.0,
+            backoff=opts.retry_backoff,
+            backoff_max=opts.retry_backoff_max,
+            retry_after_max=opts.retry_after_max,
             stop=self._stop,
         )
         self._lock = threading.RLock()
@@ -181,6 +173,11 @@ class HttpSyncTarget:
         self.changes_sent = 0
         self.batches_sent = 0
         self.baseline_rows_sent = 0
+
+    @classmethod
+    def from_options(cls, options: HttpSyncOptions) -> HttpSyncTarget:
+        """A target from validated options (the plugin registry's factory)."""
+        return cls(options=options)
 
     def __repr__(self) -> str:
         return (

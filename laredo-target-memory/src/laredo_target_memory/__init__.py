@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from .compiled import CompiledTarget
 from .compilers import dict_compiler, namedtuple_compiler, object_compiler
-from .indexed import LOOKUP_INDEX, IndexedTarget
+from .indexed import IndexedTarget
+from .options import LOOKUP_INDEX
 
 __all__ = [
     "LOOKUP_INDEX",

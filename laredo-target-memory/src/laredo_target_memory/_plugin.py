@@ -8,7 +8,7 @@ from typing import Any
 
 import laredo
 from laredo.plugins import Registry
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .compiled import CompiledTarget
 from .compilers import (
@@ -19,52 +19,10 @@ from .compilers import (
     namedtuple_compiler,
     object_compiler,
 )
-from .indexed import LOOKUP_INDEX, IndexedTarget
+from .indexed import IndexedTarget
+from .options import IndexedMemoryOptions, IndexOptions
 
-
-class IndexOptions(BaseModel):
-    """One secondary index: ``{name = by_team, fields = [team_id], unique = false}``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1)
-    fields: list[str] = Field(min_length=1)
-    unique: bool = False
-
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _one_field(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-
-class IndexedMemoryOptions(BaseModel):
-    """Options of the ``indexed-memory`` target."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lookup_fields: list[str] = Field(
-        default_factory=list,
-        description="fields of the unique lookup index; also the key when the table has no PK",
-    )
-    indexes: list[IndexOptions] = Field(default_factory=list, description="secondary indexes")
-
-    @field_validator("lookup_fields", mode="before")
-    @classmethod
-    def _one_lookup(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-    @model_validator(mode="after")
-    def _distinct_names(self) -> IndexedMemoryOptions:
-        names = [i.name for i in self.indexes]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        problems = []
-        if dup:
-            problems.append(f"index name(s) used twice: {', '.join(dup)}")
-        if LOOKUP_INDEX in names:
-            problems.append(f"index name {LOOKUP_INDEX!r} is reserved for lookup_fields")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+__all__ = ["CompiledMemoryOptions", "IndexOptions", "IndexedMemoryOptions"]
 
 
 class CompiledMemoryOptions(BaseModel):
@@ -114,8 +72,9 @@ class CompiledMemoryOptions(BaseModel):
 def laredo_register_targets(registry: Registry) -> None:
     registry.add(
         "indexed-memory",
-        IndexedTarget,
+        IndexedTarget.from_options,
         options=IndexedMemoryOptions,
+        takes_options=True,
         description="rows in memory with a lookup index and secondary indexes",
     )
     registry.add(

@@ -20,11 +20,15 @@ from laredo.types import (
 )
 
 from ._base import MISSING, MemoryTargetBase, Pending, key_getter
+from .options import (
+    LOOKUP_INDEX,
+    IndexedMemoryOptions,
+    index_problems,
+    lookup_field_problems,
+    normalize_indexes,
+)
 
 logger = logging.getLogger(__name__)
-
-LOOKUP_INDEX = "lookup"
-"""Name under which the ``lookup_fields`` index is reachable through ``lookup_all``."""
 
 
 class _Dups(list[Any]):
@@ -194,52 +198,6 @@ def _make_index(d: IndexDefinition) -> _Index:
     return cls(d.name, tuple(d.fields), d.unique)
 
 
-def normalize_indexes(indexes: Iterable[Any], problems: list[str]) -> list[IndexDefinition]:
-    """Accept ``laredo.Index`` objects, mappings ``{name, fields, unique}`` or any object with
-    those attributes (the plugin's pydantic models); report every bad entry into ``problems``."""
-    out: list[IndexDefinition] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(indexes):
-        where = f"indexes[{i}]"
-        if isinstance(raw, IndexDefinition):
-            d = raw
-        else:
-            get: Callable[[str, Any], Any]
-            if isinstance(raw, Mapping):
-                unknown = set(raw) - {"name", "fields", "unique"}
-                if unknown:
-                    problems.append(
-                        f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
-                        f"an index has name, fields and unique"
-                    )
-                get = raw.get
-            else:
-
-                def get(attr: str, default: Any, _o: Any = raw) -> Any:
-                    return getattr(_o, attr, default)
-
-            name, fields = get("name", None), get("fields", None)
-            if not isinstance(name, str) or not name:
-                problems.append(f"{where}.name: an index needs a non-empty name")
-                continue
-            if isinstance(fields, str):
-                fields = [fields]
-            if not isinstance(fields, list | tuple):
-                problems.append(f"{where} ({name}).fields: must be a list of column names")
-                continue
-            d = IndexDefinition(name, fields, bool(get("unique", False)))
-        if not d.fields or not all(isinstance(f, str) and f for f in d.fields):
-            problems.append(f"{where} ({d.name}).fields: must be a non-empty list of column names")
-            continue
-        if d.name in seen or d.name == LOOKUP_INDEX:
-            why = "reserved for lookup_fields" if d.name == LOOKUP_INDEX else "used twice"
-            problems.append(f"{where}: index name {d.name!r} is {why}; pick another name")
-            continue
-        seen.add(d.name)
-        out.append(d)
-    return out
-
-
 class IndexedTarget(MemoryTargetBase[Row]):
     """Keeps a table's rows in memory, keyed by primary key, with secondary indexes.
 
@@ -267,25 +225,38 @@ class IndexedTarget(MemoryTargetBase[Row]):
         self,
         lookup_fields: Sequence[str] | str = (),
         indexes: Iterable[IndexDefinition | Mapping[str, Any] | Any] = (),
+        *,
+        options: IndexedMemoryOptions | None = None,
     ) -> None:
+        """``IndexedTarget(lookup_fields=[...], indexes=[...])``, or ``options=`` a validated
+        :class:`IndexedMemoryOptions` (what the plugin registry passes, see
+        :meth:`from_options`). Bad definitions raise ``ConfigError`` listing every problem."""
         super().__init__()
-        problems: list[str] = []
-        if isinstance(lookup_fields, str):
-            lookup_fields = [lookup_fields]
-        lf = tuple(lookup_fields or ())
-        for i, f in enumerate(lf):
-            if not isinstance(f, str) or not f:
-                problems.append(f"lookup_fields[{i}]: must be a non-empty column name (got {f!r})")
-        if len(set(lf)) != len(lf):
-            problems.append(f"lookup_fields: a field is listed twice ({', '.join(map(str, lf))})")
-        defs = normalize_indexes(indexes or (), problems)
-        if problems:
-            raise ConfigError([f"indexed-memory target: {p}" for p in problems])
+        if options is not None:
+            if lookup_fields or indexes:
+                raise TypeError("IndexedTarget: give options= or lookup_fields/indexes, not both")
+            lf = tuple(options.lookup_fields)
+            defs = options.index_definitions()
+        else:
+            if isinstance(lookup_fields, str):
+                lookup_fields = [lookup_fields]
+            lf = tuple(lookup_fields or ())
+            problems = lookup_field_problems(lf)
+            pairs = normalize_indexes(indexes or (), problems)
+            problems += index_problems(pairs)
+            if problems:
+                raise ConfigError([f"indexed-memory target: {p}" for p in problems])
+            defs = [d for _, d in pairs]
         self._lookup_fields: tuple[str, ...] = lf
         self._index_defs: tuple[IndexDefinition, ...] = tuple(defs)
         self._lookup_index: _UniqueIndex | None = None
         self._indexes: tuple[_Index, ...] = tuple(_make_index(d) for d in defs)
         self._by_name: dict[str, _Index] = {i.name: i for i in self._indexes}
+
+    @classmethod
+    def from_options(cls, options: IndexedMemoryOptions) -> IndexedTarget:
+        """A target from validated options (the plugin registry's factory)."""
+        return cls(options=options)
 
     # ------------------------------------------------------------------ configuration
     @property

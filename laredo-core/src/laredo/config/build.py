@@ -1,0 +1,153 @@
+"""``build_engine``: a validated configuration model turned into a :class:`laredo.Engine` with
+the installed plugins, created through :mod:`laredo.registry`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import Engine
+from ..errors import ConfigError
+from ..pipeline import Pipeline
+from ..plugins import registry
+from ..types import TableIdentifier
+from .models import EngineConfig, pipeline_id
+
+__all__ = ["Built", "build_engine"]
+
+
+@dataclass
+class Built:
+    """What :func:`build_engine` made: the engine and the stores it was given."""
+
+    engine: Any
+    snapshot_store: Any = None
+    snapshot_serializer: Any = None
+    dead_letter_store: Any = None
+
+
+@dataclass
+class _Maker:
+    """Creates plugins through the registry, collecting problems instead of stopping."""
+
+    problems: list[str] = field(default_factory=list)
+
+    def __call__(self, kind: str, name: str, options: Mapping[str, Any], where: str) -> Any:
+        reg = registry(kind)
+        try:
+            entry = reg.get(name)
+        except ConfigError as exc:
+            self.problems.extend(f"{where}: {p}" for p in exc.problems)
+            return None
+        try:
+            if entry.takes_options:
+                return entry.factory(reg.options_model(name, dict(options), where=where))
+            return entry.factory(**reg.validate(name, dict(options), where=where))
+        except ConfigError as exc:
+            self.problems.extend(exc.problems)
+        except Exception as exc:
+            self.problems.append(f"{where}: cannot create {kind.replace('_', ' ')} {name!r}: {exc}")
+        return None
+
+
+def _pipelines(model: EngineConfig, make: _Maker) -> list[Pipeline]:
+    pipelines = []
+    for i, t in enumerate(model.tables):
+        table = TableIdentifier(t.schema_, t.table)
+        for j, tgt in enumerate(t.targets):
+            where = f"tables.{i}.targets.{j}"
+            target = make("target", tgt.type, tgt.options(), where)
+            filters = [
+                make("filter", f.type, f.options(), f"{where}.filters.{k}")
+                for k, f in enumerate(tgt.filters)
+            ]
+            transforms = [
+                make("transform", f.type, f.options(), f"{where}.transforms.{k}")
+                for k, f in enumerate(tgt.transforms)
+            ]
+            ttl = tgt.ttl or t.ttl
+            val = tgt.validation or t.validation
+            eh = tgt.error_handling
+            pipelines.append(
+                Pipeline(
+                    t.source,
+                    table,
+                    target,
+                    filters=filters,
+                    transforms=transforms,
+                    buffer_size=tgt.buffer.max_size,
+                    buffer_policy=tgt.buffer.policy,
+                    error_policy=eh.on_persistent_failure,
+                    max_retries=eh.max_retries,
+                    retry_backoff=eh.retry_backoff,
+                    retry_max_backoff=eh.retry_max_backoff,
+                    ttl_field=ttl.field if ttl else None,
+                    ttl_scan_interval=ttl.check_interval if ttl else None,
+                    validation_action=val.action if val else "warn",
+                    validation_interval=val.interval if val else None,
+                    id=pipeline_id(t, tgt),
+                    target_type=tgt.type,
+                )
+            )
+    return pipelines
+
+
+def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
+    """Construct the sources, targets, filters, transforms, stores and the :class:`Engine`
+    that ``model`` describes; ``observers`` are added to the configured observer plugins.
+
+    Raises ``ConfigError`` listing every plugin that could not be created (sources already
+    created are closed first). Nothing is started.
+    """
+    make = _Maker()
+    settings = model.engine_settings()
+    sources = {
+        sid: make("source", spec.type, spec.options(), f"sources.{sid}")
+        for sid, spec in model.sources.items()
+    }
+    store = serializer = None
+    snap = model.snapshot
+    if snap is not None and snap.enabled and snap.store:
+        store = make("snapshot_store", snap.store, snap.store_config, "snapshot.store_config")
+        serializer = make(
+            "serializer", snap.serializer, snap.serializer_config, "snapshot.serializer_config"
+        )
+    dead_letters = None
+    if model.dead_letter is not None:
+        dead_letters = make(
+            "dead_letter_store",
+            model.dead_letter.store,
+            model.dead_letter.store_config,
+            "dead_letter.store_config",
+        )
+    pipelines = _pipelines(model, make)
+    all_observers = list(observers)
+    for where, spec in settings.observers:
+        all_observers.append(make("observer", spec.type, spec.options(), where))
+    if make.problems:
+        for source in sources.values():
+            close = getattr(source, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
+        raise ConfigError(make.problems)
+    stored = snap if store is not None else None  # snapshot settings that take effect
+    engine = Engine(
+        sources=sources,
+        pipelines=pipelines,
+        snapshot_store=store,
+        snapshot_serializer=serializer,
+        snapshot_schedule=stored.schedule if stored else None,
+        snapshot_retention=stored.retention.keep_count if stored else None,
+        snapshot_max_age=stored.retention.max_age if stored else None,
+        snapshot_on_shutdown=bool(stored and stored.on_shutdown),
+        snapshot_user_meta=stored.user_meta if stored else None,
+        snapshot_meta_policy=snap.on_restore_mismatch if snap else "warn",
+        dead_letter_store=dead_letters,
+        observers=all_observers,
+        shutdown_timeout=settings.shutdown_timeout,
+        lag_interval=settings.lag_interval,
+    )
+    return Built(engine, store, serializer, dead_letters)

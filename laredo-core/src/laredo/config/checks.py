@@ -1,0 +1,261 @@
+"""Validation of a configuration mapping: structure (the section models), plugin options (the
+models plugins registered) and references between sections, every problem with its key path."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pydantic
+from pydantic import BaseModel
+
+from ..errors import ConfigError
+from ..plugins import registry
+from ..secrets import is_secret_key, show_value
+from .models import PIPELINE_KEYS, EngineConfig, pipeline_id
+
+__all__ = [
+    "KeyPath",
+    "Problem",
+    "check_engine_config",
+    "load_engine_config",
+    "plugin_problems",
+    "reference_problems",
+    "spec_problems",
+    "structure_problems",
+]
+
+M = TypeVar("M", bound=BaseModel)
+C = TypeVar("C", bound=EngineConfig)
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One configuration problem: the key path it concerns (empty when the message names its
+    place itself) and what is wrong."""
+
+    path: KeyPath
+    message: str
+
+    @property
+    def key(self) -> str:
+        return ".".join(str(p) for p in self.path)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}" if self.path else self.message
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _allowed_keys(model: type[BaseModel], loc: Sequence[Any]) -> str:
+    """The keys ``model`` accepts at the parent of ``loc`` (for "unknown key" hints)."""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            continue
+        fields = current.model_fields
+        info = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+        if info is None:
+            continue  # a dict value (sources.<id>) keeps the same model for the next level
+        current = _inner_model(info.annotation)
+    if current is None or not current.model_fields:
+        return ""
+    return ", ".join(f.alias or n for n, f in current.model_fields.items())
+
+
+def structure_problems(model: type[M], tree: Any) -> tuple[M | None, list[Problem]]:
+    """Validate ``tree`` (a mapping) against ``model``; the model (``None`` when invalid) and
+    every problem, with "unknown key" hints listing the keys allowed there."""
+    try:
+        return model.model_validate(dict(tree) if isinstance(tree, Mapping) else tree), []
+    except pydantic.ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc: KeyPath = tuple(err["loc"])
+            message = str(err["msg"])
+            if err["type"] == "extra_forbidden":
+                allowed = _allowed_keys(model, loc)
+                message = "unknown key" + (f" (allowed here: {allowed})" if allowed else "")
+            elif err["type"] != "missing" and "input" in err:
+                key = ".".join(str(p) for p in loc)
+                shown = None if is_secret_key(key) else show_value("", err["input"])
+                if shown is not None:
+                    message += f" (got {shown})"
+            problems.append(Problem(loc, message))
+        return None, problems
+
+
+_WHERE = "\x00"
+"""Placeholder label handed to the registry so its messages can be split into key and text."""
+
+
+def spec_problems(
+    kind: str,
+    spec: Any,
+    path: Sequence[str | int],
+    *,
+    skip: frozenset[str] = frozenset(),
+    type_path: Sequence[str | int] | None = None,
+) -> list[Problem]:
+    """Problems of one plugin section ``{type = name, ...options}`` of ``kind`` at ``path``:
+    an unknown plugin name (at ``type_path``, default ``path.type``) or its options. Keys in
+    ``skip`` are not the plugin's options. A spec without a textual ``type`` is left to the
+    structure check."""
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), str):
+        return []
+    options = {k: v for k, v in spec.items() if k != "type" and k not in skip}
+    try:
+        registry(kind).validate(spec["type"], options, where=_WHERE)
+    except ConfigError as exc:
+        out = []
+        for text in exc.problems:
+            if text.startswith(f"{_WHERE}: "):
+                key, _, message = text[len(_WHERE) + 2 :].partition(": ")
+                # "<options>": a problem of the options as a whole (a model validator)
+                keys = () if key == "<options>" else tuple(key.split("."))
+                out.append(Problem((*path, *keys), message))
+            else:
+                where = tuple(type_path) if type_path is not None else (*path, "type")
+                out.append(Problem(where, text.replace(_WHERE, "")))
+        return out
+    return []
+
+
+def _store_spec(section: Mapping[str, Any], name_key: str, default: str | None) -> Any:
+    config = section.get(f"{name_key}_config", {})
+    return {
+        **(config if isinstance(config, Mapping) else {}),
+        "type": section.get(name_key, default),
+    }
+
+
+def plugin_problems(tree: Mapping[str, Any]) -> list[Problem]:
+    """Problems of every plugin section of the engine sections of a raw ``tree`` (checked on
+    the raw tree, so they are reported together with structural problems)."""
+    out: list[Problem] = []
+    sources = tree.get("sources")
+    if isinstance(sources, Mapping):
+        for sid, spec in sources.items():
+            out += spec_problems("source", spec, ("sources", sid))
+    tables = tree.get("tables")
+    for i, table in enumerate(tables if isinstance(tables, list) else []):
+        targets = table.get("targets") if isinstance(table, Mapping) else None
+        for j, target in enumerate(targets if isinstance(targets, list) else []):
+            base = ("tables", i, "targets", j)
+            out += spec_problems("target", target, base, skip=PIPELINE_KEYS)
+            if not isinstance(target, Mapping):
+                continue
+            for kind in ("filter", "transform"):
+                specs = target.get(f"{kind}s")
+                for k, spec in enumerate(specs if isinstance(specs, list) else []):
+                    out += spec_problems(kind, spec, (*base, f"{kind}s", k))
+    snap = tree.get("snapshot")
+    if isinstance(snap, Mapping) and snap.get("enabled", True) is not False:
+        if isinstance(snap.get("store"), str):
+            out += spec_problems(
+                "snapshot_store",
+                _store_spec(snap, "store", None),
+                ("snapshot", "store_config"),
+                type_path=("snapshot", "store"),
+            )
+        if isinstance(snap.get("serializer", "jsonl"), str):
+            out += spec_problems(
+                "serializer",
+                _store_spec(snap, "serializer", "jsonl"),
+                ("snapshot", "serializer_config"),
+                type_path=("snapshot", "serializer"),
+            )
+    dead = tree.get("dead_letter")
+    if isinstance(dead, Mapping):
+        out += spec_problems(
+            "dead_letter_store",
+            _store_spec(dead, "store", "memory"),
+            ("dead_letter", "store_config"),
+            type_path=("dead_letter", "store"),
+        )
+    return out
+
+
+def reference_problems(model: EngineConfig) -> list[Problem]:
+    """Problems between sections of a structurally valid config: unknown sources, a snapshot
+    schedule without a store, dead letters without a store, two pipelines with one id."""
+    out: list[Problem] = []
+    for i, t in enumerate(model.tables):
+        if t.source not in model.sources:
+            known = ", ".join(sorted(model.sources))
+            out.append(
+                Problem(
+                    ("tables", i, "source"),
+                    f"unknown source {t.source!r} (defined sources: {known})",
+                )
+            )
+    snap = model.snapshot
+    if (
+        snap is not None
+        and snap.enabled
+        and snap.store is None
+        and (snap.schedule or snap.on_shutdown)
+    ):
+        out.append(
+            Problem(
+                ("snapshot", "store"),
+                "schedule/on_shutdown need a store "
+                "(e.g. store = local, store_config { path = /var/lib/laredo })",
+            )
+        )
+    if model.dead_letter is None:
+        for i, t in enumerate(model.tables):
+            for j, tgt in enumerate(t.targets):
+                if tgt.error_handling.on_persistent_failure == "dead_letter":
+                    out.append(
+                        Problem(
+                            ("tables", i, "targets", j, "error_handling", "on_persistent_failure"),
+                            "dead_letter needs a dead_letter { store = ... } section",
+                        )
+                    )
+    ids: dict[str, str] = {}
+    for i, t in enumerate(model.tables):
+        for j, tgt in enumerate(t.targets):
+            pid = pipeline_id(t, tgt)
+            where = f"tables.{i}.targets.{j}"
+            if pid in ids:
+                out.append(
+                    Problem(
+                        (),
+                        f"{where}: pipeline id {pid!r} also used by {ids[pid]}: give one of "
+                        "them a distinct `id`",
+                    )
+                )
+            ids[pid] = where
+    return out
+
+
+def check_engine_config(tree: Mapping[str, Any], model: type[C]) -> tuple[C | None, list[Problem]]:
+    """Every problem of ``tree`` (structure, plugin options, references) and ``tree``
+    validated as ``model`` (``None`` when its structure is invalid)."""
+    result, problems = structure_problems(model, tree)
+    problems += plugin_problems(tree)
+    if result is not None:
+        problems += reference_problems(result)
+    return result, problems
+
+
+def load_engine_config(tree: Mapping[str, Any]) -> EngineConfig:
+    """The validated :class:`EngineConfig` of ``tree``; raises ``ConfigError`` listing every
+    problem with its key path."""
+    model, problems = check_engine_config(tree, EngineConfig)
+    if problems or model is None:
+        raise ConfigError([str(p) for p in problems] or ["invalid configuration"])
+    return model

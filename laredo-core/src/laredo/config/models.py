@@ -1,0 +1,163 @@
+"""The models of the engine sections of a configuration (``sources``, ``tables``,
+``snapshot``, ``dead_letter``) and :class:`EngineSettings`, what runners add to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..units import Duration, OptionalDuration
+
+__all__ = [
+    "PIPELINE_KEYS",
+    "BufferConfig",
+    "DeadLetterConfig",
+    "EngineConfig",
+    "EngineSettings",
+    "ErrorHandlingConfig",
+    "PluginSpec",
+    "RetentionConfig",
+    "SnapshotConfig",
+    "TableConfig",
+    "TargetConfig",
+    "TtlConfig",
+    "ValidationConfig",
+    "pipeline_id",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BufferConfig(_Section):
+    """``buffer { max_size = 10000, policy = block | drop_oldest | error }``"""
+
+    max_size: int = Field(default=10_000, gt=0)
+    policy: Literal["block", "drop_oldest", "error"] = "block"
+
+
+class ErrorHandlingConfig(_Section):
+    """``error_handling { max_retries, on_persistent_failure, retry_backoff, ... }``"""
+
+    max_retries: int = Field(default=5, ge=0)
+    on_persistent_failure: Literal["isolate", "stop_source", "stop_all", "dead_letter"] = "isolate"
+    retry_backoff: Duration = 0.1
+    retry_max_backoff: Duration = 5.0
+
+
+class TtlConfig(_Section):
+    """``ttl { field = expires_at, check_interval = 1m, mode = delete }``"""
+
+    field: str = Field(min_length=1)
+    check_interval: OptionalDuration = None
+    mode: Literal["delete"] = "delete"
+    """Expired rows are deleted from the target (the only mode)."""
+
+
+class ValidationConfig(_Section):
+    """``validation { interval = 5m, action = warn | re_baseline | fail }``"""
+
+    interval: OptionalDuration = None
+    action: Literal["warn", "re_baseline", "fail"] = "warn"
+
+
+class PluginSpec(BaseModel):
+    """``{ type = <plugin name>, ...options of that plugin }``"""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(min_length=1)
+
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TargetConfig(BaseModel):
+    """One target of a table: ``type`` + the plugin's options, and the pipeline settings."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(min_length=1)
+    id: str | None = None
+    buffer: BufferConfig = BufferConfig()
+    error_handling: ErrorHandlingConfig = ErrorHandlingConfig()
+    filters: list[PluginSpec] = Field(default_factory=list)
+    transforms: list[PluginSpec] = Field(default_factory=list)
+    ttl: TtlConfig | None = None
+    validation: ValidationConfig | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The target plugin's own options (every key that is not a pipeline setting)."""
+        return dict(self.model_extra or {})
+
+
+PIPELINE_KEYS = frozenset(TargetConfig.model_fields)
+"""Keys of a target entry that are pipeline settings, not the target plugin's options."""
+
+
+class TableConfig(_Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    source: str = Field(min_length=1)
+    schema_: str = Field(default="public", alias="schema", min_length=1)
+    table: str = Field(min_length=1)
+    targets: list[TargetConfig] = Field(min_length=1)
+    ttl: TtlConfig | None = None
+    validation: ValidationConfig | None = None
+
+
+class RetentionConfig(_Section):
+    keep_count: int | None = Field(default=None, ge=1)
+    max_age: OptionalDuration = None
+
+
+class SnapshotConfig(_Section):
+    """``snapshot { store = local, store_config { path = ... }, schedule = 1h, ... }``"""
+
+    enabled: bool = True
+    store: str | None = None
+    store_config: dict[str, Any] = Field(default_factory=dict)
+    serializer: str = "jsonl"
+    serializer_config: dict[str, Any] = Field(default_factory=dict)
+    schedule: OptionalDuration = None
+    on_shutdown: bool = False
+    retention: RetentionConfig = RetentionConfig()
+    user_meta: dict[str, Any] = Field(default_factory=dict)
+    on_restore_mismatch: Literal["warn", "reject"] = "warn"
+
+
+class DeadLetterConfig(_Section):
+    """``dead_letter { store = memory | local | s3, store_config { ... } }``"""
+
+    store: str = "memory"
+    store_config: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Engine parameters a runner keeps in sections of its own (the server: ``observability``
+    and ``shutdown``). ``observers`` are ``(key path, spec)`` pairs of observer plugins."""
+
+    observers: tuple[tuple[str, PluginSpec], ...] = ()
+    shutdown_timeout: float = 30.0
+    lag_interval: float = 10.0
+
+
+class EngineConfig(_Section):
+    """The engine sections of a configuration: ``sources``, ``tables``, ``snapshot``,
+    ``dead_letter``. Runners subclass it to add sections of their own."""
+
+    sources: dict[str, PluginSpec] = Field(min_length=1)
+    tables: list[TableConfig] = Field(min_length=1)
+    snapshot: SnapshotConfig | None = None
+    dead_letter: DeadLetterConfig | None = None
+
+    def engine_settings(self) -> EngineSettings:
+        """Engine parameters outside the engine sections (defaults here; runners override)."""
+        return EngineSettings()
+
+
+def pipeline_id(table: TableConfig, target: TargetConfig) -> str:
+    """A target's ``id``, else ``source:schema.table:type``."""
+    return target.id or f"{table.source}:{table.schema_}.{table.table}:{target.type}"

@@ -1,0 +1,278 @@
+"""HOCON loading: the main file and its includes, conf directories, environment overrides and
+``--set``, merged into one plain tree (see the package docstring for the order)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from laredo.errors import ConfigError
+from laredo.units import parse_duration
+
+from .loaded import LoadedConfig
+from .validate import validate_tree
+
+__all__ = ["ENV_PREFIX", "load_config", "load_string", "parse_value", "plain_tree"]
+
+ENV_PREFIX = "LAREDO_"
+_ENV_SEP = "__"
+_INCLUDE = re.compile(r'^\s*include\s+(?:required\()?(?:file\()?"([^"]+)"', re.MULTILINE)
+
+
+def _is_duration(value: Any) -> bool:
+    """pyhocon writes ``5s``/``10 minutes`` as a ``timedelta`` or a dateutil ``relativedelta``."""
+    return isinstance(value, timedelta) or type(value).__name__ == "relativedelta"
+
+
+def plain_tree(value: Any, path: str, problems: list[str]) -> Any:
+    """A pyhocon tree as plain dicts and lists; HOCON durations become seconds (a float)."""
+    from pyhocon import ConfigTree  # lazy: pyhocon takes ~0.4 s
+    from pyhocon.config_tree import NoneValue  # lazy: pyhocon takes ~0.4 s
+
+    if isinstance(value, ConfigTree | dict):
+        return {
+            str(k): plain_tree(v, f"{path}.{k}" if path else str(k), problems)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [plain_tree(v, f"{path}.{i}", problems) for i, v in enumerate(value)]
+    if isinstance(value, NoneValue) or value is None:
+        return None
+    if _is_duration(value):
+        try:
+            return parse_duration(value)
+        except ConfigError as exc:
+            problems.append(f"{path}: {exc}")
+            return None
+    return value
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = copy.deepcopy(v) if isinstance(v, dict | list) else v
+    return base
+
+
+def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    from pyhocon import ConfigFactory  # lazy: pyhocon takes ~0.4 s
+
+    try:
+        tree = ConfigFactory.parse_file(str(path), required=True)
+    except FileNotFoundError:
+        problems.append(f"{path}: file not found")
+        return None
+    except Exception as exc:  # pyparsing errors carry line and column
+        line = getattr(exc, "lineno", None)
+        col = getattr(exc, "col", None)
+        where = f"{path}:{line}:{col}" if line else str(path)
+        msg = str(getattr(exc, "msg", "")) or str(exc)
+        problems.append(f"{where}: HOCON syntax error: {msg}")
+        return None
+    result = plain_tree(tree, "", problems)
+    assert isinstance(result, dict)
+    return result
+
+
+def _collect_texts(path: Path, texts: dict[Path, list[str]]) -> None:
+    if path in texts or not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8", errors="replace")
+    texts[path] = text.splitlines()
+    for m in _INCLUDE.finditer(text):
+        inc = Path(m.group(1))
+        _collect_texts(inc if inc.is_absolute() else path.parent / inc, texts)
+
+
+def parse_value(text: str) -> Any:
+    """Type an override value: booleans, null, numbers, HOCON ``[...]``/``{...}``, else text."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low == "null":
+        return None
+    if re.fullmatch(r"[+-]?\d+", t):
+        return int(t)
+    if re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", t):
+        return float(t)
+    if t[:1] in "[{":
+        from pyhocon import ConfigFactory  # lazy: pyhocon takes ~0.4 s
+
+        try:
+            problems: list[str] = []
+            parsed = plain_tree(ConfigFactory.parse_string(f"v = {t}")["v"], "v", problems)
+            if not problems:
+                return parsed
+        except Exception:
+            pass
+    if len(t) >= 2 and t[0] == t[-1] == '"':
+        try:
+            return json.loads(t)
+        except ValueError:
+            pass
+    return text
+
+
+def _split_path(path: str) -> list[str]:
+    parts = []
+    for m in re.finditer(r'"([^"]*)"|([^.]+)', path):
+        parts.append(m.group(1) if m.group(1) is not None else m.group(2))
+    return parts
+
+
+def _set_path(tree: dict[str, Any], parts: Sequence[str], value: Any, label: str) -> str | None:
+    """Set ``value`` at ``parts``; returns a problem or None. Lists are indexed by number."""
+    node: Any = tree
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit():
+                return f"{label}: {'.'.join(parts[:i])} is a list: use a number, not {part!r}"
+            idx = int(part)
+            if idx > len(node):
+                return (
+                    f"{label}: index {idx} is past the end of {'.'.join(parts[:i])} "
+                    f"(it has {len(node)} entries)"
+                )
+            if last:
+                if idx == len(node):
+                    node.append(value)
+                else:
+                    node[idx] = value
+                return None
+            if idx == len(node):
+                node.append({})
+            if not isinstance(node[idx], dict | list):
+                node[idx] = {}
+            node = node[idx]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+                return None
+            nxt = node.get(part)
+            if not isinstance(nxt, dict | list):
+                nxt = node[part] = {}
+            node = nxt
+        else:  # pragma: no cover - guarded above
+            return f"{label}: cannot descend into a value at {'.'.join(parts[:i])}"
+    return None
+
+
+def _env_norm(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", name.upper())
+
+
+def _env_parts(tree: dict[str, Any], segs: list[str]) -> list[str]:
+    """Map env name segments to existing keys (case-insensitive, '-' written '_')."""
+    out: list[str] = []
+    node: Any = tree
+    for seg in segs:
+        key = seg.lower()
+        if isinstance(node, dict):
+            for k in node:
+                if _env_norm(k) == seg:
+                    key = k
+                    break
+            node = node.get(key)
+        elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+            node = node[int(seg)]
+        else:
+            node = None
+        out.append(key)
+    return out
+
+
+def _apply_env(loaded: LoadedConfig, environ: Mapping[str, str], problems: list[str]) -> None:
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or _ENV_SEP not in name:
+            continue
+        value = environ[name]
+        if value == "":
+            continue
+        segs = name[len(ENV_PREFIX) :].split(_ENV_SEP)
+        if any(not s for s in segs):
+            problems.append(
+                f"environment {name}: empty path segment (use single '__' between keys)"
+            )
+            continue
+        parts = _env_parts(loaded.tree, segs)
+        problem = _set_path(loaded.tree, parts, parse_value(value), f"environment {name}")
+        if problem:
+            problems.append(problem)
+        else:
+            loaded.applied_env.append(f"{name} -> {'.'.join(parts)}")
+
+
+def _apply_sets(loaded: LoadedConfig, sets: Iterable[str], problems: list[str]) -> None:
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            problems.append(f"--set {item!r}: write --set key.path=value")
+            continue
+        parts = _split_path(key.strip())
+        problem = _set_path(loaded.tree, parts, parse_value(value), f"--set {key.strip()}")
+        if problem:
+            problems.append(problem)
+        else:
+            loaded.applied_sets.append(".".join(parts))
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    *,
+    conf_dirs: Iterable[str | os.PathLike[str]] | None = None,
+    sets: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+    validate: bool = True,
+) -> LoadedConfig:
+    """Load, merge, override and (by default) validate a configuration.
+
+    ``conf_dirs`` defaults to ``<dir of path>/conf.d``. Raises ``ConfigError`` with every
+    problem found (syntax, unknown keys, wrong types, unknown plugins, plugin options).
+    """
+    problems: list[str] = []
+    main = Path(path)
+    loaded = LoadedConfig(tree={})
+    if not main.is_file():
+        raise ConfigError(f"{main}: config file not found (give --config FILE or LAREDO_CONFIG)")
+    dirs = [Path(d) for d in conf_dirs] if conf_dirs is not None else [main.parent / "conf.d"]
+    files = [main]
+    for d in dirs:
+        if d.is_dir():
+            files.extend(sorted(p for p in d.iterdir() if p.suffix == ".conf" and p.is_file()))
+        elif conf_dirs is not None and d.exists():
+            problems.append(f"{d}: conf dir is not a directory")
+    for f in files:
+        _collect_texts(f, loaded.texts)
+        parsed = _parse_file(f, problems)
+        if parsed is not None:
+            _merge(loaded.tree, parsed)
+    loaded.files = files
+    _apply_env(loaded, os.environ if env is None else env, problems)
+    _apply_sets(loaded, sets, problems)
+    if problems:
+        raise ConfigError(problems)
+    if validate:
+        loaded.model = validate_tree(loaded)
+    return loaded
+
+
+def load_string(text: str, **kw: Any) -> LoadedConfig:
+    """Load from HOCON text (tests, tools): written to a temporary file first."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "laredo.conf"
+        p.write_text(text)
+        kw.setdefault("conf_dirs", [])
+        return load_config(p, **kw)

@@ -1,0 +1,82 @@
+"""Validation of a loaded configuration: the engine sections through :mod:`laredo.config`,
+the server's own sections here, every problem in one ``ConfigError`` with ``file:line``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from laredo.config import (
+    Problem,
+    plugin_problems,
+    reference_problems,
+    spec_problems,
+    structure_problems,
+)
+from laredo.errors import ConfigError
+
+from .loaded import LoadedConfig
+from .models import ServerConfig
+
+__all__ = ["TOP_LEVEL_HINTS", "validate_tree"]
+
+TOP_LEVEL_HINTS = {
+    "fanout": "the fan-out replication listener is set on each replication-fanout target: "
+    "targets = [ { type = replication-fanout, grpc { port = 4002 } } ]",
+    "metrics": "metrics are served on the health port: use observability.metrics",
+    "logging": "use observability.log_format / observability.log_level",
+    "dead_letters": "the section is called dead_letter",
+}
+"""Sections people write by mistake, with what to write instead."""
+
+
+def _observer_problems(loaded: LoadedConfig) -> list[Problem]:
+    obs = loaded.tree.get("observability")
+    specs = obs.get("observers") if isinstance(obs, dict) else None
+    out: list[Problem] = []
+    for k, spec in enumerate(specs if isinstance(specs, list) else []):
+        out += spec_problems("observer", spec, ("observability", "observers", k))
+    return out
+
+
+def _server_problems(model: ServerConfig) -> list[str]:
+    out: list[str] = []
+    if model.grpc is not None:
+        a = model.grpc.auth
+        if a.token is not None and a.token_file:
+            out.append("grpc.auth: give token or token_file, not both")
+        if a.token_file and not Path(a.token_file).is_file():
+            out.append(f"grpc.auth.token_file: {a.token_file}: file not found")
+        if a.protect_reads and a.token is None and not a.token_file:
+            out.append("grpc.auth.protect_reads: needs grpc.auth.token or token_file")
+        tls = model.grpc.tls
+        if tls is not None:
+            for name in ("cert_file", "key_file", "client_ca_file"):
+                p = getattr(tls, name)
+                if p and not Path(p).is_file():
+                    out.append(f"grpc.tls.{name}: {p}: file not found")
+        if model.health.enabled and model.grpc.port and model.grpc.port == model.health.port:
+            out.append("grpc.port: same port as health.port; use two ports")
+    return out
+
+
+def validate_tree(loaded: LoadedConfig) -> ServerConfig:
+    """Validate the merged tree; every problem (structure, plugins, references) together."""
+    tree = loaded.tree
+
+    def located(problems: list[Problem]) -> list[str]:
+        return [loaded.with_location(p.path, p.message) if p.path else p.message for p in problems]
+
+    hinted = [k for k in tree if k in TOP_LEVEL_HINTS and k not in ServerConfig.model_fields]
+    problems = [loaded.with_location([k], f"unknown section: {TOP_LEVEL_HINTS[k]}") for k in hinted]
+    model, found = structure_problems(
+        ServerConfig, {k: v for k, v in tree.items() if k not in hinted}
+    )
+    # plugin-owned sections, checked on the raw tree so they are reported with the rest
+    problems += located(found + plugin_problems(tree) + _observer_problems(loaded))
+    if model is None:
+        raise ConfigError(problems)
+    problems += located(reference_problems(model))
+    problems += _server_problems(model)
+    if problems:
+        raise ConfigError(problems)
+    return model
