@@ -275,10 +275,12 @@ class KeyedTarget(Protocol):
     def items(self) -> Iterator[tuple[Any, Row]]: ...
 
 
+@runtime_checkable
 class PipelineFilter(Protocol):
     def include(self, table: TableIdentifier, row: Row) -> bool: ...
 
 
+@runtime_checkable
 class PipelineTransform(Protocol):
     """Returns the transformed row, or ``None`` to drop it."""
 

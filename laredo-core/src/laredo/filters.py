@@ -31,6 +31,7 @@ from typing import Any
 import pydantic
 from pydantic import ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
 
+from .contracts import PipelineFilter
 from .errors import ConfigError
 from .plugins import format_validation_error, registry
 from .types import Row, TableIdentifier
@@ -43,8 +44,10 @@ __all__ = [
     "FieldPrefixOptions",
     "FieldRegex",
     "FieldRegexOptions",
+    "arity",
     "as_filter",
     "filter_from_spec",
+    "from_spec",
     "spec_of",
 ]
 
@@ -168,7 +171,7 @@ _BUILTINS: dict[str, tuple[type[pydantic.BaseModel], Callable[..., Any]]] = {
 }
 
 
-def _from_spec(kind: str, spec: Mapping[str, Any], builtins: dict[str, Any]) -> Any:
+def from_spec(kind: str, spec: Mapping[str, Any], builtins: dict[str, Any]) -> Any:
     if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), str):
         raise ConfigError(f"a {kind} spec must be an object with a 'type' key, got {spec!r}")
     type_name = spec["type"]
@@ -185,13 +188,19 @@ def _from_spec(kind: str, spec: Mapping[str, Any], builtins: dict[str, Any]) -> 
     return registry(kind).build(type_name, **options)
 
 
-def filter_from_spec(spec: Mapping[str, Any]) -> Any:
+def filter_from_spec(spec: Mapping[str, Any]) -> PipelineFilter:
     """Build a filter from ``{"type": name, **options}``; names other than the built-ins are
     looked up in the plugin registry (``laredo_register_filters``)."""
-    return _from_spec("filter", spec, _BUILTINS)
+    built = from_spec("filter", spec, _BUILTINS)
+    if not isinstance(built, PipelineFilter):
+        raise ConfigError(
+            f"filter {spec.get('type')!r} built a {type(built).__name__}, which has no "
+            "include(table, row); fix the plugin's factory"
+        )
+    return built
 
 
-def _arity(fn: Callable[..., Any], what: str) -> int:
+def arity(fn: Callable[..., Any], what: str) -> int:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -221,15 +230,15 @@ class CallableFilter:
         return bool(self.fn(row))
 
 
-def as_filter(obj: Any) -> Any:
+def as_filter(obj: Any) -> PipelineFilter:
     """A filter object (has ``include``) as is; a spec dict built by :func:`filter_from_spec`;
     a plain callable ``fn(row)`` or ``fn(table, row)`` wrapped in :class:`CallableFilter`."""
-    if callable(getattr(obj, "include", None)):
+    if isinstance(obj, PipelineFilter):
         return obj
     if isinstance(obj, Mapping):
         return filter_from_spec(obj)
     if callable(obj):
-        return CallableFilter(obj, _arity(obj, "filter") == 2)
+        return CallableFilter(obj, arity(obj, "filter") == 2)
     raise TypeError(
         f"not a filter: {obj!r}; pass an object with include(table, row), a callable "
         "fn(row) / fn(table, row), or a spec dict {'type': 'field-equals', ...}"

@@ -41,10 +41,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ConfigError, EngineStateError, SnapshotError
+from .pipeline_ops import deliver_baseline
+from .plugins import serializer as build_serializer
+from .snapshots.jsonl import JsonlSerializer
 from .snapshots.schedule import parse_duration
 from .types import TableIdentifier
 
 logger = logging.getLogger(__name__)
+
+_CHUNK = 1024
+"""Rows handed to a target at once when replaying at full speed."""
 
 __all__ = ["ReplayResult", "ReplayStatus", "SnapshotReplay"]
 
@@ -199,12 +205,8 @@ class SnapshotReplay:
             return self.serializer
         fmt = self.store.describe(snapshot_id).format
         if fmt == "jsonl":
-            from .snapshots.jsonl import JsonlSerializer
-
             return JsonlSerializer()
-        from .plugins import serializer
-
-        return serializer(fmt)
+        return build_serializer(fmt)
 
     def run(self, snapshot_id: str) -> ReplayResult:
         """Replay synchronously; returns when done or stopped."""
@@ -303,19 +305,20 @@ class SnapshotReplay:
     ) -> bool:
         """Returns True when stopped."""
         stop = self._stop
-        on_row = target.on_baseline_row
         ts_field = self._ts_field if self._realtime else None
         if rate is None and ts_field is None:
-            n = 0
+            chunk: list[Any] = []
             for row in rows:
-                on_row(table, row)
-                n += 1
-                if not n & 1023:
-                    self._rows += 1024
+                chunk.append(row)
+                if len(chunk) == _CHUNK:
+                    self._rows += deliver_baseline(target, table, chunk)
+                    chunk = []
                     if stop.is_set():
                         return True
-            self._rows += n & 1023
+            if chunk:
+                self._rows += deliver_baseline(target, table, chunk)
             return stop.is_set()
+        on_row = target.on_baseline_row
         first_ts: float | None = None
         table_t0 = time.monotonic()
         max_gap = self._max_gap.total_seconds()

@@ -30,8 +30,9 @@ from typing import Any, Literal
 import pydantic
 from pydantic import ConfigDict, StrictStr
 
+from .contracts import PipelineTransform
 from .errors import ConfigError
-from .filters import _arity, _from_spec
+from .filters import arity, from_spec
 from .types import Row, TableIdentifier
 
 __all__ = [
@@ -176,10 +177,16 @@ _BUILTINS: dict[str, tuple[type[pydantic.BaseModel], Callable[..., Any]]] = {
 }
 
 
-def transform_from_spec(spec: Mapping[str, Any]) -> Any:
+def transform_from_spec(spec: Mapping[str, Any]) -> PipelineTransform:
     """Build a transform from ``{"type": name, **options}``; names other than the built-ins
     are looked up in the plugin registry (``laredo_register_transforms``)."""
-    return _from_spec("transform", spec, _BUILTINS)
+    built = from_spec("transform", spec, _BUILTINS)
+    if not isinstance(built, PipelineTransform):
+        raise ConfigError(
+            f"transform {spec.get('type')!r} built a {type(built).__name__}, which has no "
+            "transform(table, row); fix the plugin's factory"
+        )
+    return built
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,16 +201,16 @@ class CallableTransform:
         return None if out is None else dict(out) if not isinstance(out, dict) else out
 
 
-def as_transform(obj: Any) -> Any:
+def as_transform(obj: Any) -> PipelineTransform:
     """A transform object (has ``transform``) as is; a spec dict built by
     :func:`transform_from_spec`; a plain callable ``fn(row)`` or ``fn(table, row)`` wrapped in
     :class:`CallableTransform`."""
-    if callable(getattr(obj, "transform", None)):
+    if isinstance(obj, PipelineTransform):
         return obj
     if isinstance(obj, Mapping):
         return transform_from_spec(obj)
     if callable(obj):
-        return CallableTransform(obj, _arity(obj, "transform") == 2)
+        return CallableTransform(obj, arity(obj, "transform") == 2)
     raise TypeError(
         f"not a transform: {obj!r}; pass an object with transform(table, row), a callable "
         "fn(row) / fn(table, row), or a spec dict {'type': 'drop-fields', ...}"

@@ -138,8 +138,10 @@ class LagInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ValidationError:
-    """A table validation problem, e.g. ``ValidationError(table, "TABLE_NOT_FOUND", "...")``."""
+class TableProblem:
+    """A problem ``validate_tables`` found with a table (a value, not an exception), e.g.
+    ``TableProblem(table, "TABLE_NOT_FOUND", "...")``; ``table`` is ``None`` for a problem of
+    the whole source."""
 
     table: TableIdentifier | None
     code: str
@@ -149,6 +151,10 @@ class ValidationError:
         if self.table is not None:
             return f"{self.table}: {self.code}: {self.message}"
         return f"{self.code}: {self.message}"
+
+
+ValidationError = TableProblem
+"""The 0.1 name of :class:`TableProblem` (it reads like an exception but is a value)."""
 
 
 class SchemaChangeAction(enum.Enum):

@@ -68,8 +68,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _pyarrow() -> Any:
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # lazy: optional extra, loaded on first use
+        import pyarrow.parquet as pq  # lazy: optional extra, loaded on first use
     except ImportError:
         raise MissingDependencyError("laredo-core[parquet]", "Parquet snapshots") from None
     return pa, pq

@@ -9,7 +9,9 @@ after ``p``, then waits for more. Changes are injected with ``insert``/``update`
 
 from __future__ import annotations
 
+import bisect
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -310,9 +312,7 @@ class TestSource:
                     idx = end
             if not pending:
                 if self.heartbeat_interval is not None:
-                    import time as _t
-
-                    now = _t.monotonic()
+                    now = time.monotonic()
                     if now - last_hb >= self.heartbeat_interval:
                         last_hb = now
                         handler.on_heartbeat(self._position if idx >= len(self._log) else start)
@@ -393,8 +393,6 @@ class TestSource:
 
 
 def _bisect_right(seq: list[int], value: int) -> int:
-    import bisect
-
     return bisect.bisect_right(seq, value)
 
 
