@@ -4,7 +4,7 @@ the installed plugins, created through :mod:`laredo.registry`."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +13,17 @@ from ..errors import ConfigError
 from ..pipeline import Pipeline
 from ..plugins import registry
 from ..types import TableIdentifier
-from .models import EngineConfig, pipeline_id
+from .models import EngineConfig, TableConfig, TargetConfig, pipeline_id
 
-__all__ = ["Built", "build_engine"]
+__all__ = [
+    "Built",
+    "Maker",
+    "build_engine",
+    "build_pipeline",
+    "build_source",
+    "close_sources",
+    "pipeline_specs",
+]
 
 
 @dataclass
@@ -29,7 +37,7 @@ class Built:
 
 
 @dataclass
-class _Maker:
+class Maker:
     """Creates plugins through the registry, collecting problems instead of stopping."""
 
     problems: list[str] = field(default_factory=list)
@@ -52,46 +60,60 @@ class _Maker:
         return None
 
 
-def _pipelines(model: EngineConfig, make: _Maker) -> list[Pipeline]:
-    pipelines = []
+def pipeline_specs(model: EngineConfig) -> Iterator[tuple[str, str, TableConfig, TargetConfig]]:
+    """``(pipeline id, key path, table section, target section)`` of every pipeline."""
     for i, t in enumerate(model.tables):
-        table = TableIdentifier(t.schema_, t.table)
         for j, tgt in enumerate(t.targets):
-            where = f"tables.{i}.targets.{j}"
-            target = make("target", tgt.type, tgt.options(), where)
-            filters = [
-                make("filter", f.type, f.options(), f"{where}.filters.{k}")
-                for k, f in enumerate(tgt.filters)
-            ]
-            transforms = [
-                make("transform", f.type, f.options(), f"{where}.transforms.{k}")
-                for k, f in enumerate(tgt.transforms)
-            ]
-            ttl = tgt.ttl or t.ttl
-            val = tgt.validation or t.validation
-            eh = tgt.error_handling
-            pipelines.append(
-                Pipeline(
-                    t.source,
-                    table,
-                    target,
-                    filters=filters,
-                    transforms=transforms,
-                    buffer_size=tgt.buffer.max_size,
-                    buffer_policy=tgt.buffer.policy,
-                    error_policy=eh.on_persistent_failure,
-                    max_retries=eh.max_retries,
-                    retry_backoff=eh.retry_backoff,
-                    retry_max_backoff=eh.retry_max_backoff,
-                    ttl_field=ttl.field if ttl else None,
-                    ttl_scan_interval=ttl.check_interval if ttl else None,
-                    validation_action=val.action if val else "warn",
-                    validation_interval=val.interval if val else None,
-                    id=pipeline_id(t, tgt),
-                    target_type=tgt.type,
-                )
-            )
-    return pipelines
+            yield pipeline_id(t, tgt), f"tables.{i}.targets.{j}", t, tgt
+
+
+def build_pipeline(make: Maker, table: TableConfig, target: TargetConfig, where: str) -> Pipeline:
+    """One pipeline of the configuration with its target, filters and transforms created."""
+    made = make("target", target.type, target.options(), where)
+    filters = [
+        make("filter", f.type, f.options(), f"{where}.filters.{k}")
+        for k, f in enumerate(target.filters)
+    ]
+    transforms = [
+        make("transform", f.type, f.options(), f"{where}.transforms.{k}")
+        for k, f in enumerate(target.transforms)
+    ]
+    ttl = target.ttl or table.ttl
+    val = target.validation or table.validation
+    eh = target.error_handling
+    return Pipeline(
+        table.source,
+        TableIdentifier(table.schema_, table.table),
+        made,
+        filters=filters,
+        transforms=transforms,
+        buffer_size=target.buffer.max_size,
+        buffer_policy=target.buffer.policy,
+        error_policy=eh.on_persistent_failure,
+        max_retries=eh.max_retries,
+        retry_backoff=eh.retry_backoff,
+        retry_max_backoff=eh.retry_max_backoff,
+        ttl_field=ttl.field if ttl else None,
+        ttl_scan_interval=ttl.check_interval if ttl else None,
+        validation_action=val.action if val else "warn",
+        validation_interval=val.interval if val else None,
+        id=pipeline_id(table, target),
+        target_type=target.type,
+    )
+
+
+def build_source(make: Maker, model: EngineConfig, source_id: str) -> Any:
+    spec = model.sources[source_id]
+    return make("source", spec.type, spec.options(), f"sources.{source_id}")
+
+
+def close_sources(sources: Iterable[Any]) -> None:
+    """Close sources built for a configuration that is not used after all."""
+    for source in sources:
+        close = getattr(source, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
 
 
 def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
@@ -101,12 +123,9 @@ def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
     Raises ``ConfigError`` listing every plugin that could not be created (sources already
     created are closed first). Nothing is started.
     """
-    make = _Maker()
+    make = Maker()
     settings = model.engine_settings()
-    sources = {
-        sid: make("source", spec.type, spec.options(), f"sources.{sid}")
-        for sid, spec in model.sources.items()
-    }
+    sources = {sid: build_source(make, model, sid) for sid in model.sources}
     store = serializer = None
     snap = model.snapshot
     if snap is not None and snap.enabled and snap.store:
@@ -122,16 +141,12 @@ def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
             model.dead_letter.store_config,
             "dead_letter.store_config",
         )
-    pipelines = _pipelines(model, make)
+    pipelines = [build_pipeline(make, t, tgt, where) for _, where, t, tgt in pipeline_specs(model)]
     all_observers = list(observers)
     for where, spec in settings.observers:
         all_observers.append(make("observer", spec.type, spec.options(), where))
     if make.problems:
-        for source in sources.values():
-            close = getattr(source, "close", None)
-            if callable(close):
-                with contextlib.suppress(Exception):
-                    close()
+        close_sources(sources.values())
         raise ConfigError(make.problems)
     stored = snap if store is not None else None  # snapshot settings that take effect
     engine = Engine(

@@ -435,56 +435,80 @@ class Engine:
 
         On a running source only the new table is baselined, aligned exactly with the running
         stream (see :mod:`laredo.engine.membership`); other pipelines are not touched. For a
-        new source id pass ``source``: it starts like any source (resume, restore or
-        baseline). Raises ``ConfigError`` for an invalid pipeline or a duplicate id (nothing
-        running is disturbed) and ``EngineStateError`` when the source cannot add tables while
-        it runs."""
+        new source id pass ``source`` (same as :meth:`add_source` with one pipeline). Raises
+        ``ConfigError`` for an invalid pipeline or a duplicate id (nothing running is
+        disturbed) and ``EngineStateError`` when the source cannot add tables while it runs."""
+        if source is not None:
+            self.add_source(pipeline.source_id, source, [pipeline], timeout)
+            return
         self._require_running()
         assert self._ctx is not None
         with self._membership:
-            known = self.sources if source is None else {**self.sources, pipeline.source_id: source}
-            problems = check_pipelines(
-                [pipeline],
-                known,
-                self.dead_letter_store is not None,
+            self._check_new(self.sources, [pipeline])
+            reader = self._readers[pipeline.source_id]
+            worker = PipelineWorker(self._ctx, reader.link, pipeline)
+            attach(reader, worker, timeout)
+            self._pipelines.append(worker)
+            self.pipeline_configs.append(pipeline)
+            self._obs.on_pipeline_added(worker.id, pipeline.source_id, pipeline.table_id)
+
+    def add_source(
+        self,
+        source_id: str,
+        source: SyncSource,
+        pipelines: Sequence[Pipeline],
+        timeout: float | None = None,
+    ) -> None:
+        """Start a new source with its pipelines in the running engine (it starts like any
+        source: resume, snapshot restore or baseline) and return once they stream. Raises
+        ``ConfigError`` (nothing started) for a duplicate source or pipeline id or an invalid
+        pipeline, ``EngineStateError`` when a pipeline does not become ready in ``timeout``."""
+        self._require_running()
+        assert self._ctx is not None
+        with self._membership:
+            problems = (
+                []
+                if source_id not in self.sources
+                else [f"source {source_id!r} already exists; add pipelines to it with add_pipeline"]
             )
-            pid = pipeline.pipeline_id() if not problems else ""
-            if pid and any(p.id == pid for p in self._pipelines):
-                problems.append(f"pipeline {pid!r} already exists; give it a distinct id=")
-            if source is not None and pipeline.source_id in self.sources:
-                problems.append(
-                    f"source {pipeline.source_id!r} already exists; omit source= to add the "
-                    "pipeline to it"
-                )
-            if source is not None:
-                problems += check_sources({pipeline.source_id: source})
+            problems += check_sources({source_id: source})
+            wrong = [p.pipeline_id() for p in pipelines if p.source_id != source_id]
+            if wrong:
+                problems.append(f"pipelines {wrong} do not read source {source_id!r}")
+            if not pipelines:
+                problems.append(f"source {source_id!r}: give at least one pipeline")
             if problems:
                 raise ConfigError(problems)
-            if source is not None:
-                self._start_source(pipeline, source)
-            else:
-                reader = self._readers[pipeline.source_id]
-                worker = PipelineWorker(self._ctx, reader.link, pipeline)
-                attach(reader, worker, timeout)
-                self._pipelines.append(worker)
-                self.pipeline_configs.append(pipeline)
-            self._obs.on_pipeline_added(pid, pipeline.source_id, pipeline.table_id)
-        if source is not None and not self._wait_streaming(pid, timeout):
+            self._check_new({**self.sources, source_id: source}, pipelines)
+            reader = SourceReader(self._ctx, source_id, source)
+            workers = [PipelineWorker(self._ctx, reader.link, p) for p in pipelines]
+            for w in workers:
+                reader.add(w)
+            self.sources[source_id] = source
+            self._readers[source_id] = reader
+            self._pipelines.extend(workers)
+            self.pipeline_configs.extend(pipelines)
+            reader.start()
+            for w in workers:
+                self._obs.on_pipeline_added(w.id, source_id, w.table)
+        late = [w.id for w in workers if not self._wait_streaming(w, timeout)]
+        if late:
             raise EngineStateError(
-                f"pipeline {pid!r} on new source {pipeline.source_id!r} did not become ready "
-                f"within {timeout}s (state {self._worker(pid).state})"
+                f"pipelines {late} of new source {source_id!r} did not become ready within "
+                f"{timeout}s: " + "; ".join(f"{w.id}: {w.state} {w.error or ''}" for w in workers)
             )
 
-    def _start_source(self, pipeline: Pipeline, source: SyncSource) -> None:
-        assert self._ctx is not None
-        reader = SourceReader(self._ctx, pipeline.source_id, source)
-        worker = PipelineWorker(self._ctx, reader.link, pipeline)
-        reader.add(worker)
-        self.sources[pipeline.source_id] = source
-        self._readers[pipeline.source_id] = reader
-        self._pipelines.append(worker)
-        self.pipeline_configs.append(pipeline)
-        reader.start()
+    def _check_new(self, sources: Mapping[str, SyncSource], pipelines: Sequence[Pipeline]) -> None:
+        problems = check_pipelines(pipelines, sources, self.dead_letter_store is not None)
+        if not problems:
+            existing = {p.id for p in self._pipelines}
+            for p in pipelines:
+                pid = p.pipeline_id()
+                if pid in existing:
+                    problems.append(f"pipeline {pid!r} already exists; give it a distinct id=")
+                existing.add(pid)
+        if problems:
+            raise ConfigError(problems)
 
     def _worker(self, pipeline_id: str) -> PipelineWorker:
         for p in self._pipelines:
@@ -493,9 +517,8 @@ class Engine:
         known = ", ".join(p.id for p in self._pipelines) or "none"
         raise KeyError(f"unknown pipeline {pipeline_id!r} (pipelines: {known})")
 
-    def _wait_streaming(self, pipeline_id: str, timeout: float | None) -> bool:
+    def _wait_streaming(self, worker: PipelineWorker, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        worker = self._worker(pipeline_id)
         while not (worker.ready or worker.failed):
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -512,12 +535,25 @@ class Engine:
             worker = self._worker(pipeline_id)
             sid = worker.link.source_id
             reader = self._readers[sid]
-            detach(reader, worker, timeout if timeout is not None else self.shutdown_timeout)
-            self._pipelines.remove(worker)
-            self.pipeline_configs = [c for c in self.pipeline_configs if c is not worker.cfg]
+            self._detach(reader, worker, timeout)
             if not reader.pipelines:
                 self._stop_source(reader)
-            self._obs.on_pipeline_removed(pipeline_id, sid, "removed")
+
+    def remove_source(self, source_id: str, timeout: float | None = None) -> None:
+        """Remove every pipeline of a source (each drained, its target closed), then stop and
+        close the source. Raises ``KeyError`` (listing the sources) for an unknown id."""
+        self._require_running()
+        with self._membership:
+            reader = self._reader(source_id)
+            for worker in list(reader.pipelines):
+                self._detach(reader, worker, timeout)
+            self._stop_source(reader)
+
+    def _detach(self, reader: SourceReader, worker: PipelineWorker, timeout: float | None) -> None:
+        detach(reader, worker, timeout if timeout is not None else self.shutdown_timeout)
+        self._pipelines.remove(worker)
+        self.pipeline_configs = [c for c in self.pipeline_configs if c is not worker.cfg]
+        self._obs.on_pipeline_removed(worker.id, reader.id, "removed")
 
     def _stop_source(self, reader: SourceReader) -> None:
         reader.stop_stream()
@@ -704,6 +740,18 @@ class Engine:
     ) -> bool:
         """:meth:`wait_for` for asyncio callers."""
         return await asyncio.to_thread(self.wait_for, source_id, position, timeout)
+
+    async def aadd_source(
+        self,
+        source_id: str,
+        source: SyncSource,
+        pipelines: Sequence[Pipeline],
+        timeout: float | None = None,
+    ) -> None:
+        await asyncio.to_thread(self.add_source, source_id, source, pipelines, timeout)
+
+    async def aremove_source(self, source_id: str, timeout: float | None = None) -> None:
+        await asyncio.to_thread(self.remove_source, source_id, timeout)
 
     async def aadd_pipeline(
         self, pipeline: Pipeline, source: SyncSource | None = None, timeout: float | None = None
