@@ -22,10 +22,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from ..contracts import (
-    CountableTarget,
     DeadLetterStore,
     EngineObserver,
     FlushableTarget,
@@ -33,16 +32,16 @@ from ..contracts import (
     SnapshotSerializer,
     SnapshotStore,
     SyncSource,
-    SyncTarget,
 )
 from ..errors import ConfigError, EngineStateError
 from ..observers import composite
-from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
+from ..pipeline import Pipeline
 from ..snapshots.jsonl import JsonlSerializer
-from ..types import ColumnDefinition, PipelineState, Position, TableIdentifier
+from ..types import PipelineState, Position, TableIdentifier
 from .context import EngineContext, FailureScope, ObserverWants
 from .membership import attach, detach
 from .pipeline_worker import PipelineWorker
+from .queries import EngineQueries
 from .scheduler import Scheduler
 from .snapshots import Export, SnapshotCoordinator
 from .source_reader import SourceReader
@@ -54,7 +53,7 @@ T = TypeVar("T")
 __all__ = ["Engine"]
 
 
-class Engine:
+class Engine(EngineQueries):
     """Runs pipelines. Construct, ``start()``, ``await_ready()``, query targets, ``stop()``.
 
     All public methods are thread-safe. ``a``-prefixed coroutines wrap them for asyncio callers.
@@ -313,30 +312,6 @@ class Engine:
         callback()
 
     # -- admin ----------------------------------------------------------------------------------
-    def _require_running(self) -> None:
-        if self._lifecycle != "running":
-            raise EngineStateError(f"engine is {self._lifecycle}; call start() first")
-
-    def _reader(self, source_id: str) -> SourceReader:
-        self._require_running()
-        try:
-            return self._readers[source_id]
-        except KeyError:
-            known = ", ".join(sorted(self._readers))
-            raise KeyError(f"unknown source {source_id!r} (sources: {known})") from None
-
-    def _match(
-        self, source_id: str | None, table: TableIdentifier | str | None
-    ) -> list[PipelineWorker]:
-        if isinstance(table, str):
-            table = TableIdentifier.parse(table)
-        return [
-            p
-            for p in self._pipelines
-            if (not source_id or p.link.source_id == source_id)
-            and (table is None or p.table == table)
-        ]
-
     def reload(
         self, source_id: str, table: TableIdentifier | str, timeout: float | None = None
     ) -> None:
@@ -388,41 +363,6 @@ class Engine:
         if not isinstance(src, Resettable):
             raise EngineStateError(f"source {source_id!r} ({type(src).__name__}) cannot be reset")
         src.reset_source(drop_publication)
-
-    # -- read-your-writes -------------------------------------------------------------------
-    def wait_for(
-        self, source_id: str, position: Position | str, timeout: float | None = None
-    ) -> bool:
-        """Block until every pipeline of ``source_id`` has applied every change at or before
-        ``position`` (the source's position, or its text: for PostgreSQL the text of
-        ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
-        ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
-        sources advance through heartbeats, so an idle wait answers once the source reports
-        its current position. Raises ``KeyError`` listing the known sources for an unknown id,
-        ``ValueError`` naming the expected form for an unparsable position."""
-        reader = self._reader(source_id)
-        if isinstance(position, str):
-            position = self._parse_position(reader, position)
-        return reader.wait_applied(position, timeout)
-
-    def applied_position(self, source_id: str) -> str | None:
-        """The text of the lowest position every active pipeline of the source has applied
-        (``None`` while a pipeline is not ready). Raises ``KeyError`` for an unknown source."""
-        reader = self._reader(source_id)
-        low = reader.applied_through()
-        return reader.pos_str(low) if low is not None else None
-
-    def _parse_position(self, reader: SourceReader, text: str) -> Position:
-        try:
-            return reader.source.position_from_string(text)
-        except Exception as exc:
-            example = reader.pos_str(reader.current) if reader.current is not None else None
-            hint = f" such as {example!r} (its current position)" if example else ""
-            raise ValueError(
-                f"cannot read {text!r} as a position of source {reader.id!r} "
-                f"({type(reader.source).__name__}): {exc}; give the source's position "
-                f"text{hint}"
-            ) from None
 
     # -- hot reload -------------------------------------------------------------------------
     def add_pipeline(
@@ -605,114 +545,6 @@ class Engine:
             reader.try_ack()
         return result.snapshot_id
 
-    # -- introspection ---------------------------------------------------------------------
-    def targets(
-        self, source_id: str | None = None, table: TableIdentifier | str | None = None
-    ) -> list[SyncTarget]:
-        if self._pipelines:
-            return [p.target for p in self._match(source_id, table)]
-        if isinstance(table, str):
-            table = TableIdentifier.parse(table)
-        return [
-            c.target
-            for c in self.pipeline_configs
-            if (not source_id or c.source_id == source_id) and (table is None or c.table == table)
-        ]
-
-    @overload
-    def get_target(self, source_id: str | None, table: TableIdentifier | str) -> Any: ...
-
-    @overload
-    def get_target(
-        self, source_id: str | None, table: TableIdentifier | str, cls: type[T]
-    ) -> T | None: ...
-
-    def get_target(
-        self, source_id: str | None, table: TableIdentifier | str, cls: type[Any] | None = None
-    ) -> Any:
-        """The first target for ``(source_id, table)`` (of type ``cls`` if given), or None."""
-        for t in self.targets(source_id, table):
-            if cls is None or isinstance(t, cls):
-                return t
-        return None
-
-    def pipelines(self) -> list[PipelineInfo]:
-        out = []
-        for p in self._pipelines:
-            count = None
-            if isinstance(p.target, CountableTarget):
-                with contextlib.suppress(Exception):
-                    count = int(p.target.count())
-            durable = None
-            with contextlib.suppress(Exception):
-                c = p.confirmed()
-                durable = p.link.pos_str(c) if c is not None else None
-            out.append(
-                PipelineInfo(
-                    id=p.id,
-                    source_id=p.link.source_id,
-                    table=p.table,
-                    target_type=p.target_type,
-                    state=p.state,
-                    row_count=count,
-                    buffer_depth=p.buffer.depth,
-                    buffer_capacity=p.buffer.capacity,
-                    error=p.error,
-                    applied_position=p.link.pos_str(p.applied) if p.applied is not None else None,
-                    durable_position=durable,
-                )
-            )
-        return out
-
-    def source_ids(self) -> list[str]:
-        return list(self.sources)
-
-    def source(self, source_id: str) -> SyncSource:
-        return self.sources[source_id]
-
-    def source_info(self, source_id: str) -> SourceRunInfo | None:
-        src = self.sources.get(source_id)
-        if src is None:
-            return None
-        reader = self._readers.get(source_id)
-        lag = _safe(src.get_lag)
-        state = _safe(src.state)
-        og = _safe(src.ordering_guarantee)
-        return SourceRunInfo(
-            id=source_id,
-            source_type=type(src).__name__,
-            supports_resume=bool(_safe(src.supports_resume)),
-            ordering_guarantee=str(og) if og is not None else "",
-            state=str(state) if state is not None else "",
-            lag_bytes=lag.lag_bytes if lag is not None else 0,
-            lag_time=lag.lag_time if lag is not None else None,
-            acked_position=(
-                reader.pos_str(reader.last_ack) if reader and reader.last_ack is not None else None
-            ),
-            current_position=(
-                reader.pos_str(reader.current) if reader and reader.current is not None else None
-            ),
-            pipelines=tuple(p.id for p in reader.pipelines) if reader else (),
-            error=reader.error if reader else None,
-        )
-
-    def table_schema(
-        self, table: TableIdentifier | str, source_id: str | None = None
-    ) -> list[ColumnDefinition]:
-        if isinstance(table, str):
-            table = TableIdentifier.parse(table)
-        for reader in self._readers.values():
-            if source_id and reader.id != source_id:
-                continue
-            cols = reader.schemas.get(table)
-            if cols is not None:
-                return list(cols)
-        return []
-
-    @property
-    def observer(self) -> EngineObserver:
-        return self._obs
-
     # -- asyncio wrappers ------------------------------------------------------------------
     async def astart(self) -> None:
         await asyncio.to_thread(self.start)
@@ -760,10 +592,3 @@ class Engine:
 
     async def aremove_pipeline(self, pipeline_id: str, timeout: float | None = None) -> None:
         await asyncio.to_thread(self.remove_pipeline, pipeline_id, timeout)
-
-
-def _safe(fn: Callable[[], T]) -> T | None:
-    try:
-        return fn()
-    except Exception:
-        return None
