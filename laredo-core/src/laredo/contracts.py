@@ -20,6 +20,7 @@ from .types import (
     ColumnDefinition,
     DeadLetter,
     ErrorInfo,
+    IndexDefinition,
     LagInfo,
     OrderingGuarantee,
     PipelineState,
@@ -266,6 +267,23 @@ class BaselineBatchTarget(Protocol):
 @runtime_checkable
 class CountableTarget(Protocol):
     def count(self) -> int: ...
+
+
+@runtime_checkable
+class SecondaryIndexed(Protocol):
+    """A target with secondary indexes (a snapshot records them with the table)."""
+
+    @property
+    def indexes(self) -> Sequence[IndexDefinition]: ...
+
+
+@runtime_checkable
+class SelfFilteringTarget(Protocol):
+    """A target that filters rows itself: ``counts_delivered_rows = False`` means its
+    ``count()`` is not comparable with the rows the engine delivered (row-count validation is
+    skipped)."""
+
+    counts_delivered_rows: bool
 
 
 @runtime_checkable

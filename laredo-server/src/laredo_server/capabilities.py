@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from laredo.types import IndexDefinition, Row, TableIdentifier
+from laredo.contracts import SecondaryIndexed
+from laredo.types import Row, TableIdentifier
 
 __all__ = [
     "DescribedSource",
@@ -53,14 +54,6 @@ class UniqueLookup(Protocol):
 
     @property
     def lookup_fields(self) -> Sequence[str]: ...
-
-
-@runtime_checkable
-class SecondaryIndexed(Protocol):
-    """Declares its secondary indexes."""
-
-    @property
-    def indexes(self) -> Sequence[IndexDefinition]: ...
 
 
 @runtime_checkable

@@ -25,6 +25,8 @@ from ..contracts import (
     DurablePositionTarget,
     KeyedTarget,
     PositionedTarget,
+    SecondaryIndexed,
+    SelfFilteringTarget,
     SyncTarget,
 )
 from ..errors import BatchApplyError, BufferOverflow, retry_class
@@ -209,7 +211,7 @@ class PipelineWorker:
         applies on a mismatch (warn, fail, or re-baseline — never right after a baseline)."""
         if not isinstance(self.target, CountableTarget):
             return True
-        if getattr(self.target, "counts_delivered_rows", True) is False:
+        if isinstance(self.target, SelfFilteringTarget) and not self.target.counts_delivered_rows:
             return True  # the target filters rows itself: its count is not comparable
         try:
             actual = self.target.count()
@@ -311,7 +313,7 @@ class PipelineWorker:
             table=self.table,
             columns=tuple(self.columns),
             target_type=self.target_type,
-            indexes=tuple(getattr(self.target, "indexes", ()) or ()),
+            indexes=tuple(self.target.indexes) if isinstance(self.target, SecondaryIndexed) else (),
             rows=self.target.export_snapshot(),
             position=self.applied,
         )
