@@ -316,11 +316,12 @@ class Catalog:
             "SELECT puballtables, pubupdate OR pubdelete FROM pg_publication WHERE pubname = %s",
             (publication,),
         ).fetchone()
+        create = self._options.publication.create
         if pub is None:
             hint = (
-                "set publication.create = true to let Laredo create it"
-                if not self._options.publication.create
-                else "it could not be created"
+                "let Laredo create it: remove publication.create = false"
+                if create is False
+                else "let Laredo create it: it tried and could not (laredo check says why)"
             )
             errors.append(
                 ValidationError(
@@ -378,8 +379,13 @@ class Catalog:
                         t,
                         "TABLE_NOT_IN_PUBLICATION",
                         f"table {t} is not in publication {publication!r}; run ALTER "
-                        f"PUBLICATION {quote_ident(publication)} ADD TABLE {qualified} (or set "
-                        "publication.create = true)",
+                        f"PUBLICATION {quote_ident(publication)} ADD TABLE {qualified}"
+                        + (
+                            ""
+                            if create
+                            else " (or set publication.create = true so that Laredo keeps "
+                            "the publication's tables in sync)"
+                        ),
                     )
                 )
             if needs_identity and (replident == "n" or (replident == "d" and not has_pk)):
