@@ -95,7 +95,7 @@ def runtime_from_config(model: ServerConfig) -> ServerRuntime:
     )
     return attach_frontends(
         rt,
-        grpc_port=g.port if g is not None and g.port else None,
+        grpc_port=g.port if g is not None and model.grpc_enabled else None,
         grpc_host=g.host if g is not None else "127.0.0.1",
         health_port=model.health.port if model.health.enabled else None,
         health_host=model.health.host,

@@ -408,7 +408,12 @@ class Catalog:
                         "SLOT_INVALIDATED",
                         f"replication slot {self._options.slot_name!r} was invalidated (the "
                         "WAL it needed was removed, e.g. max_slot_wal_keep_size); reset the "
-                        "source (laredo reset-source) or set on_slot_invalidated = rebaseline",
+                        "source (laredo reset-source)"
+                        + (
+                            " or set on_slot_invalidated = rebaseline"
+                            if self._options.on_slot_invalidated == "fail"
+                            else " (the next start re-creates it and re-baselines)"
+                        ),
                     )
                 )
         return errors

@@ -63,6 +63,8 @@ def init(
     if slot_mode not in ("ephemeral", "stateful"):
         cli.fail(f"--slot-mode must be ephemeral or stateful, not {slot_mode!r}", code=2)
     target = None if config == "-" else Path(config)
+    if target is None and cli.json:
+        cli.fail("--output json needs --config FILE (standard output holds the config)", code=2)
     if target is not None and target.exists() and not force:
         cli.fail(f"{target} exists; choose another --config FILE, or --force to overwrite it")
     try:
