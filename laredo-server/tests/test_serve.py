@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import socket
 import threading
 import time
@@ -37,8 +38,9 @@ def status(port: int, path: str) -> int:
 
 
 def test_serve_drains_then_stops_with_a_shutdown_snapshot(
-    quicktest_plugin: None, tmp_path: Path
+    quicktest_plugin: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="laredo_server")
     health = free_port()
     loaded = load_string(
         f"""
@@ -68,7 +70,12 @@ shutdown {{ drain = 1s, grace_period = 10s }}
     assert wait_for(lambda: status(health, "/health/ready") == 200)
     assert wait_for(lambda: "rt" in started)
     rt = started["rt"]
-    assert rt.listeners.grpc_port
+    assert rt.listeners.grpc_port is None  # grpc.port = 0 turns gRPC off
+    # the startup log ends with where everything listens and what to try next
+    last = [r.getMessage() for r in caplog.records if r.name.startswith("laredo_server")][-1]
+    assert "gRPC off (grpc.port = 0)" in last, last
+    assert f"HTTP (health, metrics, JSON) on http://127.0.0.1:{health}" in last
+    assert last.endswith(f"next: curl -s http://127.0.0.1:{health}/health/ready")
     t0 = time.monotonic()
     stop.set()
     assert wait_for(lambda: status(health, "/health/ready") == 503, 2)  # draining

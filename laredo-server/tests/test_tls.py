@@ -11,7 +11,7 @@ import pytest
 from laredo_server.config import load_string
 from laredo_server.serve import runtime_from_config
 
-from .testkit import wait_for
+from .testkit import free_port, wait_for
 
 x509 = pytest.importorskip("cryptography.x509")
 
@@ -60,7 +60,7 @@ def test_grpc_tls_and_cli_tls_ca(quicktest_plugin: None, tmp_path: Path) -> None
         f"""
 sources {{ src {{ type = quicktest }} }}
 tables = [ {{ source = src, table = users, targets = [ {{ type = indexed-memory }} ] }} ]
-grpc {{ port = 0, tls {{ cert_file = "{cert}", key_file = "{key}" }} }}
+grpc {{ port = {free_port()}, tls {{ cert_file = "{cert}", key_file = "{key}" }} }}
 health {{ enabled = false }}
 """,
         env={},

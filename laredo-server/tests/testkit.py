@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from decimal import Decimal
@@ -18,6 +19,14 @@ from laredo_target_memory import IndexedTarget
 
 USERS = laredo.Table("public", "users")
 ORDERS = laredo.Table("public", "orders")
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now (configs cannot ask for "any free port": 0 turns
+    gRPC off)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 10.0) -> Any:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from laredo.errors import ConfigError
+from laredo.errors import ConfigError, SourceError
 from laredo.types import SourceConfig, TableIdentifier
 from laredo_source_pg.publication import MANAGED_COMMENT, PublicationManager
 from laredo_source_pg.pytest_plugin import PgTestDb
@@ -208,3 +209,74 @@ def test_manager_adds_a_table_and_rewrites_a_changed_filter(
     # A table missing from the database is configured but not passed: it is not added.
     pm.sync([USERS], [USERS, ORDERS])
     assert set(pm.detail()) == {USERS, ORDERS}
+
+
+def test_unset_create_makes_a_missing_publication_and_only_extends_its_own(
+    pg_database: PgTestDb,
+    make_source: Callable[..., PostgresSource],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, name text)")
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    caplog.set_level(logging.INFO, logger="laredo_source_pg.publication")
+    src = make_source(publication={})  # create unset: the default
+    src.init(SourceConfig([USERS]))
+    assert set(_pub(db)) == {"users"}
+    comment = db.scalar(
+        "SELECT obj_description(oid, 'pg_publication') FROM pg_publication WHERE pubname = %s",
+        (db.publication,),
+    )
+    assert comment == MANAGED_COMMENT
+    assert any(
+        f"created publication {db.publication} for public.users" in m
+        and "publication.create = false forbids" in m
+        for m in caplog.messages
+    ), caplog.messages
+    assert src.validate_tables([USERS]) == []
+    src.close()
+    # the next run configures one more table: added to the publication Laredo made
+    src = make_source(publication={})
+    src.init(SourceConfig([USERS, ORDERS]))
+    assert set(_pub(db)) == {"users", "orders"}
+    src.close()
+    # a publication someone else made is left as it is; the fix names both ways
+    theirs = f"{db.slot_name}_theirs"
+    db.execute(f"CREATE PUBLICATION {theirs} FOR TABLE users")
+    src = make_source(publication={"name": theirs})
+    src.init(SourceConfig([USERS, ORDERS]))
+    assert set(_pub(db, theirs)) == {"users"}
+    (err,) = src.validate_tables([USERS, ORDERS])
+    assert err.code == "TABLE_NOT_IN_PUBLICATION"
+    assert "ALTER PUBLICATION" in err.message and "publication.create = true" in err.message
+    src.close()
+    # create = false: never created; the hint does not suggest what is already set
+    none = f"{db.slot_name}_none"
+    src = make_source(publication={"create": False, "name": none})
+    src.init(SourceConfig([USERS]))
+    (err,) = src.validate_tables([USERS])
+    assert err.code == "PUBLICATION_NOT_FOUND"
+    assert "remove publication.create = false" in err.message
+    assert "create = true" not in err.message
+    assert db.scalar("SELECT count(*) FROM pg_publication WHERE pubname = %s", (none,)) == 0
+
+
+def test_unset_create_without_the_privilege_names_the_fix(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    role = f"r_{db.slot_name}"
+    db.execute(f"CREATE ROLE {role} LOGIN REPLICATION")
+    db.execute(f"GRANT SELECT ON users TO {role}")
+    try:
+        src = make_source(connection=db.dsn_for(user=role), publication={})
+        with pytest.raises(SourceError) as ei:
+            src.init(SourceConfig([USERS]))
+        text = str(ei.value)
+        assert "publication.create is unset" in text and "permission denied" in text
+        assert f'CREATE PUBLICATION "{db.publication}" FOR TABLE "public"."users"' in text
+        src.close()
+    finally:
+        db.execute(f"DROP OWNED BY {role}")
+        db.execute(f"DROP ROLE {role}")

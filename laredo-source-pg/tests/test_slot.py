@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from laredo.errors import SourceError
+from laredo.preflight import CheckRequest, Severity
 from laredo_source_pg.catalog import Connections
+from laredo_source_pg.checks import check_source
 from laredo_source_pg.embedded import EmbeddedPostgres
 from laredo_source_pg.options import PostgresSourceOptions
 from laredo_source_pg.pytest_plugin import PgTestDb
@@ -105,6 +107,18 @@ def test_invalidated_slot_is_detected_and_handled_per_policy(
         wait_until(lost, timeout=60, interval=0.05, what="slot invalidated")
         row = slots.row()
         assert row is not None and row.wal_status == "lost"
+        # laredo check reports it per policy, never suggesting the policy already set
+        (found,) = [
+            f
+            for f in check_source(CheckRequest("source", "postgresql", "sources.pg", opts))
+            if f.code == "SLOT_INVALIDATED"
+        ]
+        if policy == "rebaseline":
+            assert found.severity is Severity.WARNING and "re-baseline" in found.message
+            assert "on_slot_invalidated" not in found.fix
+        else:
+            assert found.severity is Severity.ERROR and "reset-source" in found.fix
+            assert "on_slot_invalidated = rebaseline" in found.fix
         fresh = SlotManager(conns, opts)
         fresh.lookup()
         if policy == "rebaseline":

@@ -106,7 +106,7 @@ def test_plugin_registered_by_name() -> None:
     assert src.supports_resume()
     assert src.publication_name == "pub1"
     assert src.options.reconnect.max_attempts == 3
-    assert src.options.publication.create is False  # seeds' default: use an existing one
+    assert src.options.publication.create is None  # unset: create it when it does not exist
     with pytest.raises(ConfigError, match="unknown option"):
         sources.build("postgresql", connection="host=x", slot_nmae="typo")
 

@@ -111,6 +111,10 @@ class FieldEquals:
     def spec(self) -> dict[str, Any]:
         return {"type": "field-equals", "field": self.field, "value": self.value}
 
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The field this filter reads (``laredo.preflight.ReadsFields``)."""
+        return (("field", self.field),)
+
 
 @dataclass(frozen=True, slots=True)
 class FieldPrefix:
@@ -132,6 +136,10 @@ class FieldPrefix:
 
     def spec(self) -> dict[str, Any]:
         return {"type": "field-prefix", "field": self.field, "prefix": self.prefix}
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The field this filter reads (``laredo.preflight.ReadsFields``)."""
+        return (("field", self.field),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +170,10 @@ class FieldRegex:
 
     def spec(self) -> dict[str, Any]:
         return {"type": "field-regex", "field": self.field, "pattern": self.pattern}
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The field this filter reads (``laredo.preflight.ReadsFields``)."""
+        return (("field", self.field),)
 
 
 _BUILTINS: dict[str, tuple[type[pydantic.BaseModel], Callable[..., Any]]] = {

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from .preflight import CheckRegistry
     from .registry import Registry
 
 hookspec = pluggy.HookspecMarker("laredo")
@@ -69,6 +70,15 @@ def laredo_register_dead_letter_stores(registry: Registry) -> None:
 @hookspec
 def laredo_register_observers(registry: Registry) -> None:
     """Add ``EngineObserver`` factories (``logging``, ``prometheus``, ...)."""
+
+
+@hookspec
+def laredo_register_checks(registry: CheckRegistry) -> None:
+    """Called once, the first time checks are needed (``laredo check``, ``laredo serve`` at
+    startup). Add preflight checks per plugin kind and type name:
+    ``registry.add("source", "postgresql", check)``; a check receives a
+    :class:`~laredo.preflight.CheckRequest` and returns :class:`~laredo.preflight.Finding` s,
+    read-only (see :mod:`laredo.preflight`)."""
 
 
 @hookspec

@@ -18,6 +18,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
+from .preflight import CheckRegistry
 from .registry import KNOWN_PROVIDERS, Entry, Registry, format_validation_error
 
 logger = logging.getLogger(__name__)
@@ -26,9 +27,11 @@ __all__ = [
     "GROUP",
     "KINDS",
     "KNOWN_PROVIDERS",
+    "CheckRegistry",
     "Entry",
     "PluginManager",
     "Registry",
+    "check_registry",
     "compiler",
     "dead_letter_store",
     "filter",
@@ -68,6 +71,7 @@ class PluginManager:
         self._loaded = False
         self._lock = threading.RLock()
         self._registries: dict[str, Registry] | None = None
+        self._checks: CheckRegistry | None = None
         self._providers: dict[int, str] = {}
 
     # -- loading --------------------------------------------------------------------------
@@ -122,11 +126,13 @@ class PluginManager:
             self._providers[id(plugin)] = provider or str(getattr(plugin, "__name__", repr(plugin)))
             self._pm.check_pending()
             self._registries = None  # rebuild on next use
+            self._checks = None
 
     def unregister(self, plugin: Any) -> None:
         with self._lock:
             self._pm.unregister(plugin)
             self._registries = None
+            self._checks = None
 
     # -- registries -----------------------------------------------------------------------
     def registry(self, kind: str) -> Registry:
@@ -145,6 +151,19 @@ class PluginManager:
                 regs[kind].current_provider = self._providers.get(id(impl.plugin), impl.plugin_name)
                 impl.function(registry=regs[kind])
         return regs
+
+    def checks(self) -> CheckRegistry:
+        """The preflight checks every plugin registered (``laredo_register_checks``)."""
+        self.load()
+        with self._lock:
+            if self._checks is None:
+                checks = CheckRegistry()
+                caller = self._pm.hook.laredo_register_checks
+                for impl in reversed(caller.get_hookimpls()):
+                    checks.current_provider = self._providers.get(id(impl.plugin), impl.plugin_name)
+                    impl.function(registry=checks)
+                self._checks = checks
+            return self._checks
 
     def call_cli_hook(self, app: Any) -> None:
         self.load()
@@ -188,6 +207,11 @@ def reset_plugin_manager() -> None:
 
 def registry(kind: str) -> Registry:
     return get_plugin_manager().registry(kind)
+
+
+def check_registry() -> CheckRegistry:
+    """The preflight checks of the installed plugins (see :mod:`laredo.preflight`)."""
+    return get_plugin_manager().checks()
 
 
 def source(name: str, /, **config: Any) -> Any:

@@ -95,6 +95,14 @@ class DropFields:
     def spec(self) -> dict[str, Any]:
         return {"type": "drop-fields", "fields": list(self.fields)}
 
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The fields it drops (``laredo.preflight.ReadsFields``)."""
+        return tuple((f"fields.{i}", f) for i, f in enumerate(self.fields))
+
+    def input_field(self, name: str) -> str | None:
+        """``None`` for a dropped field, else ``name`` (``laredo.preflight.MapsFields``)."""
+        return None if name in self._set else name
+
 
 @dataclass(frozen=True, slots=True)
 class RenameFields:
@@ -130,6 +138,18 @@ class RenameFields:
 
     def spec(self) -> dict[str, Any]:
         return {"type": "rename-fields", "mapping": dict(self.mapping)}
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The fields it renames (``laredo.preflight.ReadsFields``)."""
+        return tuple((f"mapping.{old}", old) for old, _new in self.mapping)
+
+    def input_field(self, name: str) -> str | None:
+        """The old name of a renamed field; ``None`` for a name renamed away (and not the new
+        name of another); else ``name`` (``laredo.preflight.MapsFields``)."""
+        for old, new in self.mapping:
+            if new == name:
+                return old
+        return None if name in self._map else name
 
 
 def _utc_now() -> datetime:
@@ -168,6 +188,14 @@ class AddTimestamp:
 
     def spec(self) -> dict[str, Any]:
         return {"type": "add-timestamp", "field": self.field, "format": self.format}
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """None: it only writes ``field`` (``laredo.preflight.ReadsFields``)."""
+        return ()
+
+    def input_field(self, name: str) -> str | None:
+        """``None`` for the field it writes, else ``name`` (``laredo.preflight.MapsFields``)."""
+        return None if name == self.field else name
 
 
 _BUILTINS: dict[str, tuple[type[pydantic.BaseModel], Callable[..., Any]]] = {

@@ -88,7 +88,10 @@ class GrpcFrontend:
         else:
             port = server.add_insecure_port(addr)
         if not port:
-            raise OSError(f"cannot listen for gRPC on {addr}")
+            raise OSError(
+                f"cannot listen for gRPC on {addr} (is another process using the port?); "
+                "set grpc.port to a free port, or grpc.port = 0 to turn gRPC off"
+            )
         server.start()
         self._server = server
         self.rt.listeners.grpc_port = port

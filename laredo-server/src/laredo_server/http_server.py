@@ -113,7 +113,15 @@ class HttpFrontend:
         self._httpd: ThreadingHTTPServer | None = None
 
     def start(self) -> None:
-        httpd = ThreadingHTTPServer((self.host, self.port or 0), _handler(self.rt, self.servicers))
+        try:
+            httpd = ThreadingHTTPServer(
+                (self.host, self.port or 0), _handler(self.rt, self.servicers)
+            )
+        except OSError as exc:
+            raise OSError(
+                f"cannot listen for HTTP on {self.host}:{self.port} ({exc.strerror or exc}); "
+                "set health.port to a free port, or health.enabled = false"
+            ) from exc
         httpd.daemon_threads = True
         self._httpd = httpd
         port = httpd.server_address[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -22,6 +23,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
+
+from .addresses import cli_address
 
 DEMO_SQL = """
 CREATE TABLE public.accounts (
@@ -105,8 +108,15 @@ def _workload(
                 nxt = time.monotonic()
 
 
-def _commands(addr: str, health_port: int, cfg: Path) -> str:
-    a = f"laredo -a {addr}"
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _commands(grpc_port: int, health_port: int, cfg: Path) -> str:
+    address = cli_address("127.0.0.1", grpc_port)
+    a = f"laredo -a {address}" if address else "laredo"
     return "\n".join(
         [
             f"{a} status",
@@ -168,6 +178,8 @@ def run_quickstart(
         with con.status(f"creating public.accounts with {rows:,} rows..."):
             pg.execute(DEMO_SQL.format(rows=int(rows)), dbname="laredo_demo")
         cfg = root / "laredo.conf"
+        if not grpc_port:  # 0: any free port (in the config file, 0 turns gRPC off)
+            grpc_port = _free_port()
         cfg.write_text(
             CONFIG.format(
                 dsn=dsn.replace('"', '\\"'),
@@ -204,8 +216,9 @@ def run_quickstart(
             daemon=True,
         )
         load_started = False
-        addr = f"127.0.0.1:{rt.listeners.grpc_port}"
-        commands = _commands(addr, rt.listeners.health_port or health_port, cfg)
+        commands = _commands(
+            rt.listeners.grpc_port or grpc_port, rt.listeners.health_port or health_port, cfg
+        )
         t0 = time.monotonic()
         last = (t0, 0.0)
         rate_now = 0.0

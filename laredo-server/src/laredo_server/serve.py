@@ -1,6 +1,8 @@
 """The composition root: builds a runtime with its front ends from a config, and runs it.
 
-``serve(config)`` is what ``laredo serve`` runs: start, wait for SIGTERM/SIGINT, then drain
+``serve(config)`` is what ``laredo serve`` runs: run the preflight checks (logged, see
+:mod:`.startup`), start, log where everything listens and the command to try next, wait for
+SIGTERM/SIGINT, then drain
 (readiness 503 for ``shutdown.drain``; a second signal skips the rest of it), stop the
 listeners, stop the engine (buffers drained, snapshot on shutdown when configured, final ACK)
 within ``shutdown.grace_period``, and return 0 (1 when the server could not start).
@@ -22,16 +24,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import __version__
 from .config import Built, ServerConfig, TlsConfig, build_engine
 from .grpc_server import GrpcFrontend
 from .http_server import HttpFrontend
 from .runtime import EngineFactory, ServerRuntime
 from .services import make_servicers
+from .startup import listening_line, log_preflight
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["attach_frontends", "runtime_from_config", "serve"]
+
+_SETTLE = 2.0
+"""Seconds the startup summary waits for the first baselines before it is logged anyway."""
 
 
 def attach_frontends(
@@ -90,7 +95,7 @@ def runtime_from_config(model: ServerConfig) -> ServerRuntime:
     )
     return attach_frontends(
         rt,
-        grpc_port=g.port if g is not None else None,
+        grpc_port=g.port if g is not None and model.grpc_enabled else None,
         grpc_host=g.host if g is not None else "127.0.0.1",
         health_port=model.health.port if model.health.enabled else None,
         health_host=model.health.host,
@@ -106,13 +111,17 @@ def serve(
     ready_file: str | None = None,
     on_started: Callable[[ServerRuntime], None] | None = None,
     stop_event: threading.Event | None = None,
+    checks: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code (0 on a clean stop).
 
     ``ready_file`` receives ``{"grpc_port", "health_port"}`` once serving; ``on_started`` is
     called with the started runtime. Signal handlers are installed only on the main thread.
+    ``checks``: run and log the preflight checks before starting (the server starts anyway).
     """
     rt = runtime_from_config(model)
+    if checks:
+        log_preflight(model)
     stop = stop_event or threading.Event()
     signals = {"n": 0}
 
@@ -128,6 +137,11 @@ def serve(
         signal.signal(signal.SIGINT, handle)
     try:
         rt.start()
+    except OSError as exc:  # a port in use, an address that cannot be bound
+        logger.error("server failed to start: %s", exc)
+        with contextlib.suppress(Exception):
+            rt.stop(grace=5)
+        return 1
     except Exception:
         logger.exception("server failed to start")
         with contextlib.suppress(Exception):
@@ -141,13 +155,12 @@ def serve(
         )
     if on_started is not None:
         on_started(rt)
-    logger.info(
-        "laredo %s serving %d pipeline(s); gRPC %s, health %s",
-        __version__,
-        len(rt.engine.pipeline_configs),
-        rt.listeners.grpc_port or "off",
-        rt.listeners.health_port or "off",
-    )
+    # the last startup line: after the first baselines when they are quick, so that it is
+    # also the last line a person sees before trying the command it names
+    with contextlib.suppress(Exception):
+        rt.engine.await_ready(_SETTLE)
+    states = [p.state for p in rt.engine.pipelines()]
+    logger.info("%s", listening_line(model, rt.listeners, states))
     while not stop.wait(0.2):
         pass
     rt.begin_drain()

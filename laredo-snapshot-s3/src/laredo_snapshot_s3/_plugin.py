@@ -5,8 +5,11 @@ boto3 is imported when a store connects, not when the plugin is registered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from laredo.hookspecs import hookimpl
 from laredo.plugins import Registry
+from laredo.preflight import CheckRegistry, CheckRequest, Finding
 from laredo.units import Size
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,3 +64,16 @@ def laredo_register_dead_letter_stores(registry: Registry) -> None:
         options=S3DeadLetterStoreOptions,
         description="one S3 object per dead letter",
     )
+
+
+def _check_bucket(request: CheckRequest) -> Iterable[Finding]:
+    from .checks import check_bucket  # lazy: boto3 loads only when a check runs
+
+    return check_bucket(request)
+
+
+@hookimpl
+def laredo_register_checks(registry: CheckRegistry) -> None:
+    desc = "the bucket exists and can be listed (read-only)"
+    registry.add("snapshot_store", "s3", _check_bucket, description=desc)
+    registry.add("dead_letter_store", "s3", _check_bucket, description=desc)

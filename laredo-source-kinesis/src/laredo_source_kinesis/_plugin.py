@@ -5,10 +5,12 @@ boto3 is imported when the source connects, not when the plugin is registered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from laredo.hookspecs import hookimpl
 from laredo.plugins import Registry
+from laredo.preflight import CheckRegistry, CheckRequest, Finding
 from laredo.units import Duration
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,3 +59,16 @@ def laredo_register_sources(registry: Registry) -> None:
     desc = "S3 baseline + Kinesis change stream, DynamoDB checkpoints"
     registry.add("kinesis", KinesisSource, options=KinesisSourceOptions, description=desc)
     registry.add("s3-kinesis", KinesisSource, options=KinesisSourceOptions, description=desc)
+
+
+def _check(request: CheckRequest) -> Iterable[Finding]:
+    from .checks import check_source  # lazy: boto3 loads only when a check runs
+
+    return check_source(request)
+
+
+@hookimpl
+def laredo_register_checks(registry: CheckRegistry) -> None:
+    desc = "the stream, baseline bucket and checkpoint table are reachable (read-only)"
+    registry.add("source", "kinesis", _check, description=desc)
+    registry.add("source", "s3-kinesis", _check, description=desc)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from laredo.hookspecs import hookimpl
+from laredo.preflight import CheckRegistry, CheckRequest, Finding
 from laredo.registry import Registry
 
 from .options import PostgresSourceOptions
@@ -26,4 +28,22 @@ def laredo_register_sources(registry: Registry) -> None:
         options=PostgresSourceOptions,
         description="PostgreSQL logical replication (pgoutput) with a consistent baseline",
         takes_options=True,
+    )
+
+
+def _check(request: CheckRequest) -> Iterable[Finding]:
+    """The source's preflight check (:mod:`.checks`)."""
+    from .checks import check_source  # lazy: psycopg loads only when a check runs
+
+    return check_source(request)
+
+
+@hookimpl
+def laredo_register_checks(registry: CheckRegistry) -> None:
+    registry.add(
+        "source",
+        "postgresql",
+        _check,
+        description="wal_level, slots and senders, privileges, publication, tables and "
+        "columns, replica identity, the slot (read-only)",
     )

@@ -316,11 +316,12 @@ class Catalog:
             "SELECT puballtables, pubupdate OR pubdelete FROM pg_publication WHERE pubname = %s",
             (publication,),
         ).fetchone()
+        create = self._options.publication.create
         if pub is None:
             hint = (
-                "set publication.create = true to let Laredo create it"
-                if not self._options.publication.create
-                else "it could not be created"
+                "let Laredo create it: remove publication.create = false"
+                if create is False
+                else "let Laredo create it: it tried and could not (laredo check says why)"
             )
             errors.append(
                 ValidationError(
@@ -378,8 +379,13 @@ class Catalog:
                         t,
                         "TABLE_NOT_IN_PUBLICATION",
                         f"table {t} is not in publication {publication!r}; run ALTER "
-                        f"PUBLICATION {quote_ident(publication)} ADD TABLE {qualified} (or set "
-                        "publication.create = true)",
+                        f"PUBLICATION {quote_ident(publication)} ADD TABLE {qualified}"
+                        + (
+                            ""
+                            if create
+                            else " (or set publication.create = true so that Laredo keeps "
+                            "the publication's tables in sync)"
+                        ),
                     )
                 )
             if needs_identity and (replident == "n" or (replident == "d" and not has_pk)):
@@ -402,7 +408,12 @@ class Catalog:
                         "SLOT_INVALIDATED",
                         f"replication slot {self._options.slot_name!r} was invalidated (the "
                         "WAL it needed was removed, e.g. max_slot_wal_keep_size); reset the "
-                        "source (laredo reset-source) or set on_slot_invalidated = rebaseline",
+                        "source (laredo reset-source)"
+                        + (
+                            " or set on_slot_invalidated = rebaseline"
+                            if self._options.on_slot_invalidated == "fail"
+                            else " (the next start re-creates it and re-baselines)"
+                        ),
                     )
                 )
         return errors

@@ -37,18 +37,22 @@ class PublicationTableOptions(BaseModel):
 class PublicationOptions(BaseModel):
     """The publication the stream reads.
 
-    ``create=False`` (default): the publication must already exist. ``create=True``: create it
-    when missing, then keep it in sync with the configured tables: add missing tables, update
-    row filters / column lists, change ``publish`` operations. Tables not configured here are
-    dropped from the publication only when Laredo created it (it carries a marker comment) or
-    when ``drop_unconfigured=True``.
+    ``create`` unset (``None``, the default): when the publication does not exist, create it
+    for the configured tables (logged); when it exists and Laredo created it (it carries a
+    marker comment), add configured tables missing from it; never change or drop anything
+    else. ``create=True``: create it when missing, then keep it in sync with the configured
+    tables: add missing tables, update row filters / column lists, change ``publish``
+    operations. Tables not configured here are dropped from the publication only when Laredo
+    created it or when ``drop_unconfigured=True``. ``create=False``: never touch it; it must
+    already exist with the configured tables.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
     """Defaults to ``<slot_name>_pub``."""
-    create: bool = False
+    create: bool | None = None
+    """``None``: create when absent; ``True``: create and keep in sync; ``False``: never touch."""
     publish: tuple[str, ...] = PUBLISH_OPERATIONS
     tables: dict[str, PublicationTableOptions] = Field(default_factory=dict)
     """Keyed by ``"schema.table"``."""

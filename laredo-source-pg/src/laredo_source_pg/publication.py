@@ -1,10 +1,13 @@
 """``PublicationManager``: the publication the stream reads.
 
-With ``publication.create`` it creates the publication, or brings an existing one in line with
-the configuration (tables, row filters and column lists on PostgreSQL 15+, ``publish``
-operations). Tables not configured are dropped only from a publication Laredo created (marker
-comment) or with ``drop_unconfigured``. Row filters are compared in PostgreSQL's own deparsed
-text, so an equivalent filter written differently does not churn the publication.
+:meth:`PublicationManager.ensure` applies ``publication.create``. Unset (the default): create
+the publication when it does not exist (logged, naming it), and add configured tables missing
+from a publication Laredo created; nothing else is changed. ``True``: create it, or bring an
+existing one in line with the configuration (tables, row filters and column lists on PostgreSQL
+15+, ``publish`` operations); tables not configured are dropped only from a publication Laredo
+created (marker comment) or with ``drop_unconfigured``. ``False``: never touched. Row filters
+are compared in PostgreSQL's own deparsed text, so an equivalent filter written differently
+does not churn the publication.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from laredo.errors import ConfigError, SourceError
 from laredo.types import TableIdentifier
 from psycopg import sql
 
-from .catalog import Connections, table_sql
+from .catalog import Connections, quote_ident, table_sql
 from .dsn import mask_text
 from .options import PUBLISH_OPERATIONS, PostgresSourceOptions, PublicationTableOptions
 
@@ -79,6 +82,71 @@ class PublicationManager:
             parts.append(sql.SQL(" WHERE ({})").format(sql.SQL(opts.row_filter)))
         return sql.Composed(parts)
 
+    def ensure(
+        self, tables: Sequence[TableIdentifier], configured: Sequence[TableIdentifier]
+    ) -> None:
+        """Apply ``publication.create`` (see the module docstring) for ``tables`` (the
+        configured ones that exist); ``configured``: every configured table."""
+        create = self._options.publication.create
+        if create is False:
+            return
+        self._check_table_options(configured)
+        if create:
+            self.sync(tables, configured)
+            return
+        conn = self._conns.query()
+        pub = sql.Identifier(self.name)
+        try:
+            row = conn.execute(
+                "SELECT p.puballtables, obj_description(p.oid, 'pg_publication') "
+                "FROM pg_publication p WHERE pubname = %s",
+                (self.name,),
+            ).fetchone()
+            if row is None:
+                publish = sql.Literal(", ".join(self._options.publication.publish))
+                self._create(
+                    conn,
+                    pub,
+                    publish,
+                    tables,
+                    note=" (it did not exist; publication.create = false forbids creating it)",
+                )
+                return
+            all_tables, comment = row
+            if all_tables or comment != MANAGED_COMMENT:
+                return
+            published = self.detail()
+            missing = [t for t in tables if t not in published]
+            if missing:
+                with conn.transaction():
+                    for t in missing:
+                        conn.execute(
+                            sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
+                                pub, self.table_spec(t)
+                            )
+                        )
+                        logger.info("added %s to publication %s", t, self.name)
+        except psycopg.Error as exc:
+            listed = ", ".join(f"{quote_ident(t.schema)}.{quote_ident(t.table)}" for t in tables)
+            raise SourceError(
+                f"postgresql source {self._options.slot_name!r}: could not create or extend "
+                f"publication {self.name!r} (publication.create is unset, so Laredo creates "
+                f"it when it does not exist): {mask_text(str(exc)).strip()}; fix: have a role "
+                f"that owns the tables run CREATE PUBLICATION {quote_ident(self.name)} FOR "
+                f"TABLE {listed or '...'}, or give this role CREATE on the database and "
+                "ownership of the tables (laredo check lists what is missing)"
+            ) from None
+
+    def _check_table_options(self, configured: Sequence[TableIdentifier]) -> None:
+        for key in self._options.publication.tables:
+            t = TableIdentifier.parse(key)
+            if t not in configured:
+                raise ConfigError(
+                    f"postgresql source {self._options.slot_name!r}: publication.tables names "
+                    f"{key!r}, which is not one of the configured tables "
+                    f"({', '.join(map(str, configured))})"
+                )
+
     def sync(
         self, tables: Sequence[TableIdentifier], configured: Sequence[TableIdentifier]
     ) -> None:
@@ -88,14 +156,7 @@ class PublicationManager:
         conn = self._conns.query()
         pub = sql.Identifier(self.name)
         publish = sql.Literal(", ".join(pub_opts.publish))
-        for key in pub_opts.tables:
-            t = TableIdentifier.parse(key)
-            if t not in configured:
-                raise ConfigError(
-                    f"postgresql source {self._options.slot_name!r}: publication.tables names "
-                    f"{key!r}, which is not one of the configured tables "
-                    f"({', '.join(map(str, configured))})"
-                )
+        self._check_table_options(configured)
         row = conn.execute(
             "SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, "
             "obj_description(p.oid, 'pg_publication') FROM pg_publication p WHERE pubname = %s",
@@ -130,6 +191,7 @@ class PublicationManager:
         pub: sql.Identifier,
         publish: sql.Literal,
         tables: Sequence[TableIdentifier],
+        note: str = "",
     ) -> None:
         if not tables:
             conn.execute(sql.SQL("CREATE PUBLICATION {} WITH (publish = {})").format(pub, publish))
@@ -142,7 +204,12 @@ class PublicationManager:
         conn.execute(
             sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(pub, sql.Literal(MANAGED_COMMENT))
         )
-        logger.info("created publication %s for %d table(s)", self.name, len(tables))
+        logger.info(
+            "created publication %s for %s%s",
+            self.name,
+            ", ".join(map(str, tables)) or "no table yet",
+            note,
+        )
 
     def _update_tables(
         self,

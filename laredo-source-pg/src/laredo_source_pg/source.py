@@ -96,12 +96,13 @@ class PostgresSource:
     ``ConfigError`` with passwords masked.
 
     ``connection``: a libpq connection string (URI or ``key=value``); the role needs LOGIN,
-    REPLICATION and SELECT on the tables (and CREATE on the database if the publication is
-    created). ``slot_mode``: ``ephemeral`` (temporary slot, full baseline on every start; after a
-    lost connection the stream raises ``ReBaselineRequired`` and the next baseline re-connects
-    and re-creates the slot) or ``stateful`` (named slot that survives restarts; resume from its
-    confirmed position; reconnects with exponential backoff). ``publication`` and ``reconnect``
-    take mappings or :class:`PublicationOptions` / :class:`ReconnectOptions`.
+    REPLICATION and SELECT on the tables (and, to create the publication, CREATE on the
+    database and ownership of the tables). ``slot_mode``: ``ephemeral`` (temporary slot, full
+    baseline on every start; after a lost connection the stream raises ``ReBaselineRequired``
+    and the next baseline re-connects and re-creates the slot) or ``stateful`` (named slot that
+    survives restarts; resume from its confirmed position; reconnects with exponential
+    backoff). ``publication`` and ``reconnect`` take mappings or :class:`PublicationOptions` /
+    :class:`ReconnectOptions`.
     """
 
     def __init__(
@@ -162,8 +163,8 @@ class PostgresSource:
             self._conns.query()
             if self.stateful and self.options.lease:
                 self._lease.acquire()
-            if self.options.publication.create:
-                self._publication.sync(catalog.existing(catalog.tables), catalog.tables)
+            if self.options.publication.create is not False:
+                self._publication.ensure(catalog.existing(catalog.tables), catalog.tables)
             catalog.published_columns, catalog.row_filters = self._publication.published_info()
             catalog.columns = catalog.discover(catalog.tables)
             self._slots.lookup()

@@ -22,7 +22,8 @@ Guarantees:
 * Durations and sizes use :mod:`laredo.units` (``"500ms"``, ``"1h30m"``, ``"64MB"``).
 
 :func:`load_engine_config` validates a mapping; :func:`build_engine` turns a validated model
-into a :class:`laredo.Engine` with the installed plugins (through :mod:`laredo.registry`). A
+into a :class:`laredo.Engine` with the installed plugins (through :mod:`laredo.registry`);
+:func:`run_checks` runs the plugins' preflight checks (:mod:`laredo.preflight`) on it. A
 runner with sections of its own (the server's ``grpc``, ``health``, ...) subclasses
 :class:`EngineConfig`, adds its sections and overrides :meth:`EngineConfig.engine_settings`.
 """
@@ -56,6 +57,7 @@ from .models import (
     ValidationConfig,
     pipeline_id,
 )
+from .preflight import check_requests, run_checks, table_uses
 from .reload import ConfigChange, ReloadPlan, apply_reload, describe, plan_reload
 
 __all__ = [
@@ -80,12 +82,15 @@ __all__ = [
     "apply_reload",
     "build_engine",
     "check_engine_config",
+    "check_requests",
     "describe",
     "load_engine_config",
     "pipeline_id",
     "plan_reload",
     "plugin_problems",
     "reference_problems",
+    "run_checks",
     "spec_problems",
     "structure_problems",
+    "table_uses",
 ]

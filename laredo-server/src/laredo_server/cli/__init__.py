@@ -23,13 +23,27 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from . import admin, dead_letters, plugins, query, replay, serve, snapshots, status
+from ..addresses import DEFAULT_ADDRESS
+from . import (
+    admin,
+    check,
+    dead_letters,
+    init,
+    plugins,
+    query,
+    replay,
+    serve,
+    snapshots,
+    status,
+)
 from .common import CliState, Options
 
 __all__ = ["BUILTIN_MODULES", "add_plugin_commands", "app", "create_app", "main"]
 
 BUILTIN_MODULES: tuple[ModuleType, ...] = (
     serve,
+    check,
+    init,
     status,
     admin,
     query,
@@ -41,6 +55,8 @@ BUILTIN_MODULES: tuple[ModuleType, ...] = (
 """The first-party command modules, each a ``laredo_register_cli_commands`` hook."""
 
 HELP_ORDER = (
+    "init",
+    "check",
     "serve",
     "status",
     "pipelines",
@@ -81,7 +97,7 @@ def global_options(
     *,
     address: Annotated[
         str, typer.Option("--address", "-a", envvar="LAREDO_ADDRESS", help="server host:port")
-    ] = "localhost:4001",
+    ] = DEFAULT_ADDRESS,
     token: Annotated[
         str | None, typer.Option("--token", envvar="LAREDO_TOKEN", help="admin bearer token")
     ] = None,

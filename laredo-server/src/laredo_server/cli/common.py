@@ -21,6 +21,8 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from ..addresses import DEFAULT_ADDRESS
+
 __all__ = [
     "CliState",
     "Client",
@@ -45,7 +47,7 @@ Service = Literal["oam", "query"]
 class Options:
     """The global options of one invocation."""
 
-    address: str = "localhost:4001"
+    address: str = DEFAULT_ADDRESS
     token: str | None = None
     output: str = "table"
     timeout: float = 10.0

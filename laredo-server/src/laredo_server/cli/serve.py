@@ -6,58 +6,21 @@ not when the CLI starts: ``import laredo`` alone costs ~0.3 s (pydantic), gRPC ~
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
 
 from ..quickstart import run_quickstart
-from .common import CliState, hookimpl, state
-
-ConfDir = Annotated[
-    list[str] | None,
-    typer.Option("--conf-dir", help="extra directory of *.conf (default: <config dir>/conf.d)"),
-]
-SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="override a key: --set grpc.port=4001")
-]
-
-
-def _problems(cli: CliState, title: str, problems: Sequence[str]) -> NoReturn:
-    cli.err.print(title, highlight=False)
-    for p in problems:
-        cli.err.print(f"  - {p}", highlight=False, soft_wrap=True, markup=False)
-    raise typer.Exit(2)
-
-
-def _load(
-    cli: CliState, config: str | None, conf_dir: list[str] | None, sets: list[str] | None
-) -> Any:
-    """The loaded config; every problem listed and exit 2 when it is invalid."""
-    from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
-
-    from ..config import load_config  # lazy: pydantic and the engine; only config commands
-
-    path = config or os.environ.get("LAREDO_CONFIG")
-    if not path:
-        cli.fail("give --config FILE (or set LAREDO_CONFIG)", code=2)
-    try:
-        return load_config(path, conf_dirs=conf_dir, sets=sets or ())
-    except ConfigError as exc:
-        _problems(cli, f"[red]invalid configuration[/red] ({path}):", exc.problems)
+from .common import hookimpl, state
+from .configfile import ConfDir, ConfigOpt, SetOpt, exit_with_problems, load_or_exit
 
 
 def serve(
     ctx: typer.Context,
     *,
-    config: Annotated[
-        str | None, typer.Option("--config", "-c", help="HOCON file (or LAREDO_CONFIG)")
-    ] = None,
+    config: ConfigOpt = None,
     conf_dir: ConfDir = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="override a key: --set grpc.port=4001")
-    ] = None,
+    set_: SetOpt = None,
     log_format: Annotated[
         str | None, typer.Option(help="json or console (default: observability.log_format)")
     ] = None,
@@ -65,21 +28,27 @@ def serve(
     ready_file: Annotated[
         str | None, typer.Option(hidden=True, help="write the bound ports here once serving")
     ] = None,
+    skip_checks: Annotated[
+        bool, typer.Option("--skip-checks", help="do not run the preflight checks at startup")
+    ] = False,
 ) -> None:
-    """Run the engine with gRPC, health and metrics listeners until SIGTERM/SIGINT."""
+    """Run the engine with gRPC, health and metrics listeners until SIGTERM/SIGINT.
+
+    The preflight checks of `laredo check` run first and are logged; the server starts
+    anyway. The last startup line says where everything listens and what to try next."""
     from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
 
     from ..logs import setup_logging  # lazy: imports laredo (~0.3 s); only laredo serve
     from ..serve import serve as run_server  # lazy: the server stack (grpc, protobuf, engine)
 
     cli = state(ctx)
-    loaded = _load(cli, config, conf_dir, set_)
+    loaded = load_or_exit(cli, config, conf_dir, set_)
     obs = loaded.model.observability
     setup_logging(log_format or obs.log_format, log_level or obs.log_level)
     try:
-        code = run_server(loaded.model, ready_file=ready_file)
+        code = run_server(loaded.model, ready_file=ready_file, checks=not skip_checks)
     except ConfigError as exc:
-        _problems(cli, "[red]invalid configuration:[/red]", exc.problems)
+        exit_with_problems(cli, "[red]invalid configuration:[/red]", exc.problems)
     raise typer.Exit(code)
 
 
@@ -91,7 +60,7 @@ def config_validate(
 ) -> None:
     """Check a configuration: every problem is listed; exit 2 when invalid."""
     cli = state(ctx)
-    loaded = _load(cli, file, conf_dir, set_)
+    loaded = load_or_exit(cli, file, conf_dir, set_)
     model = loaded.model
     n = sum(len(t.targets) for t in model.tables)
     if cli.json:
@@ -116,7 +85,7 @@ def config_dump(
     from ..config import dump_config  # lazy: pydantic and the engine; only config commands
 
     cli = state(ctx)
-    loaded = _load(cli, file, conf_dir, set_)
+    loaded = load_or_exit(cli, file, conf_dir, set_)
     print(dump_config(loaded, "json" if cli.json else fmt))
 
 

@@ -58,6 +58,7 @@ from .dump import dump_config
 from .loaded import LoadedConfig
 from .loader import ENV_PREFIX, load_config, load_string, parse_value
 from .models import (
+    DEFAULT_GRPC_PORT,
     AuthConfig,
     GrpcConfig,
     HealthConfig,
@@ -70,6 +71,7 @@ from .models import (
 from .validate import validate_tree
 
 __all__ = [
+    "DEFAULT_GRPC_PORT",
     "ENV_PREFIX",
     "MASK",
     "AuthConfig",

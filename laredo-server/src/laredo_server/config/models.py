@@ -11,7 +11,10 @@ from laredo.config import EngineConfig, EngineSettings, PluginSpec
 from laredo.units import Duration
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from ..addresses import DEFAULT_GRPC_PORT
+
 __all__ = [
+    "DEFAULT_GRPC_PORT",
     "AuthConfig",
     "GrpcConfig",
     "HealthConfig",
@@ -43,7 +46,10 @@ class AuthConfig(_Section):
 
 
 class GrpcConfig(_Section):
-    port: int = Field(ge=0, le=65535)
+    """``grpc { port = 4001, host = "127.0.0.1", ... }``: the OAM and Query services."""
+
+    port: int = Field(default=DEFAULT_GRPC_PORT, ge=0, le=65535)
+    """0 turns the gRPC listener off."""
     host: str = "127.0.0.1"
     tls: TlsConfig | None = None
     auth: AuthConfig = AuthConfig()
@@ -85,10 +91,16 @@ class ShutdownConfig(_Section):
 class ServerConfig(EngineConfig):
     """The whole configuration file: the engine sections and the server's own."""
 
-    grpc: GrpcConfig | None = None
+    grpc: GrpcConfig | None = GrpcConfig()
+    """Defaults to 127.0.0.1:4001; ``grpc.port = 0`` (or ``grpc = null``) turns it off."""
     health: HealthConfig = HealthConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
+
+    @property
+    def grpc_enabled(self) -> bool:
+        """The gRPC listener runs (a ``grpc`` section with a port other than 0)."""
+        return self.grpc is not None and self.grpc.port != 0
 
     def admin_token(self) -> str | None:
         if self.grpc is None:

@@ -55,7 +55,10 @@ def _server_problems(model: ServerConfig) -> list[str]:
                 if p and not Path(p).is_file():
                     out.append(f"grpc.tls.{name}: {p}: file not found")
         if model.health.enabled and model.grpc.port and model.grpc.port == model.health.port:
-            out.append("grpc.port: same port as health.port; use two ports")
+            out.append(
+                f"grpc.port: same port as health.port ({model.health.port}; grpc.port "
+                "defaults to 4001); use two ports, or grpc.port = 0 to turn gRPC off"
+            )
     return out
 
 
