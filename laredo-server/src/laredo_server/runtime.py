@@ -65,6 +65,14 @@ class Frontend(Protocol):
     def close(self) -> None: ...
 
 
+class Reloader(Protocol):
+    """Applies a re-read configuration (``laredo_server.reload.ConfigReloader``)."""
+
+    generation: int
+
+    def reload(self, dry_run: bool = False) -> Any: ...
+
+
 @dataclass
 class Listeners:
     """The ports the front ends bound (None: not listening)."""
@@ -210,6 +218,7 @@ class ServerRuntime:
         self._bind_engine()
         self.listeners = Listeners()
         self._frontends: list[Frontend] = []
+        self.reloader: Reloader | None = None
 
     def _observers(self) -> list[Any]:
         return [self.hub, self.metrics] if self.metrics_enabled else [self.hub]
@@ -363,6 +372,20 @@ class ServerRuntime:
             stopping=False,
             reloading=bool(self._reloading),
         )
+
+    @property
+    def config_generation(self) -> int:
+        """1 at start; +1 for every configuration reload applied."""
+        return self.reloader.generation if self.reloader is not None else 1
+
+    def reload_config(self, dry_run: bool = False) -> Any:
+        """Re-read and apply the configuration (``ReloadResult``); EngineStateError when the
+        server was not started from a configuration file."""
+        if self.reloader is None:
+            raise EngineStateError(
+                "this server was not started from a configuration file: nothing to reload"
+            )
+        return self.reloader.reload(dry_run)
 
     @contextlib.contextmanager
     def reloading(self) -> Iterator[None]:

@@ -27,6 +27,7 @@ from typing import Any
 from .config import Built, ServerConfig, TlsConfig, build_engine
 from .grpc_server import GrpcFrontend
 from .http_server import HttpFrontend
+from .reload import ConfigReloader
 from .runtime import EngineFactory, ServerRuntime
 from .services import make_servicers
 from .startup import listening_line, log_preflight
@@ -70,11 +71,19 @@ def attach_frontends(
     return rt
 
 
-def runtime_from_config(model: ServerConfig) -> ServerRuntime:
-    """The runtime and front ends a validated config describes (nothing started yet)."""
+def runtime_from_config(
+    model: ServerConfig, load: Callable[[], ServerConfig] | None = None
+) -> ServerRuntime:
+    """The runtime and front ends a validated config describes (nothing started yet).
+
+    With ``load`` (re-reads the configuration as at start), the runtime can reload its
+    configuration (``SIGHUP``, ``ReloadConfig``); engines it rebuilds later (a snapshot
+    restore) use the configuration running then."""
+    reloader: ConfigReloader | None = None
 
     def factory(observers: Sequence[Any], store_override: Any) -> Built:
-        built = build_engine(model, observers)
+        current = reloader.model if reloader is not None else model
+        built = build_engine(current, observers)
         if store_override is not None:
             built.engine.snapshot_store = store_override
             built.snapshot_store = store_override
@@ -93,6 +102,9 @@ def runtime_from_config(model: ServerConfig) -> ServerRuntime:
         grace_period=model.shutdown.grace_period,
         source_types={sid: s.type for sid, s in model.sources.items()},
     )
+    if load is not None:
+        reloader = ConfigReloader(rt, model, load, timeout=model.shutdown.grace_period)
+        rt.reloader = reloader
     return attach_frontends(
         rt,
         grpc_port=g.port if g is not None and model.grpc_enabled else None,
@@ -112,14 +124,17 @@ def serve(
     on_started: Callable[[ServerRuntime], None] | None = None,
     stop_event: threading.Event | None = None,
     checks: bool = True,
+    load: Callable[[], ServerConfig] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code (0 on a clean stop).
 
     ``ready_file`` receives ``{"grpc_port", "health_port"}`` once serving; ``on_started`` is
     called with the started runtime. Signal handlers are installed only on the main thread.
     ``checks``: run and log the preflight checks before starting (the server starts anyway).
+    ``load``: re-reads the configuration; ``SIGHUP`` then reloads it (see
+    :mod:`laredo_server.reload`).
     """
-    rt = runtime_from_config(model)
+    rt = runtime_from_config(model, load)
     if checks:
         log_preflight(model)
     stop = stop_event or threading.Event()
@@ -132,9 +147,16 @@ def serve(
             rt.drain = 0.0  # a second signal skips the drain wait
         stop.set()
 
+    def reload_on_hup(_signum: int, _frame: FrameType | None) -> None:
+        logger.info("received SIGHUP; reloading the configuration")
+        if isinstance(rt.reloader, ConfigReloader):
+            rt.reloader.reload_in_background()
+
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+        if load is not None:
+            signal.signal(signal.SIGHUP, reload_on_hup)
     try:
         rt.start()
     except OSError as exc:  # a port in use, an address that cannot be bound

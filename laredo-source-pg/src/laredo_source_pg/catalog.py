@@ -223,10 +223,26 @@ class Catalog:
     def __init__(self, conns: Connections, options: PostgresSourceOptions) -> None:
         self._conns = conns
         self._options = options
-        self.tables: list[TableIdentifier] = []
+        self._tables: list[TableIdentifier] = []
+        self.tracked: dict[tuple[str, str], TableIdentifier] = {}
+        """``(schema, table) -> table`` of the configured tables; one dict, updated in place, so
+        a running stream sees tables added or removed while it runs."""
         self.columns: dict[TableIdentifier, list[ColumnDefinition]] = {}
         self.row_filters: dict[TableIdentifier, str] = {}
         self.published_columns: dict[TableIdentifier, set[str]] = {}
+
+    @property
+    def tables(self) -> list[TableIdentifier]:
+        """The configured tables."""
+        return self._tables
+
+    @tables.setter
+    def tables(self, tables: Sequence[TableIdentifier]) -> None:
+        self._tables = list(tables)
+        wanted = {(t.schema, t.table): t for t in self._tables}
+        for key in [k for k in self.tracked if k not in wanted]:
+            del self.tracked[key]
+        self.tracked.update(wanted)
 
     def existing(self, tables: Sequence[TableIdentifier]) -> list[TableIdentifier]:
         """The tables of ``tables`` that exist (visible to this role)."""

@@ -137,6 +137,42 @@ class PublicationManager:
                 "ownership of the tables (laredo check lists what is missing)"
             ) from None
 
+    def drop_tables(
+        self, tables: Sequence[TableIdentifier], configured: Sequence[TableIdentifier]
+    ) -> None:
+        """Drop ``tables`` (no longer configured) from the publication when Laredo manages it
+        (``create = true``, or a publication Laredo created); otherwise leave it alone."""
+        create = self._options.publication.create
+        if create is False:
+            return
+        conn = self._conns.query()
+        row = conn.execute(
+            "SELECT p.puballtables, obj_description(p.oid, 'pg_publication') "
+            "FROM pg_publication p WHERE pubname = %s",
+            (self.name,),
+        ).fetchone()
+        if row is None or row[0]:
+            return
+        if not create and row[1] != MANAGED_COMMENT:
+            return
+        published = self.detail()
+        pub = sql.Identifier(self.name)
+        try:
+            with conn.transaction():
+                for t in tables:
+                    if t in published and t not in configured:
+                        conn.execute(
+                            sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(pub, table_sql(t))
+                        )
+                        logger.info("dropped %s from publication %s", t, self.name)
+        except psycopg.Error as exc:
+            logger.warning(
+                "could not drop %s from publication %s: %s",
+                ", ".join(map(str, tables)),
+                self.name,
+                mask_text(str(exc)).strip(),
+            )
+
     def _check_table_options(self, configured: Sequence[TableIdentifier]) -> None:
         for key in self._options.publication.tables:
             t = TableIdentifier.parse(key)

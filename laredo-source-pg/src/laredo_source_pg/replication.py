@@ -344,7 +344,7 @@ class ReplicationStream:
     def _session(self, deliver: Callable[[Transaction], None], handler: Any) -> None:
         run = self._run
         repl = self._conns.repl()
-        tracked = {(t.schema, t.table): t for t in self._catalog.tables}
+        tracked = self._catalog.tracked  # live: tables added while streaming are decoded too
         tx = self._conns.loaders()
         result_oid = self._catalog.result_oid
 

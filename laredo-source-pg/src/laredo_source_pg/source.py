@@ -174,6 +174,34 @@ class PostgresSource:
             run.set_state(SourceState.ERROR)
             raise
 
+    def add_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]:
+        """Hot reload: start delivering ``tables`` while the stream runs (``TableSetSource``).
+
+        The tables are tracked by the stream first, then the publication gains them (when
+        Laredo manages it: ``publication.create`` unset on a publication it created, or
+        ``true``), so every change committed after that reaches the stream; the engine then
+        baselines them from a temporary slot's exported snapshot. Returns their columns
+        (missing tables are left out; ``validate_tables`` reports why)."""
+        catalog = self._catalog
+        new = [t for t in tables if t not in catalog.tables]
+        if new:
+            catalog.tables = [*catalog.tables, *new]
+        self._publication.ensure(catalog.existing(catalog.tables), catalog.tables)
+        catalog.published_columns, catalog.row_filters = self._publication.published_info()
+        catalog.columns.update(catalog.discover(new))
+        return {t: list(catalog.columns[t]) for t in tables if t in catalog.columns}
+
+    def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:
+        """Hot reload: stop delivering ``tables``; a publication Laredo manages drops them."""
+        catalog = self._catalog
+        gone = set(tables)
+        catalog.tables = [t for t in catalog.tables if t not in gone]
+        for t in gone:
+            catalog.columns.pop(t, None)
+        self._publication.drop_tables([t for t in tables], catalog.tables)
+
     def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]:
         """Problems that would stop the tables from syncing, each with a code:
 

@@ -6,7 +6,7 @@ not when the CLI starts: ``import laredo`` alone costs ~0.3 s (pydantic), gRPC ~
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -38,6 +38,7 @@ def serve(
     anyway. The last startup line says where everything listens and what to try next."""
     from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
 
+    from ..config import load_config  # lazy: pydantic and the engine; only config commands
     from ..logs import setup_logging  # lazy: imports laredo (~0.3 s); only laredo serve
     from ..serve import serve as run_server  # lazy: the server stack (grpc, protobuf, engine)
 
@@ -45,8 +46,16 @@ def serve(
     loaded = load_or_exit(cli, config, conf_dir, set_)
     obs = loaded.model.observability
     setup_logging(log_format or obs.log_format, log_level or obs.log_level)
+    main_file = loaded.files[0]
+
+    def load_again() -> Any:
+        """The configuration re-read as at start (files, conf.d, environment, --set)."""
+        return load_config(main_file, conf_dirs=conf_dir, sets=set_ or ()).model
+
     try:
-        code = run_server(loaded.model, ready_file=ready_file, checks=not skip_checks)
+        code = run_server(
+            loaded.model, ready_file=ready_file, checks=not skip_checks, load=load_again
+        )
     except ConfigError as exc:
         exit_with_problems(cli, "[red]invalid configuration:[/red]", exc.problems)
     raise typer.Exit(code)
@@ -111,6 +120,41 @@ def quickstart(
     )
 
 
+def config_reload(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="show what would change without applying it")
+    ] = False,
+) -> None:
+    """Make the running server re-read its configuration (files, conf.d, environment) and
+    apply the difference; an invalid configuration is rejected with every problem listed and
+    the running one stays. Exit 1 when rejected."""
+    cli = state(ctx)
+    resp = cli.oam("ReloadConfig", dry_run=dry_run, timeout=None)
+    if cli.json:
+        cli.emit_json(
+            {
+                "accepted": resp.accepted,
+                "message": resp.message,
+                "generation": resp.generation,
+                "changes": [{"kind": c.kind, "id": c.id, "detail": c.detail} for c in resp.changes],
+                "errors": list(resp.errors),
+            }
+        )
+    else:
+        verdict = "[green]applied[/green]" if resp.accepted else "[red]rejected[/red]"
+        if resp.accepted and dry_run:
+            verdict = "dry run"
+        cli.out.print(f"{verdict}: {resp.message} (generation {resp.generation})")
+        for c in resp.changes:
+            detail = f"  {c.detail}" if c.detail else ""
+            cli.out.print(f"  {c.kind.replace('_', ' ')}: {c.id}{detail}", highlight=False)
+        for e in resp.errors:
+            cli.err.print(f"  - {e}", highlight=False, markup=False)
+    if not resp.accepted:
+        raise typer.Exit(1)
+
+
 @hookimpl
 def laredo_register_cli_commands(app: typer.Typer) -> None:
     app.command("serve")(serve)
@@ -118,4 +162,5 @@ def laredo_register_cli_commands(app: typer.Typer) -> None:
     config_app = typer.Typer(help="Check and print configuration files.", no_args_is_help=True)
     config_app.command("validate")(config_validate)
     config_app.command("dump")(config_dump)
+    config_app.command("reload")(config_reload)
     app.add_typer(config_app, name="config")

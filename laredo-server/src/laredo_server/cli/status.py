@@ -51,7 +51,8 @@ def status(
         return cli.emit_json(to_dict(resp))
     cli.out.print(
         f"state [bold]{state_name(resp.state, 'SERVICE_STATE_')}[/bold], "
-        f"ready: {'yes' if resp.ready else 'no'}, version {resp.version}",
+        f"ready: {'yes' if resp.ready else 'no'}, version {resp.version}, "
+        f"config generation {resp.config_generation or 1}",
         highlight=False,
     )
     cli.table(

@@ -88,6 +88,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
                 snapshots_created=rt.hub.snapshots_created,
             ),
             version=rt.version,
+            config_generation=rt.config_generation,
         )
 
     @rpc()
@@ -182,6 +183,22 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             self.rt.engine.reload(sid, table)
         return oam.ReloadResponse(
             accepted=True, message=f"reloaded {table} from {sid}", tables=[str(table)]
+        )
+
+    @rpc(admin=True)
+    def ReloadConfig(
+        self, request: oam.ReloadConfigRequest, context: grpc.ServicerContext
+    ) -> oam.ReloadConfigResponse:
+        """Re-read the configuration and apply the difference (see laredo_server.reload)."""
+        result = self.rt.reload_config(dry_run=request.dry_run)
+        return oam.ReloadConfigResponse(
+            accepted=result.accepted,
+            message=result.message,
+            generation=result.generation,
+            changes=[
+                oam.ConfigChange(kind=c.kind, id=c.id, detail=c.detail) for c in result.changes
+            ],
+            errors=list(result.errors),
         )
 
     @rpc(admin=True)

@@ -1,0 +1,154 @@
+"""Configuration hot reload for ``laredo serve``: ``SIGHUP``, ``laredo config reload`` and the
+``ReloadConfig`` RPC all call :meth:`ConfigReloader.reload`.
+
+It re-reads the configuration exactly as at start (the file with its includes, ``conf.d``,
+the environment, ``--set``) and validates it. An invalid configuration is rejected with every
+problem listed and the running one stays. Otherwise only the difference is applied
+(:mod:`laredo.config.reload`): added pipelines baseline their table, removed ones are drained and
+stop, changed ones are rebuilt alone, a changed source restarts alone, everything else is
+untouched. Sections that cannot change while running (listeners, snapshots, dead letters,
+observability) are reported as needing a restart. Each applied reload increments the
+configuration generation (1 at start). Reloads run one at a time.
+
+The difference is computed against what actually runs: a pipeline that failed to be added by
+an earlier reload is added again by the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from laredo.config import (
+    ConfigChange,
+    TableConfig,
+    TargetConfig,
+    apply_reload,
+    describe,
+    pipeline_id,
+    plan_reload,
+)
+from laredo.errors import ConfigError
+
+from .config import ServerConfig
+
+if TYPE_CHECKING:  # a type only: the runtime does not import this module
+    from .runtime import ServerRuntime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ConfigReloader", "ReloadResult"]
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    """The answer of one reload."""
+
+    accepted: bool
+    generation: int
+    changes: tuple[ConfigChange, ...] = ()
+    errors: tuple[str, ...] = ()
+    message: str = ""
+    dry_run: bool = field(default=False)
+
+
+def _pid(table: TableConfig, target: TargetConfig) -> str:
+    return pipeline_id(table, target)
+
+
+class ConfigReloader:
+    """Applies configuration changes to a running server (see the module docstring)."""
+
+    def __init__(
+        self,
+        rt: ServerRuntime,
+        model: ServerConfig,
+        load: Callable[[], ServerConfig],
+        timeout: float | None = None,
+    ) -> None:
+        self.rt = rt
+        self.model = model
+        self.load = load
+        self.timeout = timeout
+        self.generation = 1
+        self._lock = threading.Lock()
+
+    def reload(self, dry_run: bool = False) -> ReloadResult:
+        """Re-read, validate and apply the configuration (see the module docstring)."""
+        with self._lock:
+            try:
+                new = self.load()
+            except ConfigError as exc:
+                logger.error(
+                    "configuration reload rejected (generation %d keeps running): %s",
+                    self.generation,
+                    "; ".join(exc.problems),
+                )
+                return ReloadResult(
+                    False,
+                    self.generation,
+                    errors=tuple(exc.problems),
+                    message="invalid configuration; the running one stays",
+                    dry_run=dry_run,
+                )
+            running = {p.id for p in self.rt.engine.pipelines()}
+            plan = plan_reload(self._effective(running), new)
+            if dry_run or plan.empty:
+                what = "dry run: nothing applied" if dry_run else "no changes"
+                return ReloadResult(
+                    True, self.generation, plan.changes, message=what, dry_run=dry_run
+                )
+            pending = [c for c in plan.changes if c.kind == "needs_restart"]
+            try:
+                with self.rt.reloading():
+                    applied = apply_reload(self.rt.engine, new, plan, self.timeout)
+            except ConfigError as exc:
+                logger.error("configuration reload rejected: %s", "; ".join(exc.problems))
+                return ReloadResult(
+                    False,
+                    self.generation,
+                    errors=tuple(exc.problems),
+                    message="the new configuration's plugins could not be created; nothing changed",
+                )
+            except Exception as exc:
+                self.model = new  # what is missing is added again by the next reload
+                self.generation += 1
+                logger.exception("configuration reload applied partly")
+                return ReloadResult(
+                    False,
+                    self.generation,
+                    plan.changes,
+                    errors=(f"{type(exc).__name__}: {exc}",),
+                    message="applied partly; fix the cause and reload again",
+                )
+            self.model = new
+            if applied:
+                self.generation += 1
+            changes = (*applied, *pending)
+            logger.info(
+                "configuration reloaded (generation %d): %s", self.generation, describe(changes)
+            )
+            return ReloadResult(True, self.generation, changes, message=describe(changes))
+
+    def _effective(self, running: set[str]) -> ServerConfig:
+        """The running configuration, less the pipelines that are not running."""
+        model = self.model
+        tables = []
+        for table in model.tables:
+            targets = [t for t in table.targets if _pid(table, t) in running]
+            if targets:
+                tables.append(table.model_copy(update={"targets": targets}))
+        if len(tables) == len(model.tables) and all(
+            len(a.targets) == len(b.targets) for a, b in zip(tables, model.tables, strict=True)
+        ):
+            return model
+        return model.model_copy(update={"tables": tables})
+
+    def reload_in_background(self) -> threading.Thread:
+        """Start a reload in a thread (a signal handler must not block)."""
+        thread = threading.Thread(target=self.reload, name="laredo-config-reload", daemon=True)
+        thread.start()
+        return thread
