@@ -179,3 +179,40 @@ def test_async_wrappers(source: TestSource, engine) -> None:  # type: ignore[no-
 
     asyncio.run(main())
     assert target.closed and len(target.rows()) == 30
+
+
+def test_snapshots_after_an_add_hold_the_new_table_and_a_restart_restores_both(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    src = TestSource(supports_resume=True, heartbeat_interval=0.05)
+    src.add_table(A, columns("id", "v"), [{"id": i, "v": 0} for i in range(20)])
+    src.add_table(B, columns("id", "v"), [{"id": i, "v": 1} for i in range(10)])
+    store = laredo.snapshot_store("local", path=str(tmp_path), fsync=False)
+    eng = laredo.Engine(
+        sources={"s": src},
+        pipelines=[laredo.Pipeline("s", A, RecordingTarget(durable=False), id="a")],
+        snapshot_store=store,
+    )
+    eng.start()
+    assert eng.await_ready(10)
+    eng.add_pipeline(laredo.Pipeline("s", B, RecordingTarget(durable=False), id="b"), timeout=10)
+    src.insert(B, {"id": 99, "v": 9})
+    assert eng.wait_for("s", src.position, timeout=5)
+    snap = eng.create_snapshot()
+    eng.stop()
+    assert {t.pipeline_id for t in store.describe(snap).tables} == {"a", "b"}
+    obs = laredo.RecordingObserver()
+    ta, tb = RecordingTarget(durable=False), RecordingTarget(durable=False)
+    eng2 = laredo.Engine(
+        sources={"s": src},
+        pipelines=[laredo.Pipeline("s", A, ta, id="a"), laredo.Pipeline("s", B, tb, id="b")],
+        snapshot_store=store,
+        observer=obs,
+    )
+    eng2.start()
+    try:
+        assert eng2.await_ready(10)
+        assert obs.count("baseline_started") == 0 and obs.count("snapshot_restore_completed") == 1
+        assert len(ta.rows()) == 20 and len(tb.rows()) == 11
+    finally:
+        eng2.stop()
