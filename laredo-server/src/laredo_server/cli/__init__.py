@@ -68,6 +68,7 @@ HELP_ORDER = (
     "pause",
     "resume",
     "reset-source",
+    "drain",
     "watch",
     "plugins",
     "version",
