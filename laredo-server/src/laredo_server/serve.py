@@ -93,6 +93,7 @@ def runtime_from_config(model: ServerConfig) -> ServerRuntime:
         grace_period=model.shutdown.grace_period,
         source_types={sid: s.type for sid, s in model.sources.items()},
     )
+    rt.metrics.deprecated_names = model.observability.metrics.deprecated_names
     return attach_frontends(
         rt,
         grpc_port=g.port if g is not None and model.grpc_enabled else None,
