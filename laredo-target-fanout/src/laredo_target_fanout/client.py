@@ -183,6 +183,8 @@ class FanOutClient:
         self.reconnects = 0
         self.last_error: str = ""
         self.go_away: str = ""
+        self.drain_deadline_unix_ms = 0
+        """The deadline of the last GoAway received (0: none yet)."""
         self.handoffs = 0
         """Streams ended to move to a server that is not draining (after a GoAway)."""
         self._handoff_until = 0.0
@@ -444,6 +446,7 @@ class FanOutClient:
     def _on_go_away(self, go_away: Any, call: Any) -> None:
         """Start the hand-off: keep this stream, and look for a server that is not draining."""
         self.go_away = go_away.reason or "go away"
+        self.drain_deadline_unix_ms = go_away.drain_deadline_unix_ms
         left = 0.0
         if go_away.drain_deadline_unix_ms:
             left = max(0.0, go_away.drain_deadline_unix_ms / 1000 - time.time())
