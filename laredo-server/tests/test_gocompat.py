@@ -16,8 +16,10 @@ from laredo.errors import ConfigError
 from laredo_server import cli, goserver
 from laredo_server.cli import hoist_global_options
 from laredo_server.cli.common import to_yaml
-from laredo_server.config import load_string, parse_value
+from laredo_server.cli.serve import drain_set
+from laredo_server.config import load_config, load_string, parse_value
 from laredo_server.config.gocompat import apply_go_env, translate_go_keys
+from typer.testing import CliRunner
 
 from .testkit import Harness
 
@@ -203,7 +205,7 @@ def test_laredo_server_validate_config_version(
     assert goserver.main(["validate", f"--config={conf}", "--set", "sources.src.type=pg"]) == 1
     err = capsys.readouterr().err
     assert "deprecated: sources.src: type = pg is Go Laredo's spelling" in err
-    assert "sources.src.connection: Field required" in err  # it is the postgresql source now
+    assert "unless connection_provider gives it" in err  # it is the postgresql source now
     assert goserver.main(["config", "--config", str(conf), "--set", "sources.src.password=pw"]) == 0
     dumped = json.loads(capsys.readouterr().out)
     assert dumped["sources"]["src"]["password"] == "***"
@@ -259,3 +261,26 @@ def test_yaml_reads_back_as_the_same_data() -> None:
         "quote": 'say "hi"\nthere',
     }
     assert yaml.safe_load(to_yaml(data)) == data
+
+
+def test_drain_grace_is_shutdown_drain_and_validate_prints_the_notes(
+    quicktest_plugin: None, tmp_path: Path
+) -> None:
+    conf = go_config(tmp_path)
+    sets = drain_set("2500ms")
+    assert sets == ['shutdown.drain="2500ms"']
+    loaded = load_config(conf, sets=sets, env={}, log_notes=False)
+    assert loaded.model is not None and loaded.model.shutdown.drain == 2.5
+    runner = CliRunner()
+    env = {"LAREDO_SOURCES_SRC_TYPE": "quicktest"}  # Go's environment form
+    r = runner.invoke(cli.app, ["config", "validate", str(conf)], env=env)
+    assert r.exit_code == 0 and "config is valid" in r.stdout
+    assert (
+        "deprecated: environment LAREDO_SOURCES_SRC_TYPE: Go Laredo's override form sets "
+        "sources.src.type; write LAREDO_SOURCES__SRC__TYPE"
+    ) in r.stderr.replace("\n", " ")
+    r = runner.invoke(cli.app, ["-o", "json", "config", "validate", str(conf)], env=env)
+    assert json.loads(r.stdout)["notes"] == [
+        "environment LAREDO_SOURCES_SRC_TYPE: Go Laredo's override form sets sources.src.type; "
+        "write LAREDO_SOURCES__SRC__TYPE"
+    ]
