@@ -5,6 +5,7 @@ on the same snapshot takes the client back: no gap and no duplicate."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -14,10 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import laredo
 import pytest
 from laredo.testing import TestSource
 from laredo.testing.source import columns
+from laredo_server import cli
+from laredo_server._proto.laredo_proto.v1 import oam_pb2
 from laredo_server.config import load_string
 from laredo_server.runtime import ServerRuntime
 from laredo_server.serve import serve
@@ -158,3 +162,49 @@ def test_drain_then_restart_hands_the_client_over_with_no_gap(
         client.stop(save=False)
         second.stop()
         assert second.join() == 0
+
+
+def test_drain_replication_rpc_and_laredo_drain(
+    shared: SharedSource, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fanout, grpc_port = free_port(), free_port()
+    server = Server(
+        f"""
+        sources {{ s {{ type = handoff-test }} }}
+        tables = [ {{ source = s, schema = public, table = users, targets = [
+            {{ type = indexed-memory }},
+            {{ type = replication-fanout, grpc {{ port = {fanout} }} }}
+        ] }} ]
+        grpc {{ port = {grpc_port} }}
+        health {{ port = 0 }}
+        """
+    )
+    client = FanOutClient(f"127.0.0.1:{fanout}", USERS, client_id="admin-drained")
+    addr = f"127.0.0.1:{grpc_port}"
+    try:
+        client.start()
+        assert client.await_ready(10)
+        assert cli.main(["drain", "public.nope", "--address", addr]) == 1
+        assert "no replication-fanout target for public.nope" in capsys.readouterr().out
+        asked = time.time()
+        assert (
+            cli.main(["drain", "public.users", "--deadline", "20s", "-a", addr, "-o", "json"]) == 0
+        )
+        resp = json.loads(capsys.readouterr().out)
+        assert resp["accepted"] is True
+        assert resp["drained_targets"] == ["s:public.users:replication-fanout"]
+        wait_until(lambda: client.go_away == "admin", 10, "GoAway")
+        assert asked + 19 < client.drain_deadline_unix_ms / 1000 < asked + 22
+        with grpc.insecure_channel(addr) as ch:
+            drain = ch.unary_unary(
+                "/laredo.v1.LaredoOAMService/DrainReplication",
+                request_serializer=oam_pb2.DrainReplicationRequest.SerializeToString,
+                response_deserializer=oam_pb2.DrainReplicationResponse.FromString,
+            )
+            with pytest.raises(grpc.RpcError) as ei:
+                drain(oam_pb2.DrainReplicationRequest(schema="public"), timeout=10)
+            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        client.stop(save=False)
+        server.stop()
+        assert server.join() == 0
