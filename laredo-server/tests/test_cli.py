@@ -287,7 +287,7 @@ def test_config_validate_and_dump(tmp_path: Path) -> None:
     assert "invalid configuration" in r.stderr
 
 
-@pytest.mark.parametrize("args", [["--output", "yaml", "status"], ["serve"]])
+@pytest.mark.parametrize("args", [["--output", "xml", "status"], ["serve"]])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "LAREDO_CONFIG"}
     r = runner.invoke(cli.app, args, env=env)

@@ -87,7 +87,7 @@ tables = [
   { source = nope, table = t, targets = [ { type = no-such-target } ] }
 ]
 grpc { port = "abc", bogus = 1 }
-fanout { grpc { port = 4002 } }
+fanout { port = 4002 }
 """,
     )
     with pytest.raises(ConfigError) as ei:

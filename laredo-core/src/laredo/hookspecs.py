@@ -46,6 +46,18 @@ def laredo_register_compilers(registry: Registry) -> None:
     """Add row compilers for ``CompiledTarget`` by name: ``factory(**options) -> fn(row)``."""
 
 
+@hookspec
+def laredo_register_connection_providers(registry: Registry) -> None:
+    """Add connection providers by type name (``registry.add("vault", factory,
+    options=Model)``). ``factory(**options)`` returns a provider: a callable
+    ``provider(conninfo: str) -> str | Mapping[str, str]`` that a source calls before every
+    connection it opens (the first and each reconnect) with its configured connection string,
+    and that returns the one to use, whole, or as parameters merged into it (e.g.
+    ``{"password": token}``). Rotating passwords and short-lived tokens (RDS IAM) work this
+    way. A source refers to one with ``connection_provider = { type = <name>, ... }``. The
+    returned secrets are never logged."""
+
+
 # -- persistence ----------------------------------------------------------------------------
 
 

@@ -58,6 +58,7 @@ KINDS: dict[str, str] = {
     "serializer": "laredo_register_serializers",
     "dead_letter_store": "laredo_register_dead_letter_stores",
     "observer": "laredo_register_observers",
+    "connection_provider": "laredo_register_connection_providers",
 }
 
 

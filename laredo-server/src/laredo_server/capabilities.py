@@ -16,6 +16,7 @@ from laredo.types import Row, TableIdentifier
 
 __all__ = [
     "DescribedSource",
+    "DrainableTarget",
     "KeyListingTarget",
     "ListenableTarget",
     "LookupTarget",
@@ -100,3 +101,15 @@ class PipelineLabelled(Protocol):
     """An observer that labels pipeline metrics with ``(source_id, table)`` per pipeline id."""
 
     def bind(self, pipelines: Mapping[str, tuple[str, TableIdentifier | str]]) -> None: ...
+
+
+@runtime_checkable
+class DrainableTarget(Protocol):
+    """Hands its clients over to another server: ``drain(reason, timeout)`` sends every client
+    GoAway with the deadline, serves them until it, then ends their streams and refuses new
+    ones (the ``replication-fanout`` target). Idempotent."""
+
+    def drain(self, reason: str = "draining", timeout: float = 5.0) -> None: ...
+
+    @property
+    def draining(self) -> bool: ...

@@ -1,10 +1,11 @@
-"""The HTTP front end: health probes, Prometheus metrics and the HTTP+JSON (Connect) gateway
-to the services, on one port.
+"""The HTTP front end: health probes, Prometheus metrics and the Connect gateway (JSON and
+binary protobuf) to the services, on one port.
 
 ``GET /health/live`` (200 unless every pipeline of a source failed), ``/health/ready`` (200 when
 every pipeline streams or is paused with its baseline done; 503 while draining),
 ``/health/startup`` and ``/metrics``; ``POST /<service>/<method>`` calls a service
-(:mod:`laredo_server.httpjson`). A failing handler answers 500 and never kills the thread.
+(Connect protocol, :mod:`laredo_server.httpjson`). A failing handler answers 500 and never
+kills the thread.
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ def _handler(rt: ServerRuntime, servicers: dict[str, Any]) -> type[BaseHTTPReque
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            status, ctype, chunks = handle(
-                servicers, self.path.split("?", 1)[0], dict(self.headers), body
-            )
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
+            reply = handle(servicers, self.path.split("?", 1)[0], dict(self.headers), body)
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            if reply.length is not None:
+                self.send_header("Content-Length", str(reply.length))
             self.send_header("Connection", "close")
             self.end_headers()
+            chunks = reply.chunks
             try:
                 for chunk in chunks:
                     self.wfile.write(chunk)

@@ -1,31 +1,52 @@
-"""The OAM and Query services over plain HTTP + JSON (Connect protocol), for ``curl`` users.
+"""The OAM and Query services over the Connect protocol, both codecs, on the HTTP port.
 
-Served on the health/metrics port:
+One implementation for JSON and binary protobuf, so ``curl`` and Connect clients (connect-go,
+connect-es, ``buf curl --protocol connect``) reach every RPC:
 
     curl -s -X POST localhost:8080/laredo.v1.LaredoOAMService/GetStatus \\
          -H 'Content-Type: application/json' -d '{}'
 
-Unary RPCs take and return the protobuf JSON mapping (``application/json``); server-streaming
-RPCs (WatchStatus, Subscribe) use Connect's enveloped ``application/connect+json`` frames
-(5-byte header: flags, big-endian length; the last frame has flag 0x02 and carries the end of
-stream, with ``error`` on failure). Errors of unary calls are ``{"code": "not_found",
-"message": ...}`` with the matching HTTP status. The admin token goes in the
-``Authorization: Bearer <token>`` header, exactly as with gRPC.
+* **Unary** RPCs: ``POST /<service>/<method>`` with ``Content-Type: application/json`` (the
+  protobuf JSON mapping) or ``application/proto`` (binary protobuf); the response uses the same
+  codec. A request body may be gzip-compressed (``Content-Encoding: gzip``).
+* **Server-streaming** RPCs (WatchStatus, Subscribe): ``application/connect+json`` or
+  ``application/connect+proto``; request and response messages are enveloped (1 flags byte,
+  4-byte big-endian length). The last envelope has flag 0x02 and carries the end of the stream
+  as JSON, ``{"error": {"code", "message"}, "metadata": {}}``, whatever the codec.
+* **Errors**: a unary error is ``{"code": "not_found", "message": ...}`` (always JSON) with the
+  HTTP status of Connect's table (:data:`HTTP_STATUS`); a streaming error is the end-of-stream
+  message of an HTTP 200 response. An unsupported content type is HTTP 415.
+* ``Connect-Timeout-Ms`` is the call's deadline (``context.time_remaining()``). The admin token
+  goes in ``Authorization: Bearer <token>``, exactly as with gRPC.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import struct
-from collections.abc import Iterator, Mapping
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 
 from ._proto.laredo_proto.v1 import oam_pb2, query_pb2
 
-__all__ = ["HttpAbort", "HttpContext", "handle"]
+__all__ = [
+    "CODECS",
+    "HTTP_STATUS",
+    "Codec",
+    "HttpAbort",
+    "HttpContext",
+    "Reply",
+    "envelope",
+    "handle",
+]
 
 HTTP_STATUS = {
     "canceled": 499,
@@ -45,11 +66,54 @@ HTTP_STATUS = {
     "data_loss": 500,
     "unauthenticated": 401,
 }
+"""Connect error code -> HTTP status of a unary error response."""
 
 _MODULES = {
     "laredo.v1.LaredoOAMService": oam_pb2,
     "laredo.v1.LaredoQueryService": query_pb2,
 }
+
+END_STREAM = 0x02
+COMPRESSED = 0x01
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """One Connect content type: its codec (``json`` or ``proto``) and whether it is the
+    enveloped streaming form."""
+
+    content_type: str
+    name: str
+    streaming: bool
+
+    def decode(self, data: bytes, cls: type[Any]) -> Any:
+        if self.name == "proto":
+            return cls.FromString(data)
+        return json_format.Parse(data.decode("utf-8") or "{}", cls())
+
+    def encode(self, msg: Any) -> bytes:
+        if isinstance(msg, bytes):  # pre-serialised protobuf
+            if self.name == "proto":
+                return msg
+            raise TypeError("a pre-serialised message cannot be sent as JSON")
+        if self.name == "proto":
+            out: bytes = msg.SerializeToString()
+            return out
+        return str(
+            json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=None)
+        ).encode()
+
+
+CODECS = {
+    c.content_type: c
+    for c in (
+        Codec("application/json", "json", False),
+        Codec("application/proto", "proto", False),
+        Codec("application/connect+json", "json", True),
+        Codec("application/connect+proto", "proto", True),
+    )
+}
+"""Every content type served, by its ``Content-Type``."""
 
 
 class HttpAbort(Exception):
@@ -60,16 +124,24 @@ class HttpAbort(Exception):
 
     @property
     def connect_code(self) -> str:
-        return str(self.code.name).lower()
+        return connect_code(self.code)
+
+
+def connect_code(code: grpc.StatusCode) -> str:
+    """Connect's name of a gRPC status code (``NOT_FOUND`` -> ``not_found``)."""
+    return "canceled" if code is grpc.StatusCode.CANCELLED else str(code.name).lower()
 
 
 class HttpContext:
     """The subset of ``grpc.ServicerContext`` the services use."""
 
-    def __init__(self, headers: Mapping[str, str]) -> None:
+    def __init__(self, headers: Mapping[str, str], deadline: float | None = None) -> None:
         self._md = [(k.lower(), v) for k, v in headers.items()]
         self._active = True
         self._callbacks: list[Any] = []
+        self._deadline = deadline
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
 
     def invocation_metadata(self) -> list[tuple[str, str]]:
         return self._md
@@ -77,34 +149,105 @@ class HttpContext:
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise HttpAbort(code, details)
 
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def set_details(self, details: str) -> None:
+        self._details = details
+
+    def time_remaining(self) -> float | None:
+        """Seconds left before the ``Connect-Timeout-Ms`` deadline (None: no deadline)."""
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        """The ``Connect-Timeout-Ms`` deadline has passed."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def peer(self) -> str:
+        return "http"
+
     def is_active(self) -> bool:
-        return self._active
+        return self._active and not self.expired()
 
     def add_callback(self, cb: Any) -> bool:
         self._callbacks.append(cb)
         return True
 
+    def as_abort(self, exc: BaseException) -> HttpAbort:
+        """What an exception escaping a servicer answers: the code set with ``set_code``
+        (the generated base class does that for an unimplemented method), else INTERNAL."""
+        if isinstance(exc, HttpAbort):
+            return exc
+        if self._code is not None and self._code is not grpc.StatusCode.OK:
+            return HttpAbort(self._code, self._details or str(exc))
+        return HttpAbort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
     def close(self) -> None:
         self._active = False
-        for cb in self._callbacks:
+        callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
             try:
                 cb()
             except Exception:  # a failing cleanup must not mask the response
                 continue
 
 
-def _envelope(flags: int, payload: bytes) -> bytes:
+def envelope(flags: int, payload: bytes) -> bytes:
+    """One Connect envelope: flags byte, big-endian length, payload."""
     return struct.pack(">BI", flags, len(payload)) + payload
 
 
-def _to_json(msg: Any) -> str:
-    return str(json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=None))
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An HTTP answer: status, content type, the body chunks, and its length when it is known
+    before sending (unary answers; None for a stream)."""
+
+    status: int
+    content_type: str
+    chunks: Iterator[bytes]
+    length: int | None = None
+
+
+def _error(status: int, code: str, message: str) -> Reply:
+    body = json.dumps({"code": code, "message": message}).encode()
+    return Reply(status, "application/json", iter([body]), len(body))
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    for k, v in headers.items():
+        if k.lower() == name:
+            return v
+    return ""
+
+
+def _decompress(data: bytes, encoding: str) -> bytes:
+    enc = encoding.strip().lower()
+    if enc in ("", "identity"):
+        return data
+    if enc == "gzip":
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"bad gzip body: {exc}") from None
+    raise LookupError(f"unsupported compression {encoding!r} (use gzip or identity)")
+
+
+def _deadline(headers: Mapping[str, str]) -> float | None:
+    text = _header(headers, "connect-timeout-ms").strip()
+    if not text.isdigit():
+        return None
+    return time.monotonic() + int(text) / 1000
+
+
+def _allowed(streaming: bool) -> str:
+    names = [c for c, codec in CODECS.items() if codec.streaming == streaming]
+    return " or ".join(names)
 
 
 def handle(
     servicers: Mapping[str, Any], path: str, headers: Mapping[str, str], body: bytes
-) -> tuple[int, str, Iterator[bytes]]:
-    """``(http status, content type, body chunks)`` for ``POST /<service>/<method>``."""
+) -> Reply:
+    """The answer to ``POST /<service>/<method>`` (see the module docstring)."""
     _, _, rest = path.partition("/")
     service, _, method = rest.partition("/")
     module = _MODULES.get(service)
@@ -112,54 +255,86 @@ def handle(
     desc = module.DESCRIPTOR.services_by_name.get(service.rsplit(".", 1)[-1]) if module else None
     mdesc = desc.methods_by_name.get(method) if desc is not None else None
     if servicer is None or mdesc is None or module is None:
-        return _error(404, "not_found", f"no RPC {path!r}: use /<service>/<method>")
+        return _error(404, "unimplemented", f"no RPC {path!r}: use /<service>/<method>")
     streaming = bool(mdesc.server_streaming)
-    ctype = headers.get("content-type", headers.get("Content-Type", "")).split(";")[0].strip()
-    want = "application/connect+json" if streaming else "application/json"
-    if ctype != want:
-        return _error(415, "invalid_argument", f"send Content-Type: {want}")
-    if streaming:
-        if len(body) < 5:
-            return _error(400, "invalid_argument", "missing the enveloped request message")
-        _flags, n = struct.unpack(">BI", body[:5])
-        body = body[5 : 5 + n]
+    ctype = _header(headers, "content-type").split(";")[0].strip().lower()
+    codec = CODECS.get(ctype)
+    if codec is None or codec.streaming != streaming:
+        kind = "server-streaming" if streaming else "unary"
+        return _error(
+            415, "invalid_argument", f"{method} is {kind}: send Content-Type {_allowed(streaming)}"
+        )
     request_cls = getattr(module, mdesc.input_type.name)
+    fn: Callable[..., Any] = getattr(servicer, method)
+    ctx = HttpContext(headers, _deadline(headers))
+    if streaming:
+        return Reply(
+            200,
+            codec.content_type,
+            _stream(fn, ctx, codec, request_cls=request_cls, headers=headers, body=body),
+        )
     try:
-        request = json_format.Parse(body.decode() or "{}", request_cls())
-    except (json_format.ParseError, UnicodeDecodeError) as exc:
-        return _error(400, "invalid_argument", f"bad request JSON: {exc}")
-    ctx = HttpContext(headers)
-    fn = getattr(servicer, method)
-    if not streaming:
+        request = codec.decode(_decompress(body, _header(headers, "content-encoding")), request_cls)
+    except LookupError as exc:
+        return _error(HTTP_STATUS["unimplemented"], "unimplemented", str(exc))
+    except (json_format.ParseError, DecodeError, UnicodeDecodeError, ValueError) as exc:
+        return _error(400, "invalid_argument", f"bad {codec.name} request: {exc}")
+    try:
+        resp = fn(request, ctx)
+        data = codec.encode(resp)
+    except Exception as exc:
+        err = ctx.as_abort(exc)
+        return _error(HTTP_STATUS.get(err.connect_code, 500), err.connect_code, err.details)
+    finally:
+        ctx.close()
+    return Reply(200, codec.content_type, iter([data]), len(data))
+
+
+def _read_request(
+    codec: Codec, request_cls: type[Any], headers: Mapping[str, str], body: bytes
+) -> Any:
+    if len(body) < 5:
+        raise ValueError("missing the enveloped request message")
+    flags, n = struct.unpack(">BI", body[:5])
+    payload = body[5 : 5 + n]
+    if len(payload) != n:
+        raise ValueError(f"truncated envelope: {len(payload)} of {n} bytes")
+    if flags & COMPRESSED:
+        payload = _decompress(payload, _header(headers, "connect-content-encoding") or "gzip")
+    return codec.decode(payload, request_cls)
+
+
+def _stream(
+    fn: Callable[..., Any],
+    ctx: HttpContext,
+    codec: Codec,
+    *,
+    request_cls: type[Any],
+    headers: Mapping[str, str],
+    body: bytes,
+) -> Iterator[bytes]:
+    """The envelopes of a server-streaming call; every error goes in the end-of-stream
+    message (the HTTP status is already 200)."""
+    end: dict[str, Any] = {}
+    try:
         try:
-            resp = fn(request, ctx)
-        except HttpAbort as exc:
-            return _error(HTTP_STATUS.get(exc.connect_code, 500), exc.connect_code, exc.details)
-        finally:
-            ctx.close()
-        return 200, "application/json", iter([_to_json(resp).encode()])
-
-    def frames() -> Iterator[bytes]:
-        end: dict[str, Any] = {}
-        try:
-            for msg in fn(request, ctx):
-                yield _envelope(0, _to_json(msg).encode())
-        except HttpAbort as exc:
-            end = {"error": {"code": exc.connect_code, "message": exc.details}}
-        except GeneratorExit:
-            ctx.close()
-            raise
-        finally:
-            ctx.close()
-        yield _envelope(2, json.dumps(end).encode())
-
-    # auth and argument errors surface as the first frame's end-of-stream error
-    return 200, "application/connect+json", frames()
-
-
-def _error(status: int, code: str, message: str) -> tuple[int, str, Iterator[bytes]]:
-    return (
-        status,
-        "application/json",
-        iter([json.dumps({"code": code, "message": message}).encode()]),
-    )
+            request = _read_request(codec, request_cls, headers, body)
+        except LookupError as exc:
+            raise HttpAbort(grpc.StatusCode.UNIMPLEMENTED, str(exc)) from None
+        except (json_format.ParseError, DecodeError, UnicodeDecodeError, ValueError) as exc:
+            raise HttpAbort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"bad {codec.name} request: {exc}"
+            ) from None
+        for msg in fn(request, ctx):
+            yield envelope(0, codec.encode(msg))
+        if ctx.expired():
+            raise HttpAbort(grpc.StatusCode.DEADLINE_EXCEEDED, "the call's deadline passed")
+    except GeneratorExit:  # the client went away: end the call now
+        ctx.close()
+        raise
+    except Exception as exc:
+        err = ctx.as_abort(exc)
+        end = {"error": {"code": err.connect_code, "message": err.details}}
+    finally:
+        ctx.close()
+    yield envelope(END_STREAM, json.dumps({**end, "metadata": {}}).encode())

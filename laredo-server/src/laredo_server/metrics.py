@@ -22,7 +22,14 @@ from laredo.observers import NullObserver
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, PipelineState, TableIdentifier
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CONTENT_TYPE", "PrometheusObserver", "PrometheusOptions"]
+__all__ = ["CONTENT_TYPE", "DEPRECATED_METRICS", "PrometheusObserver", "PrometheusOptions"]
+
+DEPRECATED_METRICS = {
+    "laredo_validation_expected_row_count": "laredo_validation_expected_rows",
+    "laredo_validation_target_row_count": "laredo_validation_target_rows",
+}
+"""Names kept from Go Laredo that promtool's lint rejects (gauges named ``*_count``) -> the
+conformant twin exported beside each. ``deprecated_names = False`` drops them."""
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0)
@@ -86,6 +93,9 @@ class PrometheusObserver(NullObserver):
         self._pipes: dict[str, LabelKey] = {}
         self._collectors: list[Callable[[], Iterable[tuple[str, str, str, LabelKey, float]]]] = []
         self._started = time.time()
+        self.deprecated_names = True
+        """Also export the names of :data:`DEPRECATED_METRICS` (server config:
+        ``observability.metrics.deprecated_names``)."""
         for name, kind, help_ in _DEFS:
             self._families[name] = _Family(name, kind, help_)
 
@@ -145,6 +155,11 @@ class PrometheusObserver(NullObserver):
                     total = (total or 0) + v
             return total
 
+    @staticmethod
+    def families() -> list[tuple[str, str, str]]:
+        """``(name, type, help)`` of every metric the observer can export."""
+        return list(_DEFS)
+
     # -- rendering ----------------------------------------------------------------------------
     def render(self) -> str:
         lines: list[str] = []
@@ -172,7 +187,7 @@ class PrometheusObserver(NullObserver):
             )
         )
         for name, kind, help_, values in fams:
-            if not values:
+            if not values or (not self.deprecated_names and name in DEPRECATED_METRICS):
                 continue
             lines.append(f"# HELP {name} {help_}")
             lines.append(f"# TYPE {name} {kind}")
@@ -358,8 +373,13 @@ class PrometheusObserver(NullObserver):
             "laredo_validation_runs_total", (*labels, ("result", "match" if match else "mismatch"))
         )
         with self._lock:
-            self._families["laredo_validation_expected_row_count"].values[labels] = source_count
-            self._families["laredo_validation_target_row_count"].values[labels] = target_count
+            for name, value in (
+                ("laredo_validation_expected_rows", source_count),
+                ("laredo_validation_target_rows", target_count),
+                ("laredo_validation_expected_row_count", source_count),
+                ("laredo_validation_target_row_count", target_count),
+            ):
+                self._families[name].values[labels] = value
 
     # -- fan-out -------------------------------------------------------------------------------
     def on_fanout_client_connected(self, pipeline_id: str, client_id: str, mode: Any) -> None:
@@ -475,8 +495,20 @@ _DEFS: tuple[tuple[str, str, str], ...] = (
     ("laredo_dead_letters_total", "counter", "Changes written to the dead-letter store."),
     ("laredo_rows_expired_total", "counter", "Rows removed by TTL."),
     ("laredo_validation_runs_total", "counter", "Row-count validations by result."),
-    ("laredo_validation_expected_row_count", "gauge", "Expected row count at validation."),
-    ("laredo_validation_target_row_count", "gauge", "Target row count at validation."),
+    ("laredo_validation_expected_rows", "gauge", "Rows the source holds at validation."),
+    ("laredo_validation_target_rows", "gauge", "Rows the target holds at validation."),
+    (
+        "laredo_validation_expected_row_count",
+        "gauge",
+        "Deprecated Go Laredo name of laredo_validation_expected_rows (a gauge named *_count "
+        "fails promtool's lint); removed in 0.3.",
+    ),
+    (
+        "laredo_validation_target_row_count",
+        "gauge",
+        "Deprecated Go Laredo name of laredo_validation_target_rows (a gauge named *_count "
+        "fails promtool's lint); removed in 0.3.",
+    ),
     ("laredo_fanout_client_connects_total", "counter", "Fan-out client connections."),
     ("laredo_fanout_clients_connected", "gauge", "Connected fan-out clients."),
     ("laredo_fanout_client_disconnects_total", "counter", "Fan-out client disconnections."),

@@ -25,7 +25,7 @@ from laredo.replay import SnapshotReplay
 from laredo.types import PipelineState, SnapshotDescriptor, TableIdentifier
 
 from . import __version__
-from .capabilities import PipelineLabelled
+from .capabilities import DrainableTarget, PipelineLabelled
 from .config import Built
 from .metrics import PrometheusObserver
 from .state import ServiceState
@@ -297,7 +297,41 @@ class ServerRuntime:
             f.close()
 
     def begin_drain(self) -> None:
+        """Readiness turns 503; with ``shutdown.drain`` > 0, fan-out clients also get GoAway
+        with that deadline to hand off before the server stops."""
         self.draining = True
+        if self.drain > 0:
+            self.drain_replication(None, self.drain, reason="server shutting down")
+
+    def drainable_targets(
+        self, table: TableIdentifier | None = None
+    ) -> list[tuple[str, DrainableTarget]]:
+        """``(pipeline id, target)`` of every target that can hand its clients off (fan-out
+        targets), of ``table`` only when given."""
+        return [
+            (c.pipeline_id(), c.target)
+            for c in self.engine.pipeline_configs
+            if isinstance(c.target, DrainableTarget) and (table is None or c.table_id == table)
+        ]
+
+    def drain_replication(
+        self, table: TableIdentifier | None, deadline: float, reason: str = "admin"
+    ) -> list[str]:
+        """Drain the fan-out targets (of ``table``, else all): their clients get GoAway
+        carrying ``deadline`` (seconds from now) and hand off; new clients are refused.
+        Returns the drained pipeline ids."""
+        drained = []
+        for pid, target in self.drainable_targets(table):
+            target.drain(reason, deadline)
+            drained.append(pid)
+        if drained:
+            logger.info(
+                "draining fan-out %s: clients have %.1fs to hand off (%s)",
+                ", ".join(drained),
+                deadline,
+                reason,
+            )
+        return drained
 
     def token_required(self, admin: bool) -> str | None:
         """The token a call must carry (None: no check): admin calls need it when a token is

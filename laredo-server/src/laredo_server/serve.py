@@ -102,6 +102,7 @@ def runtime_from_config(
         grace_period=model.shutdown.grace_period,
         source_types={sid: s.type for sid, s in model.sources.items()},
     )
+    rt.metrics.deprecated_names = model.observability.metrics.deprecated_names
     if load is not None:
         reloader = ConfigReloader(rt, model, load, timeout=model.shutdown.grace_period)
         rt.reloader = reloader

@@ -9,6 +9,7 @@ from laredo.hookspecs import hookimpl
 from laredo.preflight import CheckRegistry, CheckRequest, Finding
 from laredo.registry import Registry
 
+from .credentials import EnvProviderOptions, FileProviderOptions, env_provider, file_provider
 from .options import PostgresSourceOptions
 
 
@@ -46,4 +47,22 @@ def laredo_register_checks(registry: CheckRegistry) -> None:
         _check,
         description="wal_level, slots and senders, privileges, publication, tables and "
         "columns, replica identity, the slot (read-only)",
+    )
+
+
+@hookimpl
+def laredo_register_connection_providers(registry: Registry) -> None:
+    registry.add(
+        "env",
+        env_provider,
+        options=EnvProviderOptions,
+        description="re-reads an environment variable (password or connection) at every connect",
+        takes_options=True,
+    )
+    registry.add(
+        "file",
+        file_provider,
+        options=FileProviderOptions,
+        description="re-reads a file (password or connection) at every connect",
+        takes_options=True,
     )

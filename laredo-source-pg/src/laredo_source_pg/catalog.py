@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from psycopg import abc, pq, sql
 from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from .credentials import ConnectionProvider, build_provider
 from .dsn import mask_dsn, mask_text
 from .options import PostgresSourceOptions
 
@@ -36,8 +37,10 @@ __all__ = [
     "check_conninfo",
     "quote_ident",
     "quote_literal",
+    "resolve_conninfo",
     "slot_row",
     "table_sql",
+    "tls_hint",
 ]
 
 STREAM_OPTIONS = "-c datestyle=ISO,YMD -c intervalstyle=postgres -c extra_float_digits=3"
@@ -71,6 +74,55 @@ def check_conninfo(dsn: str) -> None:
         ) from None
 
 
+def resolve_conninfo(conninfo: str, provider: ConnectionProvider | None, what: str) -> str:
+    """The connection string of one connection attempt: ``conninfo`` as configured, or what
+    the connection ``provider`` makes of it (a whole string, or parameters merged into
+    ``conninfo``). A failing provider is a ``TransientError`` (the attempt fails and is
+    retried), its message masked; what it returns is never logged."""
+    if provider is None:
+        return conninfo
+    try:
+        got = provider(conninfo)
+    except Exception as exc:
+        raise TransientError(
+            f"{what}: connection provider failed: {type(exc).__name__}: {mask_text(str(exc))}"
+        ) from None
+    if isinstance(got, str):
+        return got
+    if isinstance(got, Mapping):
+        try:
+            return make_conninfo(conninfo, **{str(k): str(v) for k, v in got.items()})
+        except psycopg.Error:
+            raise TransientError(
+                f"{what}: the connection provider returned parameters libpq does not know "
+                f"({', '.join(sorted(map(str, got)))})"
+            ) from None
+    raise TransientError(
+        f"{what}: the connection provider returned a {type(got).__name__}; return a "
+        "connection string or a mapping of libpq parameters"
+    )
+
+
+def tls_hint(error: str, params: Mapping[str, Any]) -> str:
+    """What to check when a TLS connection failed (empty when it is not a TLS problem)."""
+    text = error.lower()
+    mode = str(params.get("sslmode") or "")
+    if "certificate verify failed" in text:
+        root = params.get("sslrootcert") or "~/.postgresql/root.crt"
+        return (
+            f" (sslmode={mode or 'verify-*'}: the server's certificate is not signed by a CA "
+            f"in sslrootcert={root}; give the CA that signed it)"
+        )
+    if "does not match host name" in text or "server certificate for" in text:
+        return (
+            " (sslmode=verify-full: the host in the connection string must be a name or IP "
+            "address the server's certificate lists; use that name, or sslmode=verify-ca)"
+        )
+    if "server does not support ssl" in text:
+        return f" (sslmode={mode}: the server has ssl = off; turn it on, or lower sslmode)"
+    return ""
+
+
 class Connections:
     """The query connection (catalog, baseline), the replication connection (slot commands,
     streaming) and the side connection (reader thread, lag): never blocked by a baseline
@@ -78,6 +130,8 @@ class Connections:
 
     def __init__(self, options: PostgresSourceOptions) -> None:
         self.dsn = options.connection
+        self.provider = build_provider(options.connection_provider)
+        """Asked for the connection string at every connect (``connection_provider``)."""
         self.slot_name = options.slot_name
         self.connect_timeout = options.connect_timeout
         self.transformer: abc.Transformer | None = None
@@ -88,8 +142,15 @@ class Connections:
         self._monitor_lock = threading.Lock()
 
     def connect(self, *, replication: bool = False) -> psycopg.Connection[Any]:
-        """A new autocommit connection; ``TransientError`` (password masked) when it fails."""
-        params = conninfo_to_dict(self.dsn)
+        """A new autocommit connection; ``TransientError`` (password masked) when it fails.
+        The connection provider, if any, is asked for the connection string every time."""
+        kind = "replication" if replication else "query"
+        what = f"postgresql source {self.slot_name!r}: {kind} connection"
+        dsn = resolve_conninfo(self.dsn, self.provider, what)
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.Error:
+            raise TransientError(f"{what}: invalid connection string {mask_dsn(dsn)!r}") from None
         kwargs: dict[str, Any] = {}
         if "application_name" not in params:
             kwargs["application_name"] = f"laredo:{self.slot_name}"
@@ -100,13 +161,12 @@ class Connections:
             existing = str(params.get("options", "") or "")
             kwargs["options"] = f"{existing} {STREAM_OPTIONS}".strip()
         try:
-            conninfo = make_conninfo(self.dsn, **kwargs)
+            conninfo = make_conninfo(dsn, **kwargs)
             return psycopg.connect(conninfo, autocommit=True)
         except psycopg.Error as exc:
-            kind = "replication" if replication else "query"
             raise TransientError(
-                f"postgresql source {self.slot_name!r}: {kind} connection to "
-                f"{mask_dsn(self.dsn)!r} failed: {mask_text(str(exc)).strip()}"
+                f"{what} to {mask_dsn(dsn)!r} failed: {mask_text(str(exc)).strip()}"
+                f"{tls_hint(str(exc), params)}"
             ) from None
 
     def query(self) -> psycopg.Connection[Any]:

@@ -24,7 +24,8 @@ from laredo.errors import TransientError
 from laredo.preflight import CheckRequest, Finding, TableUse, missing_field_findings
 from laredo.types import TableIdentifier
 
-from .catalog import quote_ident, quote_literal
+from .catalog import quote_ident, quote_literal, resolve_conninfo
+from .credentials import build_provider
 from .dsn import mask_text
 from .introspect import TableSummary, connect_readonly, describe_table, user_tables
 from .options import PUBLISH_OPERATIONS, PostgresSourceOptions
@@ -508,7 +509,9 @@ def check_source(request: CheckRequest) -> list[Finding]:
     if not isinstance(opts, PostgresSourceOptions):
         opts = PostgresSourceOptions.model_validate(opts)
     try:
-        conn = connect_readonly(opts.connection, opts.connect_timeout)
+        provider = build_provider(opts.connection_provider)
+        dsn = resolve_conninfo(opts.connection, provider, f"{request.where}.connection_provider")
+        conn = connect_readonly(dsn, opts.connect_timeout)
     except TransientError as exc:
         return [
             Finding.error(

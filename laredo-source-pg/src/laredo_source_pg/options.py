@@ -8,8 +8,9 @@ import pydantic
 from laredo.errors import ConfigError
 from laredo.registry import format_validation_error
 from laredo.units import Duration, OptionalDuration
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .credentials import check_provider_spec
 from .dsn import mask_dsn, mask_text
 
 __all__ = [
@@ -106,8 +107,14 @@ class PostgresSourceOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    connection: str
-    """Any libpq connection string (URI or ``key=value``). Never logged unmasked."""
+    connection: str = ""
+    """Any libpq connection string (URI or ``key=value``). Never logged unmasked. Required
+    unless ``connection_provider`` gives the whole string."""
+    connection_provider: Any = None
+    """Called before every connection (first connect and each reconnect) with ``connection``;
+    returns the string to use or parameters merged into it (a rotated password, an RDS IAM
+    token): ``{type = env | file | <plugin>, ...}``, ``"package.module:function"`` or a
+    callable (see :mod:`laredo_source_pg.credentials`)."""
     slot_mode: Literal["ephemeral", "stateful"] = "ephemeral"
     slot_name: str = "laredo_slot"
     publication: PublicationOptions = Field(default_factory=PublicationOptions)
@@ -130,14 +137,21 @@ class PostgresSourceOptions(BaseModel):
     connect_timeout: Duration = Field(default=10.0, gt=0)
     """Durations are seconds or text such as ``"5s"`` (see :mod:`laredo.units`)."""
 
-    @field_validator("connection")
+    @field_validator("connection_provider")
     @classmethod
-    def _check_connection(cls, value: str) -> str:
-        if not value or not value.strip():
-            raise ValueError("connection must be a libpq connection string (URI or key=value)")
+    def _check_provider(cls, value: Any) -> Any:
+        return check_provider_spec(value)
+
+    @model_validator(mode="after")
+    def _check_connection(self) -> PostgresSourceOptions:
         # Parse errors are raised by PostgresSource itself, with the password masked: a
         # pydantic error here would echo the raw input (and its password).
-        return value
+        if not self.connection.strip() and self.connection_provider is None:
+            raise ValueError(
+                "connection must be a libpq connection string (URI or key=value), unless "
+                "connection_provider gives it"
+            )
+        return self
 
     @field_validator("slot_name")
     @classmethod

@@ -15,6 +15,13 @@ local_snapshot_path="users.replica", client_id="svc-a-1", filters=[...])``
   intervals counts as a broken connection.
 * ``stop()`` saves the replica to ``local_snapshot_path`` (when set) so the next start asks only
   for the changes after it.
+* Hand-off: when the server drains, it sends GoAway with a deadline. The replica keeps applying
+  that stream while it looks, on new connections, for a server at the address that is not
+  draining (another instance behind a load balancer); it switches as soon as one answers, else
+  when the old stream ends at the deadline. Until the deadline plus ``reconnect_max`` it
+  reconnects every ~0.2 s (a restarted server is picked up at once), and it resumes where it
+  was: by sequence in the same journal, by source position in another one. No change is
+  skipped or applied twice.
 """
 
 from __future__ import annotations
@@ -60,6 +67,9 @@ STATUS = "/laredo.replication.v1.LaredoReplicationService/GetReplicationStatus"
 _A = _wire.ACTION_FROM_PB
 _LOCAL_VERSION = 1
 
+HANDOFF_RETRY = 0.2
+"""Seconds (jittered) between attempts to reach a server while handing off after a GoAway."""
+
 
 class GapError(TransientError):
     """The stream skipped entries this replica has not seen: reconnect."""
@@ -104,7 +114,12 @@ def build_request(
 
 
 def open_channel(address: str, root_certificates: bytes | None = None) -> grpc.Channel:
-    opts = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    """A channel with its own connection (a local subchannel pool: a new channel never reuses
+    the connection of another one, e.g. to a server that is draining)."""
+    opts = [
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
     if root_certificates is not None:
         return grpc.secure_channel(
             address, grpc.ssl_channel_credentials(root_certificates), options=opts
@@ -132,6 +147,12 @@ class FanOutClient:
     ) -> None:
         if not address or ":" not in address:
             raise ConfigError(f"fan-out client: address {address!r} must be host:port")
+        if local_snapshot_path is not None and Path(local_snapshot_path).is_dir():
+            raise ConfigError(
+                f"fan-out client: local_snapshot_path {str(local_snapshot_path)!r} is a "
+                "directory; give the path of a file in it (e.g. "
+                f"{str(Path(local_snapshot_path) / 'replica.jsonl')!r})"
+            )
         self.address = address
         self.table = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
         self.client_id = client_id
@@ -162,6 +183,12 @@ class FanOutClient:
         self.reconnects = 0
         self.last_error: str = ""
         self.go_away: str = ""
+        self.drain_deadline_unix_ms = 0
+        """The deadline of the last GoAway received (0: none yet)."""
+        self.handoffs = 0
+        """Streams ended to move to a server that is not draining (after a GoAway)."""
+        self._handoff_until = 0.0
+        """While ``time.monotonic()`` is below it, a GoAway hand-off is in progress."""
         self._initialised = False
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -343,11 +370,20 @@ class FanOutClient:
             self.reconnects += 1
             if progressed:
                 backoff = self._backoff0
-            delay = backoff if not self.go_away else min(backoff, 0.05)
+            if time.monotonic() < self._handoff_until:
+                self._close_channel()  # a new connection: not the draining server's
+                delay = 0.05 if self.go_away else HANDOFF_RETRY
+            else:
+                delay = backoff
             self.go_away = ""
             self._stop.wait(delay * (0.8 + 0.4 * random.random()))
             if not progressed:
                 backoff = min(self._backoff_max, backoff * 2)
+
+    def _close_channel(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
 
     def _stream_once(self) -> bool:
         """One Sync call until it ends; True when it got past the handshake."""
@@ -399,19 +435,61 @@ class FanOutClient:
                     snapshot_rows = None
                     snapshot_begin = None
                 elif kind == "go_away":
-                    self.go_away = msg.go_away.reason or "go away"
-                    logger.info(
-                        "fan-out client %s: server sent GoAway (%s)", self.table, self.go_away
-                    )
-                    if self.last_sequence >= self._catch_up_to:
-                        call.cancel()  # caught up: hand over now instead of at the deadline
-                        return got_handshake
+                    self._on_go_away(msg.go_away, call)
                 elif kind == "resync":
                     raise ResyncRequired(f"server asks for a re-sync: {msg.resync.reason}")
             return got_handshake
         finally:
             if call.is_active():
                 call.cancel()  # a raised GapError/ResyncRequired must not leave it open
+
+    def _on_go_away(self, go_away: Any, call: Any) -> None:
+        """Start the hand-off: keep this stream, and look for a server that is not draining."""
+        self.go_away = go_away.reason or "go away"
+        self.drain_deadline_unix_ms = go_away.drain_deadline_unix_ms
+        left = 0.0
+        if go_away.drain_deadline_unix_ms:
+            left = max(0.0, go_away.drain_deadline_unix_ms / 1000 - time.time())
+        self._handoff_until = time.monotonic() + left + self._backoff_max
+        logger.info(
+            "fan-out client %s: server is draining (%s); handing off within %.1f s",
+            self.table,
+            self.go_away,
+            left,
+        )
+        threading.Thread(
+            target=self._probe, args=(call,), name=f"fanout-handoff-{self.table}", daemon=True
+        ).start()
+
+    def _probe(self, call: Any) -> None:
+        """While the draining stream still delivers, ask the address on new connections for
+        a server that is not draining; when one answers, end the old stream (between two
+        messages: a batch is applied whole) so that the client reconnects there."""
+        while not self._stop.is_set() and call.is_active():
+            if self._other_server_ready():
+                logger.info(
+                    "fan-out client %s: a server that is not draining answers at %s; "
+                    "switching to it",
+                    self.table,
+                    self.address,
+                )
+                self.handoffs += 1
+                call.cancel()
+                return
+            self._stop.wait(HANDOFF_RETRY * (0.5 + random.random()))
+
+    def _other_server_ready(self) -> bool:
+        request = pb.GetReplicationStatusRequest(schema=self.table.schema, table=self.table.table)
+        try:
+            with open_channel(self.address, self._root_certificates) as ch:
+                status = ch.unary_unary(
+                    STATUS,
+                    request_serializer=pb.GetReplicationStatusRequest.SerializeToString,
+                    response_deserializer=pb.GetReplicationStatusResponse.FromString,
+                )(request, timeout=2)
+        except grpc.RpcError:
+            return False
+        return not status.draining
 
     def _watch(self, call: Any) -> None:
         """Cancel the call when the server stays silent for three heartbeat intervals."""
@@ -438,6 +516,7 @@ class FanOutClient:
 
     def _on_handshake(self, h: Any) -> None:
         self.handshakes += 1
+        self._handoff_until = 0.0  # a server took this client: any hand-off is over
         mode = _wire.MODE_FROM_PB.get(h.mode)
         self.mode = mode
         if h.heartbeat_interval_ms:

@@ -1,10 +1,11 @@
 """The ``laredo`` command line: run the server, check configs, and operate a running server.
 
-Global options (before the command): ``--address`` (``LAREDO_ADDRESS``, default
-``localhost:4001``), ``--token`` (``LAREDO_TOKEN``), ``--output table|json``, ``--timeout``,
-``--tls``/``--tls-ca``. Errors print one line on stderr and exit non-zero: 1 for a failed call
-or a not-ready answer, 2 for usage and configuration errors. ``--output json`` prints one JSON
-document per command.
+Global options: ``--address`` (``LAREDO_ADDRESS``, default ``localhost:4001``), ``--token``
+(``LAREDO_TOKEN``), ``--output table|json|yaml``, ``--timeout``, ``--tls``/``--tls-ca``; before
+the command or after it (``laredo status --address A -o json``), unless that command has an
+option of the same name (``laredo wait ... --timeout 30s`` is the wait's own). Errors print one
+line on stderr and exit non-zero: 1 for a failed call or a not-ready answer, 2 for usage and
+configuration errors. ``--output json`` (``yaml``) prints one document per command.
 
 Every command group is a module registering its commands through the
 ``laredo_register_cli_commands(app)`` hook, exactly as plugins do (``app`` is this Typer
@@ -20,6 +21,7 @@ from typing import Annotated, Any
 
 import pluggy
 import typer
+import typer.main
 from rich.console import Console
 from typer.core import TyperGroup
 
@@ -38,7 +40,14 @@ from . import (
 )
 from .common import CliState, Options
 
-__all__ = ["BUILTIN_MODULES", "add_plugin_commands", "app", "create_app", "main"]
+__all__ = [
+    "BUILTIN_MODULES",
+    "add_plugin_commands",
+    "app",
+    "create_app",
+    "hoist_global_options",
+    "main",
+]
 
 BUILTIN_MODULES: tuple[ModuleType, ...] = (
     serve,
@@ -68,6 +77,7 @@ HELP_ORDER = (
     "pause",
     "resume",
     "reset-source",
+    "drain",
     "watch",
     "plugins",
     "version",
@@ -101,7 +111,7 @@ def global_options(
     token: Annotated[
         str | None, typer.Option("--token", envvar="LAREDO_TOKEN", help="admin bearer token")
     ] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+    output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
     timeout: Annotated[float, typer.Option("--timeout", help="seconds per call")] = 10.0,
     tls: Annotated[bool, typer.Option("--tls", help="connect with TLS")] = False,
     tls_ca: Annotated[
@@ -122,8 +132,8 @@ def global_options(
         )
     )
     ctx.obj = cli
-    if output not in ("table", "json"):
-        cli.fail(f"--output must be table or json, not {output!r}", code=2)
+    if output not in ("table", "json", "yaml"):
+        cli.fail(f"--output must be table, json or yaml, not {output!r}", code=2)
 
 
 def create_app() -> typer.Typer:
@@ -162,6 +172,53 @@ app = create_app()
 """The application with the built-in commands (``main`` adds plugin commands when needed)."""
 
 _VALUE_OPTS = frozenset({"--address", "-a", "--token", "--output", "-o", "--timeout", "--tls-ca"})
+_FLAG_OPTS = frozenset({"--tls"})
+
+
+def _takes_value(arg: str, opts: frozenset[str]) -> bool:
+    return arg in opts and "=" not in arg
+
+
+def hoist_global_options(app: typer.Typer, args: list[str]) -> list[str]:
+    """Move the global options written after the command (Go Laredo's CLI takes them there:
+    ``laredo status --address A -o json``) in front of it. An option the command declares
+    itself stays where it is."""
+    group = typer.main.get_command(app)
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if _takes_value(args[i], _VALUE_OPTS) else 1
+    start = i
+    cmd: Any = group
+    while i < len(args) and args[i] in (getattr(cmd, "commands", None) or {}):
+        cmd = cmd.commands[args[i]]
+        i += 1
+    if cmd is group:
+        return args
+    own_value: set[str] = set()
+    own: set[str] = set()
+    for param in cmd.params:
+        if getattr(param, "param_type_name", "") == "option":
+            names = {*param.opts, *param.secondary_opts}
+            own |= names
+            if not param.is_flag and not param.count:
+                own_value |= names
+    moved: list[str] = []
+    kept: list[str] = []
+    rest = args[i:]
+    j = 0
+    while j < len(rest):
+        arg = rest[j]
+        name = arg.split("=", 1)[0]
+        if arg == "--":
+            kept += rest[j:]
+            break
+        width = 2 if (arg in own_value or _takes_value(arg, _VALUE_OPTS)) else 1
+        if name not in own and (name in _VALUE_OPTS or name in _FLAG_OPTS):
+            moved += rest[j : j + width]
+        else:
+            kept += rest[j : j + width]
+        j += width
+    return [*args[:start], *moved, *args[start:i], *kept]
 
 
 def _command_of(args: list[str]) -> str | None:
@@ -191,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     if _command_of(args) not in _builtin_names(cli_app):
         # plugin commands (and --help) need the plugins; built-in commands start faster without
         add_plugin_commands(cli_app)
+    args = hoist_global_options(cli_app, args)
     try:
         cli_app(args=args, prog_name="laredo", standalone_mode=True)
     except SystemExit as exc:

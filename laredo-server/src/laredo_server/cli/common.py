@@ -10,6 +10,7 @@ do not call a server (``--help``, ``version``, ``config validate``) start withou
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "state_name",
     "table_ref",
     "to_dict",
+    "to_yaml",
 ]
 
 hookimpl = pluggy.HookimplMarker("laredo")
@@ -142,8 +144,8 @@ class CliState:
 
     @property
     def json(self) -> bool:
-        """``--output json``: one JSON document per command."""
-        return self.options.output == "json"
+        """``--output json`` (or ``yaml``): one document per command."""
+        return self.options.output in ("json", "yaml")
 
     def fail(self, message: str, code: int = 1) -> NoReturn:
         """Print one error line on stderr and exit with ``code``."""
@@ -171,7 +173,11 @@ class CliState:
 
     # output -----------------------------------------------------------------------------
     def emit_json(self, data: Any) -> None:
-        print(json.dumps(data, indent=2, default=str))
+        """Print ``data`` as JSON, or as YAML with ``--output yaml``."""
+        if self.options.output == "yaml":
+            print(to_yaml(json.loads(json.dumps(data, default=str))), end="")
+        else:
+            print(json.dumps(data, indent=2, default=str))
 
     def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
         t = RichTable(title=title, title_justify="left")
@@ -180,6 +186,56 @@ class CliState:
         for r in rows:
             t.add_row(*["" if v is None else str(v) for v in r])
         self.out.print(t)
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"})
+
+
+def _yaml_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if value == {}:
+        return "{}"
+    if value == []:
+        return "[]"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted one
+
+
+def _yaml_lines(value: Any, depth: int) -> list[str]:
+    pad = "  " * depth
+    nested = (dict, list)
+    out: list[str] = []
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            if isinstance(item, nested) and item:
+                out.append(f"{pad}{_yaml_scalar(str(key))}:")
+                out += _yaml_lines(item, depth + 1)
+            else:
+                out.append(f"{pad}{_yaml_scalar(str(key))}: {_yaml_scalar(item)}")
+    elif isinstance(value, list) and value:
+        for item in value:
+            if isinstance(item, nested) and item:
+                sub = _yaml_lines(item, depth + 1)
+                out += [f"{pad}- {sub[0].lstrip()}", *sub[1:]]
+            else:
+                out.append(f"{pad}- {_yaml_scalar(item)}")
+    else:
+        out.append(pad + _yaml_scalar(value))
+    return out
+
+
+def to_yaml(data: Any) -> str:
+    """A JSON-compatible value (dicts, lists, strings, numbers, booleans, None) as a YAML
+    document (block style; strings quoted whenever they could read as something else)."""
+    return "\n".join(_yaml_lines(data, 0)) + "\n"
 
 
 def state(ctx: typer.Context) -> CliState:

@@ -11,10 +11,18 @@ from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from .common import CliState
 
-__all__ = ["ConfDir", "ConfigOpt", "SetOpt", "exit_with_problems", "load_or_exit"]
+__all__ = [
+    "ConfDir",
+    "ConfigOpt",
+    "SetOpt",
+    "exit_with_problems",
+    "load_or_exit",
+    "print_notes",
+]
 
 ConfDir = Annotated[
     list[str] | None,
@@ -36,11 +44,25 @@ def exit_with_problems(cli: CliState, title: str, problems: Sequence[str]) -> No
     raise typer.Exit(2)
 
 
+def print_notes(cli: CliState, notes: Sequence[str]) -> None:
+    """One ``deprecated:`` line per note on stderr (Go Laredo spellings accepted)."""
+    for note in notes:
+        cli.err.print(
+            f"[yellow]deprecated:[/yellow] {escape(note)}", highlight=False, soft_wrap=True
+        )
+
+
 def load_or_exit(
-    cli: CliState, config: str | None, conf_dir: list[str] | None, sets: list[str] | None
+    cli: CliState,
+    config: str | None,
+    conf_dir: list[str] | None,
+    sets: list[str] | None,
+    *,
+    show_notes: bool = True,
 ) -> Any:
     """The loaded config (``laredo_server.config.LoadedConfig``); every problem listed and
-    exit 2 when it is invalid or no file is given."""
+    exit 2 when it is invalid or no file is given. Deprecation notes (Go Laredo spellings)
+    are printed on stderr unless ``show_notes`` is False (``serve`` logs them instead)."""
     from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
 
     from ..config import load_config  # lazy: pydantic and the engine; only config commands
@@ -49,6 +71,10 @@ def load_or_exit(
     if not path:
         cli.fail("give --config FILE (or set LAREDO_CONFIG)", code=2)
     try:
-        return load_config(path, conf_dirs=conf_dir, sets=sets or ())
+        loaded = load_config(path, conf_dirs=conf_dir, sets=sets or (), log_notes=False)
     except ConfigError as exc:
+        print_notes(cli, getattr(exc, "__notes__", []))
         exit_with_problems(cli, f"[red]invalid configuration[/red] ({path}):", exc.problems)
+    if show_notes:
+        print_notes(cli, loaded.notes)
+    return loaded

@@ -6,6 +6,8 @@ not when the CLI starts: ``import laredo`` alone costs ~0.3 s (pydantic), gRPC ~
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +15,8 @@ import typer
 from ..quickstart import run_quickstart
 from .common import hookimpl, state
 from .configfile import ConfDir, ConfigOpt, SetOpt, exit_with_problems, load_or_exit
+
+logger = logging.getLogger("laredo_server.config")
 
 
 def serve(
@@ -31,6 +35,14 @@ def serve(
     skip_checks: Annotated[
         bool, typer.Option("--skip-checks", help="do not run the preflight checks at startup")
     ] = False,
+    drain_grace: Annotated[
+        str | None,
+        typer.Option(
+            "--drain-grace",
+            help="shutdown.drain: on SIGTERM, report not-ready and hand fan-out clients off "
+            "for this long (e.g. 10s) before stopping",
+        ),
+    ] = None,
 ) -> None:
     """Run the engine with gRPC, health and metrics listeners until SIGTERM/SIGINT.
 
@@ -43,14 +55,16 @@ def serve(
     from ..serve import serve as run_server  # lazy: the server stack (grpc, protobuf, engine)
 
     cli = state(ctx)
-    loaded = load_or_exit(cli, config, conf_dir, set_)
+    sets = [*(set_ or []), *drain_set(drain_grace)]
+    loaded = load_or_exit(cli, config, conf_dir, sets, show_notes=False)
     obs = loaded.model.observability
     setup_logging(log_format or obs.log_format, log_level or obs.log_level)
+    log_notes(loaded.notes)
     main_file = loaded.files[0]
 
     def load_again() -> Any:
         """The configuration re-read as at start (files, conf.d, environment, --set)."""
-        return load_config(main_file, conf_dirs=conf_dir, sets=set_ or ()).model
+        return load_config(main_file, conf_dirs=conf_dir, sets=sets).model
 
     try:
         code = run_server(
@@ -59,6 +73,17 @@ def serve(
     except ConfigError as exc:
         exit_with_problems(cli, "[red]invalid configuration:[/red]", exc.problems)
     raise typer.Exit(code)
+
+
+def drain_set(drain_grace: str | None) -> list[str]:
+    """``--drain-grace`` (Go Laredo's flag) as the ``--set`` of ``shutdown.drain`` it is."""
+    return [] if drain_grace is None else [f"shutdown.drain={json.dumps(drain_grace)}"]
+
+
+def log_notes(notes: list[str]) -> None:
+    """Log each deprecation note once (after logging is set up)."""
+    for note in notes:
+        logger.warning("deprecated: %s", note)
 
 
 def config_validate(
@@ -73,7 +98,14 @@ def config_validate(
     model = loaded.model
     n = sum(len(t.targets) for t in model.tables)
     if cli.json:
-        cli.emit_json({"valid": True, "files": [str(f) for f in loaded.files], "pipelines": n})
+        cli.emit_json(
+            {
+                "valid": True,
+                "files": [str(f) for f in loaded.files],
+                "pipelines": n,
+                "notes": loaded.notes,
+            }
+        )
     else:
         cli.out.print(
             f"[green]config is valid[/green]: {len(model.sources)} source(s), "

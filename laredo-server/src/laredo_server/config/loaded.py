@@ -31,6 +31,9 @@ class LoadedConfig:
     texts: dict[Path, list[str]] = field(default_factory=dict)
     """The lines of every file read (the main file, its includes, conf.d), for :meth:`locate`."""
     model: ServerConfig | None = None
+    notes: list[str] = field(default_factory=list)
+    """Deprecation notes: each Go Laredo spelling accepted (keys, environment forms), naming
+    ours (:mod:`.gocompat`)."""
 
     def locate(self, path: Sequence[Any]) -> str:
         """Best-effort ``file:line`` of a key path (pyhocon keeps no positions)."""

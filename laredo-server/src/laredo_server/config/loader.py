@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 import tempfile
@@ -16,8 +17,11 @@ from typing import Any
 from laredo.errors import ConfigError
 from laredo.units import parse_duration
 
+from .gocompat import apply_go_env, translate_go_keys
 from .loaded import LoadedConfig
 from .validate import validate_tree
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ENV_PREFIX", "load_config", "load_string", "parse_value", "plain_tree"]
 
@@ -236,11 +240,14 @@ def load_config(
     sets: Iterable[str] = (),
     env: Mapping[str, str] | None = None,
     validate: bool = True,
+    log_notes: bool = True,
 ) -> LoadedConfig:
     """Load, merge, override and (by default) validate a configuration.
 
     ``conf_dirs`` defaults to ``<dir of path>/conf.d``. Raises ``ConfigError`` with every
     problem found (syntax, unknown keys, wrong types, unknown plugins, plugin options).
+    Go Laredo spellings are translated (:mod:`.gocompat`); their deprecation notes are in
+    ``notes`` and logged as warnings unless ``log_notes`` is False (the CLI shows them itself).
     """
     problems: list[str] = []
     main = Path(path)
@@ -260,12 +267,23 @@ def load_config(
         if parsed is not None:
             _merge(loaded.tree, parsed)
     loaded.files = files
-    _apply_env(loaded, os.environ if env is None else env, problems)
+    environ = os.environ if env is None else env
+    apply_go_env(loaded.tree, environ, parse_value, loaded.notes, loaded.applied_env)
+    _apply_env(loaded, environ, problems)
     _apply_sets(loaded, sets, problems)
-    if problems:
-        raise ConfigError(problems)
-    if validate:
-        loaded.model = validate_tree(loaded)
+    translate_go_keys(loaded.tree, loaded.notes, problems)
+    if log_notes:
+        for note in loaded.notes:
+            logger.warning("deprecated: %s", note)
+    try:
+        if problems:
+            raise ConfigError(problems)
+        if validate:
+            loaded.model = validate_tree(loaded)
+    except ConfigError as exc:
+        for note in loaded.notes:  # shown with the problems (``exc.__notes__``)
+            exc.add_note(note)
+        raise
     return loaded
 
 

@@ -70,6 +70,10 @@ class MetricsConfig(_Section):
     per_action: bool = True
     """Count applied changes per action (insert/update/delete/truncate); costs one observer
     call per change. False: counts per batch only."""
+    deprecated_names: bool = True
+    """Also export the metric names kept from Go Laredo that promtool's lint rejects
+    (``laredo_validation_*_row_count``; their twins are ``laredo_validation_*_rows``).
+    False gives a lint-clean ``/metrics``. Removed in 0.3."""
 
 
 class ObservabilityConfig(_Section):

@@ -48,6 +48,10 @@ __all__ = ["OAM_SERVICE", "OamService"]
 
 OAM_SERVICE = "laredo.v1.LaredoOAMService"
 
+DEFAULT_DRAIN_DEADLINE = 30.0
+"""Seconds fan-out clients get to hand off on DrainReplication without a deadline, when
+``shutdown.drain`` is 0."""
+
 
 class OamService(oam_grpc.LaredoOAMServiceServicer):
     """The OAM service of one runtime."""
@@ -255,6 +259,32 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return oam.ResetSourceResponse(
             accepted=True,
             message=f"source {sid}: replication slot{what} reset; the next start re-baselines",
+        )
+
+    @rpc(admin=True)
+    def DrainReplication(
+        self, request: oam.DrainReplicationRequest, context: grpc.ServicerContext
+    ) -> oam.DrainReplicationResponse:
+        """Fan-out clients of one table (schema and table) or of every table (neither) get
+        GoAway with the deadline and hand off; those targets refuse new clients from now on
+        (until the server restarts). Nothing to drain: ``accepted = false``."""
+        if bool(request.schema) and not request.table:
+            raise ValueError("give schema and table together, or neither (every fan-out table)")
+        if request.drain_deadline_seconds < 0:
+            raise ValueError("drain_deadline_seconds must be >= 0 (0: the server's default)")
+        table = table_id(request.schema, request.table) if request.table else None
+        deadline = float(request.drain_deadline_seconds) or self.rt.drain or DEFAULT_DRAIN_DEADLINE
+        drained = self.rt.drain_replication(table, deadline)
+        if not drained:
+            where = f" for {table}" if table is not None else ""
+            return oam.DrainReplicationResponse(
+                accepted=False, message=f"no replication-fanout target{where}: nothing to drain"
+            )
+        return oam.DrainReplicationResponse(
+            accepted=True,
+            message=f"draining {len(drained)} fan-out target(s): clients got GoAway and have "
+            f"{deadline:g}s to hand off; new clients are refused",
+            drained_targets=drained,
         )
 
     @rpc()
