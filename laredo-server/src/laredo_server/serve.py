@@ -171,11 +171,15 @@ def serve(
             rt.stop(grace=5)
         return 1
     if ready_file:
-        Path(ready_file).write_text(
+        # atomically: a watcher that sees the file never reads it half-written
+        ready = Path(ready_file)
+        tmp = ready.with_name(f".{ready.name}.tmp")
+        tmp.write_text(
             json.dumps(
                 {"grpc_port": rt.listeners.grpc_port, "health_port": rt.listeners.health_port}
             )
         )
+        tmp.replace(ready)
     if on_started is not None:
         on_started(rt)
     # the last startup line: after the first baselines when they are quick, so that it is
