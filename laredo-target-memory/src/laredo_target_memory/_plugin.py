@@ -19,7 +19,7 @@ from .compilers import (
     namedtuple_compiler,
     object_compiler,
 )
-from .indexed import LOOKUP_INDEX, IndexedTarget
+from .indexed import LOOKUP_INDEX, IndexedTarget, Storage
 
 
 class IndexOptions(BaseModel):
@@ -47,6 +47,14 @@ class IndexedMemoryOptions(BaseModel):
         description="fields of the unique lookup index; also the key when the table has no PK",
     )
     indexes: list[IndexOptions] = Field(default_factory=list, description="secondary indexes")
+    storage: Storage = Field(
+        default="packed",
+        description=(
+            "packed (default: rows packed into bytes, ~1/3 of dict rows), compact (rows in "
+            "pages with an array key index: least memory, slower writes), dict (row dicts: "
+            "fastest writes, most memory)"
+        ),
+    )
 
     @field_validator("lookup_fields", mode="before")
     @classmethod
