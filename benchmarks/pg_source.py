@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import ctypes
 import gc
+import json
 import os
 import random
 import select
@@ -38,6 +39,7 @@ import shutil
 import statistics
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -280,37 +282,31 @@ def bench_baseline(pg: EmbeddedPostgres, rows: int, skip: set[str]) -> None:
     storages = ["default"] + (["compact"] if has_storage("compact") else [])
     for storage in storages:
         label = "IndexedTarget" if storage == "default" else f"IndexedTarget({storage})"
-        before = settled_rss()
-        counter = AppliedCounter()
-        target = indexed(storage)
-        eng = engine_for(
-            dsn,
-            f"bench_base_{storage}",
-            ORDERS,
-            target,
-            counter,
-            publication={"create": True, "name": "orders_pub"},
-        )
-        with Timer() as t:
-            start(eng)
-        assert target.count() == rows, target.count()
+        # A fresh process per storage: memory figures are not skewed by earlier runs' heap.
+        cmd = [sys.executable, __file__, "--child-baseline", dsn, storage, str(rows)]
+        cmd += [f"--skip={x}" for x in sorted(skip & {"memory", "update"})]
+        if storage != "default":
+            cmd.append("--skip=update")
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        ours = rate(rows, res["wall"])
         record(
             f"baseline -> {label} vs COPY count",
             "rows/s",
-            rate(rows, t.wall),
+            ours,
             rate(rows, count_s),
             "Python COPY count",
         )
         record(
             f"baseline -> {label} vs naive COPY->dict",
             "rows/s",
-            rate(rows, t.wall),
+            ours,
             rate(rows, naive_s),
             "naive COPY->dict",
         )
-        record(f"  baseline CPU per row ({label})", "us/row", t.cpu / rows * 1e6, None)
-        if "memory" not in skip:
-            settled = settled_rss() - before
+        record(f"  baseline CPU per row ({label})", "us/row", res["cpu"] / rows * 1e6, None)
+        if "settled" in res:
+            settled = res["settled"]
             record(
                 f"replica memory ({label})",
                 "B/row",
@@ -318,48 +314,66 @@ def bench_baseline(pg: EmbeddedPostgres, rows: int, skip: set[str]) -> None:
                 copy_bytes,
                 "COPY text bytes/row",
             )
-            record(
-                f"get() by primary key at {rows:,} rows ({label})", "us", get_us(target, rows), None
+            record(f"get() by primary key at {rows:,} rows ({label})", "us", res["get_us"], None)
+        if "update_s" in res:
+            print(
+                f"  one {rows:,}-row UPDATE transaction: statement {res['statement_s']:.1f}s, "
+                f"commit -> applied {res['update_s']:.1f}s (CPU {res['update_cpu']:.1f}s)",
+                flush=True,
             )
-        else:
-            settled = 0
-        if "update" not in skip and storage == "default":
-            bench_update(dsn, eng, counter, rows, settled)
-        eng.stop()
-        del eng, target, counter
-        settled_rss()
+            record(f"  {rows:,}-row UPDATE: commit -> applied", "s", res["update_s"], None)
+            record(
+                f"  {rows:,}-row UPDATE: apply rate", "changes/s", rate(rows, res["update_s"]), None
+            )
+            if res.get("settled"):
+                growth = res["growth"] / res["settled"]
+                record(f"  {rows:,}-row UPDATE: peak RSS growth / replica size", "x", growth, None)
 
 
-def bench_update(
-    dsn: str, eng: laredo.Engine, counter: AppliedCounter, rows: int, settled: int
-) -> None:
+def child_baseline(dsn: str, storage: str, rows: int, skip: set[str]) -> dict[str, float]:
+    """One storage's baseline (and the huge UPDATE) in this process; prints a JSON result."""
+    res: dict[str, float] = {}
+    before = settled_rss()
+    counter = AppliedCounter()
+    target = indexed(storage)
+    eng = engine_for(
+        dsn,
+        f"bench_base_{storage}",
+        ORDERS,
+        target,
+        counter,
+        publication={"create": True, "name": "orders_pub"},
+    )
+    with Timer() as t:
+        start(eng)
+    assert target.count() == rows, target.count()
+    res["wall"], res["cpu"] = t.wall, t.cpu
+    if "memory" not in skip:
+        res["settled"] = settled_rss() - before
+        res["get_us"] = get_us(target, rows)
+    if "update" not in skip:
+        res.update(child_update(dsn, counter, rows))
+    eng.stop()
+    return res
+
+
+def child_update(dsn: str, counter: AppliedCounter, rows: int) -> dict[str, float]:
     """One UPDATE of every row in one transaction while the engine streams."""
-    start = counter.applied
+    first = counter.applied
     with psycopg.connect(dsn, autocommit=True) as conn:
         base = settled_rss()
         with PeakRss() as peak:
             t0 = time.perf_counter()
             conn.execute("UPDATE orders SET qty = qty + 1")
-            committed = time.perf_counter()
+            statement = time.perf_counter() - t0
             with Timer() as t:
-                counter.wait(start + rows)
-        total = time.perf_counter() - t0
-    growth = peak.peak - base
-    print(
-        f"  one {rows:,}-row UPDATE transaction: statement {committed - t0:.1f}s, "
-        f"commit -> applied {t.wall:.1f}s (CPU {t.cpu:.1f}s), statement start -> applied "
-        f"{total:.1f}s",
-        flush=True,
-    )
-    record(f"  {rows:,}-row UPDATE: commit -> applied", "s", t.wall, None)
-    record(f"  {rows:,}-row UPDATE: apply rate", "changes/s", rate(rows, t.wall), None)
-    if settled > 0:
-        record(
-            f"  {rows:,}-row UPDATE: peak RSS growth / replica size",
-            "x",
-            growth / settled,
-            None,
-        )
+                counter.wait(first + rows)
+    return {
+        "statement_s": statement,
+        "update_s": t.wall,
+        "update_cpu": t.cpu,
+        "growth": peak.peak - base,
+    }
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -688,6 +702,11 @@ def summary() -> None:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-baseline":
+        dsn, storage, rows = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        skip = {a.split("=", 1)[1] for a in sys.argv[5:] if a.startswith("--skip=")}
+        print(json.dumps(child_baseline(dsn, storage, rows, skip)))
+        return
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
