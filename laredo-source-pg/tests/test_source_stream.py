@@ -429,8 +429,11 @@ def test_stream_events_are_change_events(
     # acknowledgeable), the last at its commit end LSN.
     early, end = ({e.position for e in b} for b in (h.batches[0] + h.batches[1], h.batches[2]))
     assert len(early) == 1 and len(end) == 1
-    assert pos < min(early) < min(end) <= parse_lsn(
-        pg_database.scalar("SELECT pg_current_wal_lsn()::text")
+    assert (
+        pos
+        < min(early)
+        < min(end)
+        <= parse_lsn(pg_database.scalar("SELECT pg_current_wal_lsn()::text"))
     )
     assert h.completes == [False, False, True]
 

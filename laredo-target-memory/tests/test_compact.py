@@ -27,8 +27,13 @@ def test_int_key_index_matches_a_dict_through_adds_removes_and_resizes() -> None
         if key in ref and step % 3:
             assert idx.remove(key) == ref.pop(key)
         elif key not in ref:
-            idx.add(key, step)
+            if step % 2:
+                idx.add(key, step)
+            else:
+                assert idx.setdefault(key, step) == step
             ref[key] = step
+        else:
+            assert idx.setdefault(key, -5) == ref[key]  # present: its slot, nothing inserted
         assert idx.get(key) == ref.get(key, -1)
     assert len(idx) == len(ref)
     assert sorted(idx.entries()) == sorted(ref.items())

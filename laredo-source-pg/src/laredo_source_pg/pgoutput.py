@@ -534,11 +534,12 @@ def _compile_row_decoder(
     lines = [
         "def decode(buf, pos):",
         "    start = pos",
-        f"    if i16(buf, pos)[0] != {n}:",
+        # the column count, two bytes big-endian
+        f"    if buf[pos] != {n >> 8} or buf[pos + 1] != {n & 0xFF}:",
         f"        return slow(buf, start, rel, {key_only})",
         "    pos += 2",
-        "    row = {}",
     ]
+    kept: list[str] = []
     for i, name in enumerate(rel.names):
         if key_only and not rel.key_mask[i]:
             lines += [
@@ -551,20 +552,21 @@ def _compile_row_decoder(
                 f"        return slow(buf, start, rel, {key_only})",
             ]
             continue
+        kept.append(f"{name!r}: v{i}")
         lines += [
             "    k = buf[pos]",
             "    if k == 116:",
             "        ln = i32(buf, pos + 1)[0]",
             "        pos += 5",
-            f"        row[{name!r}] = L{i}(buf[pos:pos + ln])",
+            f"        v{i} = L{i}(buf[pos:pos + ln])",
             "        pos += ln",
             "    elif k == 110:",
-            f"        row[{name!r}] = None",
+            f"        v{i} = None",
             "        pos += 1",
             "    else:",
             f"        return slow(buf, start, rel, {key_only})",
         ]
-    lines.append("    return row, None, pos")
+    lines.append(f"    return {{{', '.join(kept)}}}, None, pos")
     env: dict[str, Any] = {
         "i16": _I16.unpack_from,
         "i32": _I32.unpack_from,

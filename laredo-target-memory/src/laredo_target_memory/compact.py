@@ -101,6 +101,35 @@ class IntKeyIndex:
             perturb >>= 5
             i = (i * 5 + perturb + 1) & mask
 
+    def setdefault(self, key: int, slot: int) -> int:
+        """The slot of ``key``; when absent, insert it with ``slot`` (one probe for both)."""
+        if (self.used + 1) * 3 > (self._state[2] + 1) * 2:
+            self._resize(self.live + 1)
+        keys, slots, mask = self._state
+        h = hash(key)
+        perturb = h & _U64
+        i = h & mask
+        free = -1
+        while True:
+            s = slots[i]
+            if s == _EMPTY:
+                break
+            if s >= 0:
+                if keys[i] == key:
+                    return s
+            elif free < 0:
+                free = i  # a tombstone: reuse it if the key is absent
+            perturb >>= 5
+            i = (i * 5 + perturb + 1) & mask
+        if free >= 0:
+            i = free
+        else:
+            self.used += 1
+        keys[i] = key
+        slots[i] = slot
+        self.live += 1
+        return slot
+
     def remove(self, key: int) -> int:
         """Remove ``key``; returns its slot, or -1 when absent."""
         keys, slots, mask = self._state
@@ -205,10 +234,15 @@ class CompactStore:
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
         if type(key) is int and _MIN_KEY <= key <= _MAX_KEY:
-            s = self._ints.get(key)
-            if s < 0:
-                s = self._new_slot()
-                self._ints.add(key, s)
+            free = self._free
+            candidate = free[-1] if free else len(self._loc)
+            s = self._ints.setdefault(key, candidate)
+            if s == candidate:  # a new key (no key holds an unallocated slot)
+                if free:
+                    free.pop()
+                else:
+                    self._loc.append(_FREE)
+                    self._len.append(0)
         else:
             s = self._other.get(key, -1)
             if s < 0:

@@ -175,6 +175,39 @@ class IndexedTarget(MemoryTargetBase[Row]):
     def _out(self, value: Any) -> Any:
         return None if value is None else self._unpack(value)
 
+    def _update(
+        self,
+        new: Row,
+        identity: Row | None,
+        pending: Pending,
+        unchanged: frozenset[str] | None,
+    ) -> None:
+        # Fast path of the stream (packed storage, no index, no listener): a complete new row
+        # under an unchanged key replaces the stored one without reading it.
+        codec = self._codec
+        if (
+            pending is None
+            and not unchanged
+            and not self._indexes
+            and not codec.irregular
+            and self.storage != "dict"
+            and codec.names_set <= new.keys()
+        ):
+            key_of = self._key_of
+            try:
+                key = key_of(new)
+                same = not identity or key_of(identity) == key
+            except (KeyError, TypeError):
+                same = False
+            if same:
+                try:
+                    self._rows[key] = self._pack(new)
+                except TypeError:
+                    self._check_hashable(key)
+                    raise
+                return
+        super()._update(new, identity, pending, unchanged)
+
     # ------------------------------------------------------------------ storage (lock held)
     def _put(
         self,
@@ -188,9 +221,12 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if moved_from is not MISSING:
             self._move(key, row, pending, moved_from)
             return
-        if old is MISSING:
-            old = rows.get(key)
         indexes = self._indexes
+        if old is MISSING:
+            if not indexes and pending is None:
+                rows[key] = self._pack(row)  # nothing needs the row it replaces
+                return
+            old = rows.get(key)
         if indexes:
             prev = None if old is None else self._unpack(old)
             # Hot path, inlined: per index, compute the new (and old) value and move the key.
