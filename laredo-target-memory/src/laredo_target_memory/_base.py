@@ -7,8 +7,10 @@ Concurrency model
   ``_version`` to odd on entry and back to even on exit. Bulk readers (``all``, export) take the
   lock; point readers (``get``, ``lookup``) read without it and check ``_version`` was even and
   unchanged around their look-ups, else read again under the lock. Either way a reader sees the
-  state before or after a whole batch (usually one source transaction), never half of one.
-  Results are copied after the lock is released.
+  state before or after a whole batch, never half of one. A batch is a source transaction, or
+  one chunk of a transaction too big to be held (the engine then acknowledges and
+  ``wait_for`` counts it only once its last chunk is applied). Results are copied (or unpacked)
+  after the lock is released.
 * Stored rows are never mutated in place: an update stores a new value (a packed row in
   ``IndexedTarget``, a new dict in ``CompiledTarget``). That is what lets readers copy or unpack
   outside the lock and ``export_snapshot`` be consistent.

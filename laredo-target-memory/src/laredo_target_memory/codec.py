@@ -16,6 +16,11 @@ Guarantees:
   not copied, so treat nested values as read-only.
 * Layouts are compiled per column names and value types (a few are usual: NULLs change the
   types); past :data:`MAX_LAYOUTS` rows are kept as plain dicts.
+* With ``detach`` (the default) a packed row is a right-sized ``bytes`` of Python's small-object
+  allocator: ``marshal.dumps`` over-allocates (its buffer grows to 1 KiB and is shrunk in place
+  by the C allocator), which left each stored row in a fragment of the C heap; the process then
+  grew with every update instead of reusing the space of replaced rows. The copy adds one
+  trailing byte that ``marshal.loads`` ignores.
 
 Thread-safety: ``unpack`` may run in any thread at any time; ``pack`` may run concurrently with
 itself (new layouts are registered under a lock).
@@ -82,9 +87,12 @@ class RowCodec:
 
     ``names``: the table's columns in order (empty: taken from the first row packed). Rows with
     exactly these columns take the fast path; others are packed under their own names.
+    ``detach``: return right-sized copies (see the module docstring); False when the caller
+    copies the bytes somewhere else anyway (the compact store's pages).
     """
 
-    def __init__(self, names: Sequence[str] = ()) -> None:
+    def __init__(self, names: Sequence[str] = (), *, detach: bool = True) -> None:
+        self._detach = detach
         self._lock = threading.Lock()
         self._layouts: dict[tuple[tuple[str, ...], tuple[type, ...], tuple[Any, ...]], _Layout] = {}
         self._decoders: list[Callable[[tuple[Any, ...], Packed], dict[str, Any]]] = []
@@ -161,6 +169,7 @@ class RowCodec:
         """Source for the row encoder, the values encoder and the decoder of one layout."""
         env: dict[str, Any] = {
             "dumps": marshal.dumps,
+            "Z": b"\0",
             "loads": marshal.loads,
             "get": itemgetter(*names) if names else (lambda r: ()),
             "D": Decimal,
@@ -217,6 +226,8 @@ class RowCodec:
         if n == 0:
             unpack_vals = "    pass"
         packed = f"dumps(({sid}, {''.join(p + ', ' for p in parts)}))"
+        if self._detach:
+            packed += " + Z"  # a right-sized copy (a trailing byte loads() ignores)
         result = f"({packed}, {', '.join(refs)})" if refs else packed
         src = [
             "def encode_values(v):",

@@ -52,7 +52,8 @@ class IndexedTarget(MemoryTargetBase[Row]):
       index (``"lookup"`` names the lookup index), ``lookup_by(index, *values)`` gives one.
     * Every read returns a new dict: mutating it does not change the target. Nested values kept
       by reference (JSON ``dict``/``list``) are shared: treat them as read-only.
-    * Reads are consistent while a writer applies changes: they see whole batches.
+    * Reads are consistent while a writer applies changes: they see whole batches (a whole
+      source transaction, or one chunk of a transaction too big to hold; see the README).
     * Unique indexes tolerate transient duplicates (two rows swapping a value inside one
       transaction): the most recently written row answers, and deleting one keeps the other.
     * ``listen(fn, replay_existing=False)`` calls ``fn(old, new)`` per change; truncate gives
@@ -95,7 +96,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
         self._indexes: tuple[SecondaryIndex, ...] = tuple(make_index(d) for d in defs)
         self._by_name: dict[str, SecondaryIndex] = {i.name: i for i in self._indexes}
         self.storage: Storage = storage
-        self._codec = RowCodec()
+        self._codec = RowCodec(detach=storage != "compact")
         if storage == "dict":
             self._pack: Callable[[Row], Any] = dict
             self._unpack: Callable[[Any], Row] = dict
