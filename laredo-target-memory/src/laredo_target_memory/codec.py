@@ -96,7 +96,9 @@ class RowCodec:
         self._lock = threading.Lock()
         self._layouts: dict[tuple[tuple[str, ...], tuple[type, ...], tuple[Any, ...]], _Layout] = {}
         self._decoders: list[Callable[[tuple[Any, ...], Packed], dict[str, Any]]] = []
-        self._fast: Callable[[Mapping[str, Any]], Packed] = _no_fast
+        self.fast: Callable[[Mapping[str, Any]], Packed] = _no_fast
+        """The current layout's encoder: the packed row, or None when the row does not fit it
+        (then call :meth:`pack`). It changes when rows change shape: read it again then."""
         self.names: tuple[str, ...] = ()
         self.names_set: frozenset[str] = frozenset()
         self.irregular = 0
@@ -111,12 +113,12 @@ class RowCodec:
             if names != self.names:
                 self.names = names
                 self.names_set = frozenset(names)
-                self._fast = _no_fast
+                self.fast = _no_fast
 
     # -- packing --------------------------------------------------------------------------
     def pack(self, row: Mapping[str, Any]) -> Packed:
         """The packed form of ``row`` (not retained: the caller may reuse ``row``)."""
-        packed = self._fast(row)
+        packed = self.fast(row)
         if packed is not None:
             return packed
         return self._pack_slow(row)
@@ -137,7 +139,7 @@ class RowCodec:
         if layout is None:
             return dict(row)
         if names == self.names:
-            self._fast = layout.encode_row
+            self.fast = layout.encode_row
         return layout.encode_values(values)
 
     def _layout(

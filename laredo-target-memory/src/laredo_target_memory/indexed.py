@@ -201,8 +201,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
             except (KeyError, TypeError):
                 same = False
             if same:
+                packed = codec.fast(new)
+                if packed is None:
+                    packed = codec.pack(new)
                 try:
-                    self._rows[key] = self._pack(new)
+                    self._rows[key] = packed
                 except TypeError:
                     self._check_hashable(key)
                     raise
@@ -293,13 +296,19 @@ class IndexedTarget(MemoryTargetBase[Row]):
         pack = self._pack
         indexes = self._indexes
         if not indexes:
+            codec = self._codec
+            fast = dict if self.storage == "dict" else codec.fast
             for row in rows:
                 try:
                     key = key_of(row)
                 except (KeyError, TypeError):
                     key = self._key(row, "INSERT row")
+                packed = fast(row)
+                if packed is None:  # not the current layout's shape
+                    packed = pack(row)
+                    fast = codec.fast
                 try:
-                    store[key] = pack(row)
+                    store[key] = packed
                 except TypeError:
                     self._check_hashable(key)
                     raise
