@@ -100,9 +100,10 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if storage == "dict":
             self._pack: Callable[[Row], Any] = dict
             self._unpack: Callable[[Any], Row] = dict
+            self._view: Callable[[Any], Row] = _stored_dict
         else:
             self._pack = self._codec.pack
-            self._unpack = self._codec.unpack
+            self._unpack = self._view = self._codec.unpack
         self._rows = self._new_store()
 
     def _new_store(self) -> RowStore:
@@ -161,7 +162,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
 
     # ------------------------------------------------------------------ stored form
     def _row_of(self, stored: Any) -> Row:
-        return self._unpack(stored)
+        return self._view(stored)
 
     def _row_copy(self, stored: Any) -> Row:
         return self._unpack(stored)
@@ -232,7 +233,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 return
             old = rows.get(key)
         if indexes:
-            prev = None if old is None else self._unpack(old)
+            prev = None if old is None else self._view(old)
             # Hot path, inlined: per index, compute the new (and old) value and move the key.
             done = 0
             try:
@@ -362,7 +363,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
         indexes = self._indexes
         if indexes:
             self._reindex(key, None, row)
-            prev_row = self._unpack(prev)
+            prev_row = self._view(prev)
             for idx in indexes:
                 idx.remove(idx.key(prev_row), moved_from)
         del rows[moved_from]
@@ -405,7 +406,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
             return
         indexes = self._indexes
         if indexes:
-            prev = self._unpack(old)
+            prev = self._view(old)
             for idx in indexes:
                 try:
                     ok = idx.getter(prev)
@@ -615,6 +616,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if resp.action is SchemaChangeAction.CONTINUE and new_columns:
             self._codec.set_names([c.name for c in new_columns])
         return resp
+
+
+def _stored_dict(stored: Any) -> Row:
+    """A stored dict row as it is (``storage="dict"``), for reading only."""
+    return stored  # type: ignore[no-any-return]
 
 
 __all__ = ["LOOKUP_INDEX", "STORAGES", "IndexedTarget", "Storage", "key_getter"]
