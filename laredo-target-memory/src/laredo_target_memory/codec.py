@@ -4,7 +4,7 @@ A row dict costs a hash table plus one Python object per value (a ``Decimal`` is
 ``datetime`` 48, every ``str`` 49 plus its text). Packed, a row is one ``bytes`` object: the
 values in ``marshal`` form, with ``Decimal``, ``datetime``, ``date``, ``time``, ``timedelta`` and
 ``UUID`` values turned into their exact state first. For a typical row that is 3-4 times less
-memory, and a ``bytes`` object is invisible to the garbage collector.
+memory.
 
 Guarantees:
 
