@@ -9,8 +9,9 @@ memory.
 Guarantees:
 
 * ``unpack(pack(row)) == row`` with every value of the same type (``bool`` stays ``bool``,
-  aware datetimes keep their ``tzinfo`` object and ``fold``), keys in the row's order. Every call
-  to ``unpack`` returns a new dict: changing it never changes what is stored.
+  aware datetimes keep their ``tzinfo`` object and ``fold``). Keys come back in the table's
+  column order (``names``) for rows with exactly those columns, else in the row's own order.
+  Every call to ``unpack`` returns a new dict: changing it never changes what is stored.
 * Values of other types (containers such as JSON ``dict``/``list``, subclasses, anything else)
   are kept as references beside the packed bytes, exactly like a dict row keeps them: they are
   not copied, so treat nested values as read-only.
