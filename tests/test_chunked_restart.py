@@ -13,8 +13,7 @@ from typing import Any
 import laredo
 from laredo.contracts import ChangeHandler
 from laredo.errors import TransientError
-from laredo.testing import TestSource, columns
-from laredo_source_pg.testing import wait_until
+from laredo.testing import TestSource, columns, wait_until
 from laredo_target_memory import IndexedTarget
 
 USERS = laredo.Table("public", "users")
@@ -47,7 +46,7 @@ def test_a_transaction_cut_between_chunks_is_applied_whole_after_the_restart() -
     eng.start()
     try:
         assert eng.await_ready(10)
-        wait_until(lambda: src.stream_calls >= 2, what="stream restarted")
+        assert wait_until(lambda: src.stream_calls >= 2), "the stream was not restarted"
         assert eng.wait_for("pg", "1", timeout=10)
         assert sorted(r["id"] for r in target.all()) == [0, 1, 2, 3, 4]
     finally:
