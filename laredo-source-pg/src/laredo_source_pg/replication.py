@@ -145,6 +145,9 @@ class ReplicationStream:
             )
         run.acked = max(run.acked, start)
         run.delivered = max(run.delivered, start)
+        # A transaction cut in an earlier stream() is sent again whole: this caller may not hold
+        # its first chunks (only reconnects inside this call skip what was passed on).
+        run.partial = None
         deliver, chunked = self._make_delivery(handler)
         reconnect = self._options.reconnect
         attempts = 0
