@@ -12,7 +12,8 @@ Guarantees:
   transaction whole, at its commit (held in memory until then).
 * After a reconnect nothing already delivered is delivered again: a transaction cut by a lost
   connection is sent again by the server from its start, and the changes already passed on are
-  skipped (undecoded) before delivery resumes where it stopped.
+  skipped (undecoded) before delivery resumes where it stopped. A later ``stream()`` call (the
+  engine restarting its stream) gets such a transaction whole again, from its start.
 * The standby status reports ``flush = apply = acked``: PostgreSQL may discard WAL only up to
   what the handler acknowledged through ``ack()``.
 * Heartbeats: outside a transaction the reader passes the server's position to
