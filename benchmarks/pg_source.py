@@ -160,27 +160,27 @@ class Timer:
 
 
 class AppliedCounter(NullObserver):
-    """Counts changes applied by the engine; ``wait(n)`` blocks until ``n`` were applied."""
+    """Counts changes applied by the engine; ``wait(n)`` blocks until ``n`` were applied (the
+    waiter is woken once, not per batch: it must not take CPU from the engine)."""
 
     def __init__(self) -> None:
         self.applied = 0
-        self._cond = threading.Condition()
+        self._target = 0
+        self._reached = threading.Event()
 
     def on_changes_applied(
         self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
     ) -> None:
-        with self._cond:
-            self.applied += count
-            self._cond.notify_all()
+        self.applied += count  # one worker thread calls this
+        if self._target and self.applied >= self._target:
+            self._reached.set()
 
     def wait(self, n: int, timeout: float = 1800) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self.applied < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"applied {self.applied} of {n} changes")
-                self._cond.wait(min(left, 1.0))
+        self._reached.clear()
+        self._target = n
+        if self.applied < n and not self._reached.wait(timeout):
+            raise TimeoutError(f"applied {self.applied} of {n} changes")
+        self._target = 0
 
 
 def engine_for(
