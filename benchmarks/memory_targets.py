@@ -1,6 +1,7 @@
 """In-memory targets benchmark: our figure beside the limit of a plain-dict loop, same run.
 
-Run: ``.venv/bin/python benchmarks/memory_targets.py [--sizes 10000,100000,1000000] [--quick]``
+Run: ``.venv/bin/python benchmarks/memory_targets.py [--sizes 10000,100000,1000000] [--quick]
+[--storage packed|compact|dict]`` (``IndexedTarget``'s row storage; default: its default)
 
 Rows look like a small ``users`` table (int id, email, name, team, balance). Limits:
 * baseline: ``d[row["id"]] = dict(row)`` for every row (a copy in, as the target does);
@@ -34,6 +35,8 @@ COLUMNS = [
     ColumnDefinition("balance", "int8", 5),
 ]
 BATCH = 1000
+STORAGE: dict[str, Any] = {}
+"""Keyword arguments for every IndexedTarget (``--storage``)."""
 
 
 def make_rows(n: int, start: int = 0) -> list[dict[str, Any]]:
@@ -113,9 +116,9 @@ def chunks(rows: list[Any], size: int) -> list[list[Any]]:
 
 def new_indexed(indexes: bool) -> IndexedTarget:
     if indexes:
-        t = IndexedTarget(lookup_fields=["email"], indexes=[Index("by_team", ["team"])])
+        t = IndexedTarget(lookup_fields=["email"], indexes=[Index("by_team", ["team"])], **STORAGE)
     else:
-        t = IndexedTarget()
+        t = IndexedTarget(**STORAGE)
     t.on_init(TABLE, COLUMNS)
     return t
 
@@ -228,7 +231,7 @@ def bench_lookups(n_rows: int, table: list[tuple[str, str, float, float]]) -> No
         ColumnDefinition("id", "int8", 2, False, True, 2),
         ColumnDefinition("email", "text", 3),
     ]
-    ct = IndexedTarget()
+    ct = IndexedTarget(**STORAGE)
     ct.on_init(TABLE, comp_cols)
     comp_rows = [{"tenant": r["id"] % 10, "id": r["id"], "email": r["email"]} for r in rows]
     ct.on_baseline_rows(TABLE, comp_rows)
@@ -337,7 +340,10 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--changes", type=int, default=300_000)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    ap.add_argument("--storage", default=None, help="IndexedTarget storage (packed, compact, dict)")
     args = ap.parse_args()
+    if args.storage:
+        STORAGE["storage"] = args.storage
     sizes = [int(s) for s in args.sizes.split(",")]
     n_changes = args.changes
     if args.quick:
@@ -357,7 +363,8 @@ def main() -> None:
     for label, unit, ours, limit in table:
         ratio = limit / ours if unit.startswith("ns/") else ours / limit
         print(f"{label:<{w}}  {unit:>9}  {ours:>12,.0f}  {limit:>16,.0f}  {ratio:>6.2f}")
-    print("\nratio = our share of the plain-dict limit (1.00 = as fast as the bare loop);")
+    print(f"\nIndexedTarget storage: {getattr(IndexedTarget(**STORAGE), 'storage', 'dict')}")
+    print("ratio = our share of the plain-dict limit (1.00 = as fast as the bare loop);")
     print("times are CPU seconds of this process, best of 3.")
     print("targets: baseline >= 500,000 rows/s; apply >= 300,000 changes/s; lookups < 2,000 ns.")
 

@@ -425,7 +425,17 @@ def test_stream_events_are_change_events(
     th.stop()
     assert all(isinstance(e, ChangeEvent) for e in evs)
     assert [len(b) for b in h.batches] == [100, 100, 50]  # one transaction, chunked
-    assert len({e.position for e in evs}) == 1 and evs[0].position > pos
+    # Passed on while received: the early chunks stand inside the transaction (not
+    # acknowledgeable), the last at its commit end LSN.
+    early, end = ({e.position for e in b} for b in (h.batches[0] + h.batches[1], h.batches[2]))
+    assert len(early) == 1 and len(end) == 1
+    assert (
+        pos
+        < min(early)
+        < min(end)
+        <= parse_lsn(pg_database.scalar("SELECT pg_current_wal_lsn()::text"))
+    )
+    assert h.completes == [False, False, True]
 
 
 def test_stop_stream_then_stream_again(

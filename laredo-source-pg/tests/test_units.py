@@ -4,13 +4,14 @@ import importlib.metadata
 import struct
 import subprocess
 import sys
+from typing import Any
 
 import laredo_source_pg
 import pytest
 from laredo import secrets
 from laredo.errors import ConfigError, SourceError, retry_class
 from laredo.plugins import PluginManager
-from laredo.types import ChangeAction, TableIdentifier
+from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 from laredo_source_pg import _plugin, dsn
 from laredo_source_pg.dsn import mask_dsn
 from laredo_source_pg.lsn import format_lsn, parse_lsn
@@ -33,8 +34,17 @@ def test_lsn_round_trip_and_format() -> None:
     "bad", ["", "noslash", "/", "/0", "0/", "xyz/1", "1/2/3", "100000000/0", "0/100000000", " 1 /2"]
 )
 def test_lsn_rejects_bad_input(bad: str) -> None:
-    with pytest.raises(ValueError, match="invalid LSN"):
+    with pytest.raises(ValueError, match="invalid LSN") as info:
         parse_lsn(bad)
+    assert "'X/Y'" in str(info.value) and "pg_current_wal_lsn()" in str(info.value)
+
+
+def test_position_from_string_names_the_lsn_form() -> None:
+    src = PostgresSource("postgresql://u@localhost/db")
+    assert src.position_from_string(" 16/b374d848 ") == 0x16B374D848
+    for bad in ("1234", "16:B374D848", "0x16/B374D848"):
+        with pytest.raises(ValueError, match=r"expected a PostgreSQL LSN 'X/Y'"):
+            src.position_from_string(bad)
 
 
 def test_format_lsn_rejects_non_int() -> None:
@@ -178,13 +188,64 @@ def test_decoder_assembles_transactions_only_at_commit() -> None:
     tx = d.feed(b"C" + struct.pack(">bQQq", 0, 90, 120, 0))
     assert tx is not None and not d.in_transaction
     assert tx.end_lsn == 120 and tx.xid == 7
-    (_t, a1, new1, _, _), (_, a2, new2, old2, unch2), (_, a3, _, old3, _) = tx.items
-    assert (a1, a2, a3) == (ChangeAction.INSERT, ChangeAction.UPDATE, ChangeAction.DELETE)
-    assert new1 == {"id": 1, "body": "x", "note": None}
-    assert new2 == {"id": 1, "note": "n2"}  # TOAST-unchanged column left out...
-    assert unch2 == frozenset({"body"})  # ...and named
-    assert old2 is None
-    assert old3 == {"id": 1}  # key columns only
+    e1, e2, e3 = (e for e in tx.items if isinstance(e, ChangeEvent))
+    assert [e.action for e in (e1, e2, e3)] == [
+        ChangeAction.INSERT,
+        ChangeAction.UPDATE,
+        ChangeAction.DELETE,
+    ]
+    assert {e.position for e in (e1, e2, e3)} == {120}  # the commit end LSN
+    assert {e.xid for e in (e1, e2, e3)} == {7}
+    assert e1.new_values == {"id": 1, "body": "x", "note": None}
+    assert e2.new_values == {"id": 1, "note": "n2"}  # TOAST-unchanged column left out...
+    assert e2.unchanged_toast == frozenset({"body"})  # ...and named
+    assert e2.old_values is None
+    assert e3.old_values == {"id": 1}  # key columns only
+
+
+def _inserts(d: PgOutputDecoder, ids: range) -> list[list[Any]]:
+    """Feed inserts; the chunks passed on early (as the stream loop takes them)."""
+    chunks = []
+    for i in ids:
+        done = d.feed(b"I" + struct.pack(">I", 1) + b"N" + _tuple([str(i).encode(), b"x", None]))
+        if done is not None:
+            assert not done.committed
+            chunks.append(done.take_chunk())
+    return chunks
+
+
+def test_decoder_passes_a_big_transaction_on_in_chunks_before_its_commit() -> None:
+    d = PgOutputDecoder(
+        _decoder()._loader_for,
+        lambda s, n: TableIdentifier(s, n) if n == "t" else None,
+        {TableIdentifier("public", "t"): (("id", 23), ("body", 25), ("note", 25))},
+        chunk_size=4,
+    )
+    d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))
+    d.feed(_relation(1, [("id", 23, True), ("body", 25, False), ("note", 25, False)]))
+    chunks = _inserts(d, range(10))
+    assert [len(c) for c in chunks] == [4, 4]  # more than 4 pending: all but the last go
+    assert all(e.position == 101 for c in chunks for e in c)  # final_lsn + 1: inside the tx
+    tx = d.feed(b"C" + struct.pack(">bQQq", 0, 100, 120, 0))
+    assert tx is not None and tx.committed and tx.early == 8 and tx.changes == 10
+    assert [e.new_values["id"] for e in tx.items] == [8, 9]
+    assert {e.position for e in tx.items} == {120}
+
+
+def test_decoder_skips_what_an_earlier_session_passed_on() -> None:
+    d = _decoder()
+    d.resume = (100, 3)  # the first 3 changes of the transaction ending at 100 were delivered
+    d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))
+    d.feed(_relation(1, [("id", 23, True), ("body", 25, False), ("note", 25, False)]))
+    _inserts(d, range(5))
+    tx = d.feed(b"C" + struct.pack(">bQQq", 0, 100, 120, 0))
+    assert tx is not None and [e.new_values["id"] for e in tx.items] == [3, 4]
+    assert tx.early == 3 and tx.changes == 5
+    d.resume = (999, 3)  # another transaction: nothing skipped
+    d.feed(b"B" + struct.pack(">QqI", 200, 0, 8))
+    _inserts(d, range(2))
+    tx = d.feed(b"C" + struct.pack(">bQQq", 0, 200, 220, 0))
+    assert tx is not None and len(tx.items) == 2
 
 
 def test_decoder_partial_transaction_is_dropped_on_reset() -> None:
@@ -210,7 +271,7 @@ def test_decoder_skips_untracked_and_reports_schema_change() -> None:
     )
     tx = d.feed(b"C" + struct.pack(">bQQq", 0, 90, 120, 0))
     assert tx is not None
-    assert len(tx.items) == 1 and tx.changes == 0
+    assert len(tx.items) == 1 and tx.changes == 0 and tx.schema == 1
     assert [c.name for c in tx.items[0].relation.columns] == ["id", "body", "note", "x"]
 
 

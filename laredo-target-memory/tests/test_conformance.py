@@ -25,6 +25,22 @@ class TestIndexedTargetWithIndexesConformance(TargetConformance):
         )
 
 
+class TestIndexedTargetCompactConformance(TargetConformance):
+    @pytest.fixture
+    def make_target(self) -> MakeTarget:
+        return lambda table, columns: IndexedTarget(
+            lookup_fields=["name"],
+            indexes=[{"name": "by_note", "fields": ["note"]}],
+            storage="compact",
+        )
+
+
+class TestIndexedTargetDictConformance(TargetConformance):
+    @pytest.fixture
+    def make_target(self) -> MakeTarget:
+        return lambda table, columns: IndexedTarget(lookup_fields=["uid"], storage="dict")
+
+
 class TestCompiledTargetConformance(TargetConformance):
     @pytest.fixture
     def make_target(self) -> MakeTarget:

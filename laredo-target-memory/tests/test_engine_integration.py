@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import laredo
+import pytest
 from laredo import Table
 from laredo.testing import TestSource, columns
 from laredo_target_memory import CompiledTarget, IndexedTarget
+
+pytestmark = pytest.mark.usefixtures("each_storage")  # every storage of IndexedTarget
 
 USERS = Table("public", "users")
 

@@ -22,6 +22,8 @@ from laredo.errors import BatchApplyError
 from laredo.types import TableSnapshotInfo
 from laredo_target_memory import IndexedTarget
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # every storage of IndexedTarget
+
 T = Table("public", "users")
 COLS = [
     ColumnDefinition("id", "int8", 1, False, True, 1),

@@ -13,6 +13,8 @@ from laredo import ChangeAction, ChangeEvent, ColumnDefinition, Index, Table
 from laredo.types import TableSnapshotInfo
 from laredo_target_memory import CompiledTarget, IndexedTarget
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # every storage of IndexedTarget
+
 T = Table("public", "accounts")
 COLS = [
     ColumnDefinition("id", "int8", 1, False, True, 1),

@@ -44,6 +44,20 @@ def test_indexed_memory_accepts_single_strings() -> None:
     assert t.lookup_fields == ("email",) and t.indexes[0].unique
 
 
+def test_indexed_memory_storage_option() -> None:
+    assert laredo.target("indexed-memory").storage == "packed"
+    t = laredo.target("indexed-memory", storage="compact")
+    assert t.storage == "compact"
+    t.on_init(T, COLS)
+    t.on_insert(T, {"id": 1, "email": "a@x", "team": 7})
+    assert t.get(1) == {"id": 1, "email": "a@x", "team": 7}
+    with pytest.raises(ConfigError, match="storage") as info:
+        laredo.target("indexed-memory", storage="columnar")
+    assert "compact" in str(info.value)
+    with pytest.raises(ConfigError, match="storage: use one of packed, compact, dict"):
+        IndexedTarget(storage="columnar")  # type: ignore[arg-type]
+
+
 def test_bad_indexed_options_list_every_problem() -> None:
     with pytest.raises(ConfigError) as info:
         laredo.target(

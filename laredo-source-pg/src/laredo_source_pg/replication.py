@@ -2,21 +2,29 @@
 
 Guarantees:
 
-* Transactions are delivered only once committed, whole, in commit order; every event carries
-  its transaction's commit end LSN. A transaction larger than ``batch_size`` arrives in chunks:
-  ``on_changes(chunk, complete=False)`` for all but the last (not acknowledgeable yet), when
-  the handler takes the ``complete`` flag.
-* After a reconnect nothing already delivered is delivered again; a partial transaction (the
-  connection lost mid-way) is never seen.
+* Only committed transactions are delivered (the server sends a transaction once it committed),
+  in commit order; every event of a transaction of up to ``batch_size`` changes carries its
+  commit end LSN. A larger transaction is passed on while it is received, in chunks of
+  ``batch_size``, when the handler takes the ``complete`` flag: ``on_changes(chunk,
+  complete=False)`` for all but the last (events at ``final_lsn + 1``, a position inside the
+  transaction: not acknowledgeable), the last with ``complete=True`` at the commit end LSN. So
+  nothing proportional to a transaction's size is held. A handler without the flag gets each
+  transaction whole, at its commit (held in memory until then).
+* After a reconnect nothing already delivered is delivered again: a transaction cut by a lost
+  connection is sent again by the server from its start, and the changes already passed on are
+  skipped (undecoded) before delivery resumes where it stopped. A later ``stream()`` call (the
+  engine restarting its stream) gets such a transaction whole again, from its start.
 * The standby status reports ``flush = apply = acked``: PostgreSQL may discard WAL only up to
-  what the handler acknowledged through ``ack()``. Idle, the reader asks the server for a
-  keepalive and passes its position to ``on_heartbeat`` when nothing delivered awaits an ack.
+  what the handler acknowledged through ``ack()``.
+* Heartbeats: outside a transaction the reader passes the server's position to
+  ``on_heartbeat`` ("no change at or before it is still to come"). It asks the server for it
+  right after a burst of changes and every ``heartbeat_interval`` while idle, so an idle source
+  advances (read-your-writes waits answer) and a busy one pays nothing per change.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import inspect
 import logging
 import select
@@ -27,14 +35,14 @@ from typing import Any, cast
 
 import psycopg
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
-from laredo.types import ChangeAction, ChangeEvent, ColumnDefinition, SourceState, TableIdentifier
+from laredo.types import ChangeEvent, ColumnDefinition, SourceState
 from psycopg import pq
 
 from .catalog import Catalog, Connections, quote_ident, quote_literal
 from .dsn import mask_text
 from .lsn import format_lsn
 from .options import PostgresSourceOptions
-from .pgoutput import DecodeError, PgOutputDecoder, SchemaItem, Transaction
+from .pgoutput import DecodeError, PgOutputDecoder, SchemaItem
 from .slot import SlotManager
 from .state import RunState
 
@@ -43,62 +51,14 @@ logger = logging.getLogger(__name__)
 __all__ = ["ReplicationStream"]
 
 _KEEPALIVE = struct.Struct(">Qqb")
+_HEARTBEAT_GAP = 0.02
+"""Least time between two keepalive requests made because changes arrived."""
 _STATUS = struct.Struct(">cQQQqb")
 _PG_EPOCH_US = 946_684_800_000_000
 
 
 def _now_pg_us() -> int:
     return int(time.time() * 1_000_000) - _PG_EPOCH_US
-
-
-_EVENT_FIELDS = (
-    "table",
-    "action",
-    "position",
-    "timestamp",
-    "new_values",
-    "old_values",
-    "xid",
-    "commit_timestamp",
-    "unchanged_toast",
-)
-
-
-def _event_factory() -> Callable[..., ChangeEvent]:
-    """``ChangeEvent(...)`` by position, about twice as fast as the frozen dataclass ``__init__``
-    (slot descriptors set directly). Falls back to the constructor if the type changes shape."""
-    try:
-        names = tuple(f.name for f in dataclasses.fields(ChangeEvent))
-        if names != _EVENT_FIELDS or not hasattr(ChangeEvent, "__slots__"):
-            return ChangeEvent
-        env: dict[str, Any] = {"new": object.__new__, "CE": ChangeEvent}
-        body = ["def make(" + ", ".join(names) + "):", "    e = new(CE)"]
-        for i, name in enumerate(names):
-            env[f"s{i}"] = ChangeEvent.__dict__[name].__set__
-            body.append(f"    s{i}(e, {name})")
-        body.append("    return e")
-        exec("\n".join(body), env)
-        make: Callable[..., ChangeEvent] = env["make"]
-        args: tuple[Any, ...] = (
-            TableIdentifier("s", "t"),
-            ChangeAction.INSERT,
-            1,
-            None,
-            {"a": 1},
-            None,
-            2,
-            None,
-            frozenset(),
-        )
-        if make(*args) != ChangeEvent(*args):
-            return ChangeEvent
-        return make
-    except Exception:
-        return ChangeEvent
-
-
-_make_event = _event_factory()
-_NO_TOAST: frozenset[str] = frozenset()
 
 
 class _StopStream(Exception):
@@ -110,10 +70,10 @@ class _Lost(Exception):
     :meth:`ReplicationStream.run`: it becomes a reconnect or ``ReBaselineRequired``)."""
 
 
-def _chunk_emitter(on_changes: Any) -> Callable[[list[ChangeEvent], bool], None]:
-    """Call ``on_changes(chunk, complete)`` when the handler takes the flag (the engine does:
-    a chunk that is not the end of its transaction must not be acknowledged); older handlers
-    get ``on_changes(chunk)``."""
+def _chunk_emitter(on_changes: Any) -> tuple[Callable[[list[ChangeEvent], bool], None], bool]:
+    """``(emit, takes_flag)``: ``emit(chunk, complete)`` calls ``on_changes(chunk, complete)``
+    when the handler takes the flag (the engine does: a chunk that is not the end of its
+    transaction must not be acknowledged); older handlers get ``on_changes(chunk)``."""
     try:
         params = inspect.signature(on_changes).parameters
     except (TypeError, ValueError):
@@ -121,12 +81,16 @@ def _chunk_emitter(on_changes: Any) -> Callable[[list[ChangeEvent], bool], None]
     if "complete" in params or any(
         p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values()
     ):
-        return cast(Callable[[list[ChangeEvent], bool], None], on_changes)
+        return cast(Callable[[list[ChangeEvent], bool], None], on_changes), True
 
     def emit(chunk: list[ChangeEvent], complete: bool) -> None:
         on_changes(chunk)
 
-    return emit
+    return emit, False
+
+
+Deliver = Callable[[list[Any], int, bool], bool]
+"""``deliver(items, position, complete) -> completed``: pass on events and schema items."""
 
 
 class ReplicationStream:
@@ -182,7 +146,10 @@ class ReplicationStream:
             )
         run.acked = max(run.acked, start)
         run.delivered = max(run.delivered, start)
-        deliver = self._make_delivery(handler)
+        # A transaction cut in an earlier stream() is sent again whole: this caller may not hold
+        # its first chunks (only reconnects inside this call skip what was passed on).
+        run.partial = None
+        deliver, chunked = self._make_delivery(handler)
         reconnect = self._options.reconnect
         attempts = 0
         backoff = reconnect.initial_backoff
@@ -192,7 +159,7 @@ class ReplicationStream:
                 self._session_started = False
                 try:
                     run.set_state(SourceState.STREAMING)
-                    self._session(deliver, handler)
+                    self._session(deliver, chunked, handler)
                     return
                 except _StopStream:
                     # PostgreSQL (15) cannot restart logical streaming on a walsender whose
@@ -264,7 +231,9 @@ class ReplicationStream:
             f"postgresql source {self._slot_name!r}: replication slot invalidated; reset the source"
         )
 
-    def _make_delivery(self, handler: Any) -> Callable[[Transaction], None]:
+    def _make_delivery(self, handler: Any) -> tuple[Deliver, bool]:
+        """``(deliver, chunked)``: ``chunked`` when the handler takes the ``complete`` flag
+        (transactions may then be passed on before their commit)."""
         batch = self._options.batch_size
         on_changes = getattr(handler, "on_changes", None)
         on_change = getattr(handler, "on_change", None)
@@ -275,37 +244,37 @@ class ReplicationStream:
                 for e in events:
                     on_change(e)  # type: ignore[misc]
 
-        make = _make_event
-        no_toast = _NO_TOAST
-        emit = _chunk_emitter(on_changes)
+        emit, takes_flag = _chunk_emitter(on_changes)
 
-        def deliver(tx: Transaction) -> None:
-            pos = tx.end_lsn
-            ts = tx.commit_time
-            xid = tx.xid
+        def deliver(items: list[Any], position: int, complete: bool) -> bool:
+            """Emit ``items`` in chunks of ``batch`` events, schema changes in between; True
+            when the last emit carried ``complete``."""
+            if len(items) <= batch and not any(type(it) is SchemaItem for it in items):
+                if items:
+                    emit(items, complete)
+                return complete and bool(items)
             chunk: list[ChangeEvent] = []
-            append = chunk.append
-            items = tx.items
+            done = False
             last = len(items) - 1
             for i, item in enumerate(items):
-                if type(item) is tuple:
-                    table, action, new, old, unch = item
-                    append(make(table, action, pos, ts, new, old, xid, ts, unch or no_toast))
-                    if len(chunk) >= batch:
-                        # more of this transaction follows: not acknowledgeable yet
-                        emit(chunk, i == last)
-                        chunk = []
-                        append = chunk.append
-                elif isinstance(item, SchemaItem):
+                if type(item) is SchemaItem:
                     if chunk:
                         emit(chunk, False)
                         chunk = []
-                        append = chunk.append
-                    self._schema_change(item, pos, on_schema)
+                    self._schema_change(item, position, on_schema)
+                    continue
+                chunk.append(item)
+                if len(chunk) >= batch:
+                    # more of this transaction follows: not acknowledgeable yet
+                    done = complete and i == last
+                    emit(chunk, done)
+                    chunk = []
             if chunk:
-                emit(chunk, True)
+                emit(chunk, complete)
+                done = complete
+            return done
 
-        return deliver
+        return deliver, takes_flag
 
     def _schema_change(self, item: SchemaItem, position: int, on_schema: Any) -> None:
         rel = item.relation
@@ -341,7 +310,7 @@ class ReplicationStream:
         if on_schema is not None:
             on_schema(table, old, new, position)
 
-    def _session(self, deliver: Callable[[Transaction], None], handler: Any) -> None:
+    def _session(self, deliver: Deliver, chunked: bool, handler: Any) -> None:
         run = self._run
         repl = self._conns.repl()
         tracked = self._catalog.tracked  # live: tables added while streaming are decoded too
@@ -355,7 +324,13 @@ class ReplicationStream:
             t: tuple((c.name, c.type_oid) for c in cols)
             for t, cols in self._catalog.columns.items()
         }
-        decoder = PgOutputDecoder(loader_for, lambda s, n: tracked.get((s, n)), known)
+        decoder = PgOutputDecoder(
+            loader_for,
+            lambda s, n: tracked.get((s, n)),
+            known,
+            chunk_size=self._options.batch_size if chunked else 0,
+            resume=run.partial,
+        )
         self.decoder = decoder
         start = max(run.delivered, run.acked)
         pubs = quote_literal(quote_ident(self._options.publication_name))
@@ -385,9 +360,12 @@ class ReplicationStream:
         wake = run.wake_r
         wake_fd = wake.fileno()
         interval = self._options.status_interval
+        hb_interval = self._options.heartbeat_interval
+        hb_gap = min(_HEARTBEAT_GAP, hb_interval)
         ack_interval = min(0.2, interval)
         last_status = 0.0
-        last_io = time.monotonic()
+        last_request = time.monotonic()
+        fresh = False  # changes arrived since the last keepalive request
         hb_candidate = 0
         get = pgconn.get_copy_data
         feed = decoder.feed
@@ -405,17 +383,31 @@ class ReplicationStream:
                 if kind == 119:  # 'w' XLogData
                     done = feed(bytes(data[25:]))
                     if done is not None:
-                        end = done.end_lsn
-                        run.received = end
-                        if end <= delivered_skip:
-                            pass  # delivered before a reconnect: never twice
-                        elif done.items:
-                            if len(unacked_times) < 10_000:  # bounded: oldest kept
-                                unacked_times.append((end, done.commit_time))
-                            run.delivered = end
-                            deliver(done)
-                        elif end > hb_candidate:
-                            hb_candidate = end
+                        fresh = True
+                        if not done.committed:
+                            # a big transaction, passed on while it is received
+                            deliver(done.take_chunk(), done.position, False)
+                            run.partial = (done.final_lsn, done.early)
+                        else:
+                            end = done.end_lsn
+                            run.received = end
+                            run.partial = None
+                            if end <= delivered_skip:
+                                pass  # delivered before a reconnect: never twice
+                            elif done.items or done.early:
+                                if len(unacked_times) < 10_000:  # bounded: oldest kept
+                                    unacked_times.append((end, done.commit_time))
+                                run.delivered = end
+                                if (
+                                    not deliver(done.items, end, True)
+                                    and done.changes
+                                    and on_heartbeat is not None
+                                ):
+                                    # no event left to carry the end of the transaction
+                                    run.last_heartbeat = end
+                                    on_heartbeat(end)
+                            elif end > hb_candidate:
+                                hb_candidate = end
                     if since_check >= 512:
                         since_check = 0
                         if stop.is_set():
@@ -439,24 +431,34 @@ class ReplicationStream:
                 if stop.is_set():
                     raise _StopStream
                 now = time.monotonic()
+                idle = not decoder.in_transaction
                 if (
-                    on_heartbeat is not None
-                    and hb_candidate > max(run.last_heartbeat, run.acked)
-                    and not decoder.in_transaction
-                    and run.delivered <= run.acked
+                    idle
+                    and on_heartbeat is not None
+                    and hb_candidate > run.last_heartbeat
+                    and hb_candidate > run.delivered
                 ):
+                    # Outside a transaction, after everything received: nothing at or before
+                    # it is still to come (the engine orders it after the changes it queued).
                     run.last_heartbeat = hb_candidate
                     on_heartbeat(hb_candidate)
-                if run.acked != run.ack_sent and now - last_status > ack_interval / 4:
+                since_request = now - last_request
+                if idle and (since_request >= hb_interval or (fresh and since_request >= hb_gap)):
+                    # Ask for the server's position: a keepalive answers at once.
+                    self._send_status(pgconn, reply=True)
+                    last_status = last_request = now
+                    fresh = False
+                elif run.acked != run.ack_sent and now - last_status > ack_interval / 4:
                     self._send_status(pgconn, reply=False)
                     last_status = now
-                elif now - last_status > interval or (
-                    now - last_io > interval and now - last_status > interval / 2
-                ):
-                    # Idle: ask the server for a keepalive carrying its current position.
+                elif now - last_status > interval:
                     self._send_status(pgconn, reply=True)
                     last_status = now
-                timeout = max(0.01, min(interval - (now - last_status), 1.0))
+                if idle:
+                    wait = (hb_gap if fresh else hb_interval) - (now - last_request)
+                else:
+                    wait = interval - (now - last_status)
+                timeout = max(0.005, min(wait, interval - (now - last_status), 1.0))
                 run.waiting = True
                 try:
                     readable, _, _ = select.select([sock, wake_fd], [], [], timeout)
@@ -467,7 +469,6 @@ class ReplicationStream:
                         wake.recv(4096)
                 if sock in readable:
                     pgconn.consume_input()
-                    last_io = time.monotonic()
                 continue
             if n == -1:
                 res = pgconn.get_result()

@@ -4,7 +4,7 @@ The lifecycle state, the stop/close/streaming flags, the stream positions and th
 wake-up socket. The facade (:mod:`.source`), the stream (:mod:`.replication`), the baseline and
 the lease read and write it; nothing else is shared between them.
 
-Threads: the reader thread writes ``received``, ``delivered``, ``server_wal_end``,
+Threads: the reader thread writes ``received``, ``delivered``, ``partial``, ``server_wal_end``,
 ``ack_sent`` and ``last_heartbeat``; ``ack()`` (any thread) writes ``acked`` and pops
 ``unacked_times``. Single int assignments are atomic under the GIL, which is all the
 readers need.
@@ -53,6 +53,9 @@ class RunState:
         self.last_heartbeat = 0
         self.unacked_times: deque[tuple[int, datetime | None]] = deque()
         """(commit end LSN, commit time) of delivered transactions not yet acknowledged."""
+        self.partial: tuple[int, int] | None = None
+        """``(final_lsn, n)`` while a transaction is passed on before its commit: its first
+        ``n`` changes were delivered (a new session skips them when the server resends it)."""
 
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
@@ -72,6 +75,7 @@ class RunState:
         """A new slot: the stream continues from its consistent point ``position``."""
         self.acked = self.delivered = self.received = position
         self.unacked_times.clear()
+        self.partial = None
 
     def wake(self, reason: bytes) -> None:
         """Wake the reader thread from its ``select`` (no-op if the socket is full)."""

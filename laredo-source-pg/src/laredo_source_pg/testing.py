@@ -33,6 +33,8 @@ class RecordingHandler:
         self.lock = threading.Lock()
         self.events: list[ChangeEvent] = []
         self.batches: list[list[ChangeEvent]] = []
+        self.completes: list[bool] = []
+        """The ``complete`` flag of each batch (False: its transaction continues)."""
         self.heartbeats: list[Position] = []
         self.schema_changes: list[
             tuple[TableIdentifier, list[ColumnDefinition], list[ColumnDefinition], Position]
@@ -43,6 +45,7 @@ class RecordingHandler:
         batch = list(events)
         with self.lock:
             self.batches.append(batch)
+            self.completes.append(complete)
             self.events.extend(batch)
         if self.on_batch is not None:
             self.on_batch(batch)

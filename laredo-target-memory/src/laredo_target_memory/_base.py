@@ -7,10 +7,15 @@ Concurrency model
   ``_version`` to odd on entry and back to even on exit. Bulk readers (``all``, export) take the
   lock; point readers (``get``, ``lookup``) read without it and check ``_version`` was even and
   unchanged around their look-ups, else read again under the lock. Either way a reader sees the
-  state before or after a whole batch (usually one source transaction), never half of one.
-  Results are copied after the lock is released.
-* Stored rows are never mutated in place: an update stores a new dict. That is what lets readers
-  copy outside the lock and ``export_snapshot`` be consistent.
+  state before or after a whole batch, never half of one. A batch is a source transaction, or
+  one chunk of a transaction too big to be held (the engine then acknowledges and
+  ``wait_for`` counts it only once its last chunk is applied). Results are copied (or unpacked)
+  after the lock is released.
+* Stored rows are never mutated in place: an update stores a new value (a packed row in
+  ``IndexedTarget``, a new dict in ``CompiledTarget``). That is what lets readers copy or unpack
+  outside the lock and ``export_snapshot`` be consistent.
+* Rows handed in are never kept: the target stores its own copy (or packed form) before the call
+  returns, so the caller may reuse them.
 * Listeners run on the writer's thread *after* the data lock is released (readers are not blocked
   by slow listeners), under a re-entrant dispatch lock that every writer holds for the whole call,
   so listeners see changes in exactly the order they were applied, and a listener registered with
@@ -24,7 +29,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from laredo.errors import BatchApplyError, ConfigError, TargetError, Terminal
 from laredo.types import (
@@ -33,6 +38,8 @@ from laredo.types import (
     ColumnDefinition,
     Position,
     Row,
+    SchemaChangeAction,
+    SchemaChangeResponse,
     TableIdentifier,
     TableSnapshotInfo,
     primary_key_columns,
@@ -52,6 +59,39 @@ _DELETE = ChangeAction.DELETE
 _TRUNCATE = ChangeAction.TRUNCATE
 
 MISSING: Any = object()
+
+
+class RowStore(Protocol):
+    """Where a target keeps its rows, by key: a plain dict, or a compact store with the same
+    methods. Values are the target's stored form of a row."""
+
+    @overload
+    def get(self, key: Any, /) -> Any: ...
+
+    @overload
+    def get(self, key: Any, default: Any, /) -> Any: ...
+
+    def __getitem__(self, key: Any, /) -> Any: ...
+
+    def __setitem__(self, key: Any, value: Any, /) -> None: ...
+
+    def __delitem__(self, key: Any, /) -> None: ...
+
+    @overload
+    def pop(self, key: Any, /) -> Any: ...
+
+    @overload
+    def pop(self, key: Any, default: Any, /) -> Any: ...
+
+    def __contains__(self, key: object, /) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def values(self) -> Iterable[Any]: ...
+
+    def items(self) -> Iterable[tuple[Any, Any]]: ...
 
 
 def key_getter(fields: Sequence[str]) -> Callable[[Mapping[str, Any]], Any]:
@@ -88,7 +128,7 @@ class MemoryTargetBase(Generic[V]):
         lock held), so readers can read without the lock and retry under it on a change."""
         self._dispatch_lock = threading.RLock()
         self._subs: tuple[Subscription, ...] = ()
-        self._rows: dict[Any, Row] = {}
+        self._rows: RowStore = {}
         self._table: TableIdentifier | None = None
         self._columns: tuple[ColumnDefinition, ...] = ()
         self._key_fields: tuple[str, ...] = ()
@@ -123,12 +163,25 @@ class MemoryTargetBase(Generic[V]):
         moved_from: Any = MISSING,
         old: Any = MISSING,
     ) -> None:
-        """Store ``row`` (a dict this target owns) under ``key``; called with the lock held.
+        """Store ``row`` under ``key``; called with the lock held. ``row`` belongs to the caller:
+        store a copy (or a packed form), never ``row`` itself.
 
         ``moved_from`` is the row's previous key when an UPDATE changed the key; ``old`` the
-        row currently stored under ``key`` when the caller already looked it up (else MISSING).
+        value currently stored under ``key`` when the caller already looked it up (else MISSING).
         """
         raise NotImplementedError
+
+    def _row_of(self, stored: Any) -> Row:
+        """A stored value as a row dict, for reading inside the target (never mutated)."""
+        return stored  # type: ignore[no-any-return]
+
+    def _row_copy(self, stored: Any) -> Row:
+        """A stored value as a new row dict the caller owns (reads, exports)."""
+        return dict(stored)
+
+    def _covers(self, stored: Any, new: Row) -> bool:
+        """True when ``new`` has every column of the stored value (no merge needed)."""
+        return stored.keys() <= new.keys()  # type: ignore[no-any-return]
 
     def _discard(self, key: Any, pending: Pending) -> None:
         """Remove the row under ``key`` if any; called with the lock held."""
@@ -304,7 +357,7 @@ class MemoryTargetBase(Generic[V]):
                                         key = key_of(row)  # type: ignore[arg-type]
                                     except (KeyError, TypeError):
                                         key = self._key(row, "INSERT row")
-                                    put(key, dict(row), pending)  # type: ignore[arg-type]
+                                    put(key, row, pending)  # type: ignore[arg-type]
                                 elif action is _DELETE:
                                     ident = ev.old_values or ev.new_values
                                     try:
@@ -386,14 +439,16 @@ class MemoryTargetBase(Generic[V]):
         """``(key, row copy)`` pairs as of the call (the engine's TTL scan uses it)."""
         with self._lock:
             pairs = list(self._rows.items())
+        copy = self._row_copy
         for key, row in pairs:
-            yield key, row.copy()
+            yield key, copy(row)
 
     def export_snapshot(self) -> list[Row]:
         """Copies of every stored row, consistent as of one instant."""
         with self._lock:
             rows = list(self._rows.values())
-        return [r.copy() for r in rows]
+        copy = self._row_copy
+        return [copy(r) for r in rows]
 
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
         """Replace the whole state with ``rows`` (indexes rebuilt). All or nothing: a bad row
@@ -509,7 +564,7 @@ class MemoryTargetBase(Generic[V]):
         except (KeyError, TypeError):
             key = self._key(row, "INSERT row")
         try:
-            self._put(key, dict(row), pending)
+            self._put(key, row, pending)
         except TypeError:
             self._check_hashable(key)
             raise
@@ -539,16 +594,17 @@ class MemoryTargetBase(Generic[V]):
             self._check_hashable(old_key)
             raise
         if stored is None:
-            row = dict(new)
+            row = new
         elif unchanged:
-            row = {**stored, **new}
+            prev = self._row_of(stored)
+            row = {**prev, **new}
             for col in unchanged:
-                if col in stored:
-                    row[col] = stored[col]
-        elif stored.keys() <= new.keys():
-            row = dict(new)
+                if col in prev:
+                    row[col] = prev[col]
+        elif self._covers(stored, new):
+            row = new
         else:
-            row = {**stored, **new}
+            row = {**self._row_of(stored), **new}
         try:
             if old_key == key:
                 self._put(key, row, pending, MISSING, stored)
@@ -573,6 +629,42 @@ class MemoryTargetBase(Generic[V]):
 
     def _truncate(self, _arg: Any, pending: Pending) -> None:
         self._clear(pending)
+
+    def _schema_change_response(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+        *,
+        allow_added: bool,
+    ) -> SchemaChangeResponse:
+        """Shared schema-change policy; on CONTINUE the target's columns are updated."""
+        old_by = {c.name: c for c in old_columns}
+        new_by = {c.name: c for c in new_columns}
+        reasons = []
+        for name, col in old_by.items():
+            nc = new_by.get(name)
+            if nc is None:
+                reasons.append(f"column {name!r} was dropped")
+            elif (nc.type, nc.type_oid) != (col.type, col.type_oid):
+                reasons.append(f"column {name!r} changed type {col.type} -> {nc.type}")
+        added = [n for n in new_by if n not in old_by]
+        if added and not allow_added:
+            reasons.append(f"column(s) {', '.join(added)} were added")
+        new_pk = tuple(primary_key_columns(tuple(new_columns)))
+        if new_pk and new_pk != self.key_fields:
+            reasons.append(f"key changed {', '.join(self.key_fields)} -> {', '.join(new_pk)}")
+        missing = [f for _, f in self._configured_fields() if f not in new_by]
+        if missing:
+            reasons.append(f"configured field(s) {', '.join(missing)} no longer exist")
+        if reasons:
+            return SchemaChangeResponse(
+                SchemaChangeAction.RE_BASELINE, f"table {table}: " + "; ".join(reasons)
+            )
+        with self._lock:
+            self._columns = tuple(new_columns)
+        msg = f"table {table}: added column(s) {', '.join(added)}" if added else ""
+        return SchemaChangeResponse(SchemaChangeAction.CONTINUE, msg)
 
     def _check_hashable(self, key: Any) -> None:
         try:

@@ -15,7 +15,6 @@ from laredo.types import (
 )
 
 from ._base import MISSING, MemoryTargetBase, Pending
-from .indexed import schema_change_response
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +179,7 @@ class CompiledTarget(MemoryTargetBase[Any]):
         moved_from: Any = MISSING,
         old: Any = MISSING,
     ) -> None:
+        row = dict(row)  # the caller's row: keep a copy
         obj = self._compile(row)
         objects = self._objects
         if obj is MISSING:
@@ -289,7 +289,7 @@ class CompiledTarget(MemoryTargetBase[Any]):
     ) -> SchemaChangeResponse:
         """Unchanged columns: CONTINUE. Any added, dropped or retyped column: RE_BASELINE (the
         compiled objects may depend on every column)."""
-        return schema_change_response(self, table, old_columns, new_columns, allow_added=False)
+        return self._schema_change_response(table, old_columns, new_columns, allow_added=False)
 
 
 def _no_compiler(row: Row) -> Any:

@@ -5,7 +5,7 @@ keyword constructor both check lookup fields and indexes with the functions here
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from laredo.types import IndexDefinition
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -92,6 +92,13 @@ def normalize_indexes(
     return out
 
 
+Storage = Literal["packed", "compact", "dict"]
+"""How ``IndexedTarget`` keeps rows: ``packed`` (default: one bytes object per row),
+``compact`` (pages with an array key index: least memory), ``dict`` (row dicts)."""
+
+STORAGES: tuple[str, ...] = get_args(Storage)
+
+
 class IndexOptions(BaseModel):
     """One secondary index: ``{name = by_team, fields = [team_id], unique = false}``."""
 
@@ -120,6 +127,14 @@ class IndexedMemoryOptions(BaseModel):
         description="fields of the unique lookup index; also the key when the table has no PK",
     )
     indexes: list[IndexOptions] = Field(default_factory=list, description="secondary indexes")
+    storage: Storage = Field(
+        default="packed",
+        description=(
+            "packed (default: rows packed into bytes, ~1/3 of dict rows), compact (rows in "
+            "pages with an array key index: least memory, slower writes), dict (row dicts: "
+            "fastest writes, most memory)"
+        ),
+    )
 
     @field_validator("lookup_fields", mode="before")
     @classmethod

@@ -145,7 +145,10 @@ class SourceReader:
                 single = False
                 break
         last = events[-1].position
-        self.current = last
+        if complete:
+            # Only whole transactions: after a stream restart the pipelines skip re-delivered
+            # changes at or before ``current``, and a transaction cut mid-way must come again.
+            self.current = last
         if single:
             for p in self.by_table.get(first, ()):
                 if not p.failed:
