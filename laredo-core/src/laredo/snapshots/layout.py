@@ -575,22 +575,29 @@ class ManifestSnapshotStore:
         checked: bool = False,
     ) -> Iterator[Row]:
         """One part's rows (lazily). Verifies the part unless ``checked``."""
-        if not checked:
-            self.check_part(snapshot_id, part)
         ser = serializer_for(part.format, serializer)
         where = f"{self.files.where.rstrip('/')}/{snapshot_id}/{part.path}"
-        raw = self.files.open_read(snapshot_id, part.path)
-        inp: IO[bytes] = raw
-        if not self.files.verify_before_read:
-            inp = io.BufferedReader(HashingReader(raw, part, where), 1 << 20)
-        with contextlib.closing(inp):
+        with contextlib.closing(self.open_part(snapshot_id, part, checked=checked)) as inp:
             header, rows = ser.read(inp)
             if header.table != table:
                 raise SnapshotError(f"{where}: holds table {header.table}, expected {table}")
             yield from rows
-            if not self.files.verify_before_read:
-                while inp.read(1 << 16):  # trailing bytes still count for the checksum
-                    pass
+            while inp.read(1 << 16):  # trailing bytes still count for the checksum
+                pass
+
+    def open_part(
+        self, snapshot_id: str, part: SnapshotPart, *, checked: bool = False
+    ) -> IO[bytes]:
+        """A part's bytes, verified: size (and checksum when the backend verifies before
+        reading) now unless ``checked``; else size and checksum when the stream reaches its
+        end (``SnapshotError`` then). Read it to the end before trusting what it gave."""
+        if not checked:
+            self.check_part(snapshot_id, part)
+        raw = self.files.open_read(snapshot_id, part.path)
+        if self.files.verify_before_read:
+            return raw
+        where = f"{self.files.where.rstrip('/')}/{snapshot_id}/{part.path}"
+        return io.BufferedReader(HashingReader(raw, part, where), 1 << 20)
 
     def read_part_batches(
         self,

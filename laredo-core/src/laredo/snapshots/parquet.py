@@ -126,7 +126,9 @@ def _arrow_type(pa: Any, values: list[Any]) -> Any:
     if kind is time:
         return pa.time64("us") if all(v is None or v.tzinfo is None for v in values) else None
     if kind is timedelta:
-        return pa.duration("us")
+        one = timedelta(microseconds=1)
+        ok = all(v is None or _INT64_MIN <= v // one <= _INT64_MAX for v in values)
+        return pa.duration("us") if ok else None
     if kind is datetime:
         zones = {v.tzinfo for v in values if v is not None}
         if zones == {None}:
