@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,9 +22,12 @@ if TYPE_CHECKING:
     from .compile import apply_chain, compile_filter
     from .file_sink import FileSink
     from .frame import LaredoFrame, frame_from_rows, infer_kinds
-    from .pg import ExportedSnapshot, spark_baseline
+    from .pg.baseline import spark_baseline
+    from .pg.slot import ExportedSnapshot
     from .runner import run_spark
-    from .stream import SnapshotSink, TargetSink, stream_options
+    from .streaming.reader import stream_options
+    from .streaming.snapshot_sink import SnapshotSink
+    from .streaming.target_sink import TargetSink
 
 # Lazy: the plugin entry point imports this package, and ``laredo`` must stay free of pyspark
 # until a Spark feature is used.
@@ -36,12 +40,12 @@ _LAZY = {
     "LaredoFrame": ".frame",
     "frame_from_rows": ".frame",
     "infer_kinds": ".frame",
-    "ExportedSnapshot": ".pg",
-    "spark_baseline": ".pg",
+    "ExportedSnapshot": ".pg.slot",
+    "spark_baseline": ".pg.baseline",
     "run_spark": ".runner",
-    "SnapshotSink": ".stream",
-    "TargetSink": ".stream",
-    "stream_options": ".stream",
+    "SnapshotSink": ".streaming.snapshot_sink",
+    "TargetSink": ".streaming.target_sink",
+    "stream_options": ".streaming.reader",
 }
 
 
@@ -49,8 +53,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'laredo_spark' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

@@ -39,14 +39,14 @@ from laredo.config import (
 )
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._session import spark_session
-from .pg import BaselineResult, spark_baseline
+from .pg.baseline import BaselineResult, spark_baseline
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "run_spark"]
+__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "flatten_conf", "run_spark"]
 
 UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
     "": frozenset({"dead_letter", "grpc", "health", "observability", "shutdown"}),
@@ -58,6 +58,29 @@ UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
 ``tables``: each table; ``targets``: each target of a table)."""
 
 
+def flatten_conf(conf: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Spark settings as Spark takes them: ``{"spark.executor.memory": "4g"}``.
+
+    HOCON gives ``conf { spark.executor.memory = 4g }`` as nested objects, and a quoted key
+    (``"spark.executor.memory" = 4g``) with its quotes kept: both become the dotted key.
+    Values become strings (booleans ``true``/``false``)."""
+    out: dict[str, str] = {}
+    for key, value in conf.items():
+        name = str(key)
+        if len(name) >= 2 and name[0] == name[-1] == '"':
+            name = name[1:-1]
+        full = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            out.update(flatten_conf(value, f"{full}."))
+        elif isinstance(value, bool):
+            out[full] = "true" if value else "false"
+        elif value is None:
+            continue
+        else:
+            out[full] = str(value)
+    return out
+
+
 class SparkSection(BaseModel):
     """The runner's own ``spark { master, partitions, conf }`` section."""
 
@@ -65,7 +88,12 @@ class SparkSection(BaseModel):
 
     master: str | None = Field(None, description="master URL (default local[*])")
     partitions: int | None = Field(None, ge=1, description="least ctid slices per table")
-    conf: dict[str, Any] = Field(default_factory=dict, description="Spark settings")
+    conf: dict[str, str] = Field(default_factory=dict, description="Spark settings")
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _flatten(cls, value: Any) -> Any:
+        return flatten_conf(value) if isinstance(value, Mapping) else value
 
 
 @dataclass
