@@ -3,12 +3,15 @@
 * :func:`spark_session` -- a SparkSession set up for Laredo (loopback for local masters, this
   interpreter for workers, Laredo's data sources registered).
 * :func:`apply_chain` -- a pipeline's filters and transforms as Spark column expressions.
-* :func:`spark_baseline` -- a parallel, consistent PostgreSQL baseline written as a Laredo
-  snapshot that the local engine restores and then streams from (no gap, no duplicate).
+* :func:`spark_baseline` -- a parallel, consistent PostgreSQL baseline: tasks read, transform
+  and write the parts of a Laredo snapshot, the driver commits it; the local engine restores it
+  and streams from the slot (no gap, no duplicate).
 * ``spark.readStream.format("laredo")`` -- any Laredo source as a Structured Streaming source;
   :class:`TargetSink` / :class:`SnapshotSink` / :class:`FileSink` for ``foreachBatch``.
 * ``spark.read.format("laredo-snapshot")`` / ``format("laredo-baseline")`` -- a snapshot table
-  or an S3 baseline (kinesis source layout) as a DataFrame.
+  (one Spark partition per part) or an S3 baseline (kinesis source layout) as a DataFrame.
+* ``df.write.format("laredo-snapshot-parts")`` -- tasks write snapshot parts under Spark's commit
+  protocol (:mod:`laredo_spark.parts`).
 * :func:`run_spark` -- the runner entry point over the same config dict as ``laredo serve``.
 """
 

@@ -1,10 +1,10 @@
 """Laredo rows as Spark DataFrames, with the exact Python types preserved.
 
 A :class:`LaredoFrame` is a DataFrame plus the *kind* of each column (see
-:mod:`laredo_spark.kinds`: native Spark columns where the values survive, typed JSON text
-otherwise). After a custom (Python) transform the frame is *opaque*: one ``__laredo_row``
-column holding each whole row as typed JSON, because a Python function may change the columns
-per row.
+:mod:`laredo_spark.kinds`, whose names this module re-exports: native Spark columns where the
+values survive, typed JSON text otherwise). After a custom (Python) transform the frame is
+*opaque*: one ``__laredo_row`` column holding each whole row as typed JSON, because a Python
+function may change the columns per row.
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ from .kinds import (
     compact_json,
     decode_json,
     encode_json,
+    from_spark_value,
     infer_kinds,
     kind_of_column,
     make_row_decoder,
     row_to_tuple,
     spark_schema,
+    spark_type,
+    to_spark_value,
     value_kind,
 )
 
@@ -38,10 +41,15 @@ __all__ = [
     "decode_json",
     "encode_json",
     "frame_from_rows",
+    "from_spark_value",
     "infer_kinds",
+    "json_value",
     "kind_of_column",
+    "make_row_decoder",
     "row_to_tuple",
     "spark_schema",
+    "spark_type",
+    "to_spark_value",
     "value_kind",
 ]
 
