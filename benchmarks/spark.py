@@ -4,7 +4,7 @@
 
 Defaults: 200000 rows, partitions 1 2, 3 repeats, the Parquet serializer. Starts an embedded
 PostgreSQL and fills two tables of the same shape (id int PK, name text, score numeric,
-active bool, at timestamptz): ``bench_half`` (rows / 2) and ``bench_full`` (rows). Then:
+active bool, at timestamptz): ``bench_small`` (rows / 4) and ``bench_full`` (rows). Then:
 
 * limit: one ``COPY (SELECT ...) TO STDOUT`` read of ``bench_full`` with psycopg's typed
   loaders (no target): what one connection can deliver to Python;
@@ -13,11 +13,11 @@ active bool, at timestamptz): ``bench_half`` (rows / 2) and ``bench_full`` (rows
   serializer and store type as the Spark runs (what the local engine needs to produce the same
   artifact);
 * spark, N partitions: a ``local[N]`` session, a first job on a tiny table (Python workers,
-  imports), then ``spark_baseline`` of both tables, repeated. The **marginal rate** is
-  ``(rows - rows/2) / (t_full - t_half)``: the JVM, session, slot, planning and commit costs
-  cancel out. **Driver CPU** is the CPU time of this (the driver's) Python process during a
-  run (``time.process_time``; the JVM and the Python workers are other processes), per million
-  rows: marginal (between the two sizes) and whole (the full-size run).
+  imports), then ``spark_baseline`` of both tables, alternately, repeated. The **marginal
+  rate** is ``(rows - rows/4) / (median t_full - median t_small)``: the JVM, session, slot,
+  planning and commit costs cancel out. **Driver CPU** is the CPU time of this (the driver's)
+  Python process during a run (``time.process_time``; the JVM and the Python workers are other
+  processes), per million rows: marginal (between the two sizes) and whole (the full run).
 
 Every line is printed beside the limits measured in the same run, with the median of the
 repeats and the load average (the machine may be shared: compare ratios, not absolutes).
@@ -152,7 +152,7 @@ def main() -> None:
     ap.add_argument("--serializer", default="parquet", choices=["parquet", "jsonl"])
     args = ap.parse_args()
     full = args.rows
-    half = full // 2
+    half = full // 4
     parts_list = args.partitions or [1, 2]
     work = tempfile.mkdtemp(prefix="laredo-spark-bench-")
     print(f"load average at start: {load()} ({os.cpu_count()} cores)", flush=True)
@@ -162,7 +162,7 @@ def main() -> None:
         dsn = pg.dsn("postgres")
         t0 = time.perf_counter()
         fill(dsn, "bench_full", full)
-        fill(dsn, "bench_half", half)
+        fill(dsn, "bench_small", half)
         fill(dsn, "bench_tiny", 2000)
         print(f"filled {full} + {half} rows in {time.perf_counter() - t0:.1f}s", flush=True)
         copies = [copy_read(dsn, "bench_full") for _ in range(args.repeat)]
@@ -187,10 +187,10 @@ def main() -> None:
             _r, first_job, _cpu = spark_run(
                 spark, dsn, "bench_tiny", f"tiny_{c}", parts=c, work=work, ser=args.serializer
             )
-            margins, cpu_marg, cpu_whole, walls = [], [], [], []
+            small_walls, full_walls, small_cpu, full_cpu = [], [], [], []
             for i in range(args.repeat):
                 r_half, w_half, c_half = spark_run(
-                    spark, dsn, "bench_half", f"h{c}_{i}", parts=c, work=work, ser=args.serializer
+                    spark, dsn, "bench_small", f"h{c}_{i}", parts=c, work=work, ser=args.serializer
                 )
                 r_full, w_full, c_full = spark_run(
                     spark, dsn, "bench_full", f"f{c}_{i}", parts=c, work=work, ser=args.serializer
@@ -198,26 +198,29 @@ def main() -> None:
                 n_half = sum(r_half.row_counts.values())
                 n_full = sum(r_full.row_counts.values())
                 assert (n_half, n_full) == (half, full), (n_half, n_full)
-                margins.append((n_full - n_half) / max(w_full - w_half, 1e-9))
-                cpu_marg.append((c_full - c_half) / (n_full - n_half) * 1e6)
-                cpu_whole.append(c_full / n_full * 1e6)
-                walls.append(w_full)
-            rate = statistics.median(margins)
+                small_walls.append(w_half)
+                full_walls.append(w_full)
+                small_cpu.append(c_half)
+                full_cpu.append(c_full)
+            med = statistics.median
+            rate = (full - half) / max(med(full_walls) - med(small_walls), 1e-9)
+            cpu_marg = (med(full_cpu) - med(small_cpu)) / (full - half) * 1e6
+            cpu_whole = med(full_cpu) / full * 1e6
             scaling[c] = rate
             lines.append(
                 (
                     f"spark_baseline, {c} partition(s), marginal",
                     rate,
-                    f"driver CPU {statistics.median(cpu_marg):.2f} s/M marginal, "
-                    f"{statistics.median(cpu_whole):.2f} s/M whole run",
+                    f"driver CPU {cpu_marg:.2f} s/M marginal, {cpu_whole:.2f} s/M whole run",
                 )
             )
             phases = ", ".join(f"{k} {v:.2f}s" for k, v in r_full.phases.items())
             notes.append(
                 f"local[{c}]: session start {started:.1f}s, first job (2000 rows) "
-                f"{first_job:.1f}s; {full} rows: median wall {statistics.median(walls):.2f}s "
-                f"({phases}); marginal rates {', '.join(f'{m:,.0f}' for m in margins)}; "
-                f"snapshot {r_full.descriptor.size_bytes / 1e6:.1f} MB"
+                f"{first_job:.1f}s; walls {half} rows: "
+                f"{', '.join(f'{w:.2f}' for w in small_walls)}s, {full} rows: "
+                f"{', '.join(f'{w:.2f}' for w in full_walls)}s (last: {phases}); snapshot "
+                f"{r_full.descriptor.size_bytes / 1e6:.1f} MB; load {load()}"
             )
             spark.stop()
     shutil.rmtree(work, ignore_errors=True)

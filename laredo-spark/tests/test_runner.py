@@ -200,3 +200,46 @@ def test_cli_group_registers_on_a_typer_app() -> None:
     out = CliRunner().invoke(app, ["spark", "baseline", "--help"])
     assert out.exit_code == 0, out.output
     assert "--partitions" in out.output
+
+
+def test_laredo_snapshot_reads_a_layout_1_snapshot(spark: Any, tmp_path: Any) -> None:
+    """A snapshot written by Laredo 0.1 (one file per table, no parts) reads as one task."""
+    import hashlib
+    import io
+
+    from laredo.serialization import encode_metadata
+    from laredo.snapshots.parquet import ParquetSerializer
+    from laredo.types import SnapshotMetadata, TableSnapshotInfo
+
+    rows = [{"id": i, "price": Decimal(i) / 4} for i in range(1, 51)]
+    info = TableSnapshotInfo(ITEMS, len(rows), position="0/5")
+    buf = io.BytesIO()
+    ParquetSerializer().write(info, rows, buf)
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "public.items.parquet").write_bytes(buf.getvalue())
+    from datetime import UTC, datetime
+
+    doc = encode_metadata(
+        SnapshotMetadata("old", datetime.now(UTC), {"pg": "0/5"}, (info,), "parquet")
+    )
+    doc["files"] = {
+        "public.items": {
+            "file": "public.items.parquet",
+            "size_bytes": len(buf.getvalue()),
+            "sha256": hashlib.sha256(buf.getvalue()).hexdigest(),
+        }
+    }
+    (folder / "metadata.json").write_text(json.dumps(doc))
+    df = (
+        spark.read.format("laredo-snapshot")
+        .option("store", "local")
+        .option("store_config", json.dumps({"path": str(tmp_path)}))
+        .option("table", "public.items")
+        .option("kinds", json.dumps({"id": "int", "price": "decimal"}))
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted((r["id"], r["price"]) for r in df.collect()) == [
+        (r["id"], str(r["price"])) for r in rows
+    ]
