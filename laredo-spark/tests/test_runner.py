@@ -175,6 +175,12 @@ def test_the_spark_section_drives_laredo_spark_baseline(tmp_path: Any, monkeypat
         seen["partitions"] = kw["partitions"]
         raise SystemExit(7)
 
+    assert (
+        runner.build_plan(
+            {**cfg, "snapshot": {"store": "local", "store_config": {"path": "x"}}}
+        ).serializer
+        is None
+    )  # Parquet, the runner's default
     monkeypatch.setattr(runner, "spark_session", fake_session)
     monkeypatch.setattr(runner, "spark_baseline", fake_baseline)
     with pytest.raises(SystemExit):

@@ -16,7 +16,9 @@ The config is a mapping of the engine sections (:mod:`laredo.config`) plus the r
 
 It is validated and built by :mod:`laredo.config`, the same code ``laredo serve`` uses (every
 plugin, pipeline ids ``source:schema.table:type``, unknown keys rejected, every problem with
-its key path). Keys this runner cannot honour yet are rejected by name, never ignored:
+its key path). Without ``snapshot.serializer`` the baseline is written as Parquet (the engine
+restores any format; its own snapshots keep its default). Keys this runner cannot honour yet
+are rejected by name, never ignored:
 ``buffer``, ``error_handling``, ``ttl`` and ``validation`` of a table or target, the snapshot
 ``schedule``, ``on_shutdown``, ``retention`` and ``on_restore_mismatch``, ``dead_letter`` and
 the server's sections (``grpc``, ``health``, ``observability``, ``shutdown``). Keep them in the
@@ -143,6 +145,11 @@ def _unsupported(tree: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
     return problems, rest
 
 
+def _serializer_given(tree: Mapping[str, Any]) -> bool:
+    snap = tree.get("snapshot")
+    return isinstance(snap, Mapping) and snap.get("serializer") is not None
+
+
 def build_plan(config: Mapping[str, Any]) -> Plan:
     """Validate ``config`` and build its sources, pipelines and snapshot store.
 
@@ -164,7 +171,8 @@ def build_plan(config: Mapping[str, Any]) -> Plan:
         source_configs={sid: {"type": s.type, **s.options()} for sid, s in model.sources.items()},
         pipelines=list(engine.pipeline_configs),
         snapshot_store=built.snapshot_store,
-        serializer=built.snapshot_serializer,
+        # no serializer configured: the Spark runner's own default (Parquet), not the engine's
+        serializer=built.snapshot_serializer if _serializer_given(tree) else None,
         spark=spark.model_dump(exclude_defaults=True),
         user_meta=dict(model.snapshot.user_meta) if model.snapshot else {},
     )
