@@ -1,42 +1,45 @@
-"""Spark parallel baseline vs a single psycopg COPY read of the same table, in one run.
+"""Spark parallel baseline vs the local paths on the same tables, in one run.
 
-    python benchmarks/spark.py [rows] [partitions...]   # default 200000 rows; 1, 2, 4 partitions
+    python benchmarks/spark.py [rows] [partitions...] [--repeat N] [--serializer parquet|jsonl]
 
-Starts an embedded PostgreSQL, fills ``public.bench`` (id int PK, name text, score numeric,
-active bool, at timestamptz), then measures on the same table:
+Defaults: 200000 rows, partitions 1 2, 3 repeats, the Parquet serializer. Starts an embedded
+PostgreSQL and fills two tables of the same shape (id int PK, name text, score numeric,
+active bool, at timestamptz): ``bench_small`` (rows / 4) and ``bench_full`` (rows). Then:
 
-* limit: one ``COPY (SELECT ...) TO STDOUT`` read with psycopg's typed loaders (no target);
-* local: the ``postgresql`` source's own single-connection baseline (``baseline_batches``);
-* spark, N partitions: a ``local[N]`` session per partition count (its start is timed; the
-  first one includes the JVM launch), a first job on a 20k-row table (Python workers, imports),
-  then ``spark_baseline`` of the big table (slot + exported snapshot, ctid slices read in tasks,
-  rows to the driver, JSONL snapshot written). ``wall+start`` is what a fresh process pays:
-  JVM + session start + first job + the big table. The crossover point is where those fixed
-  costs are paid back by a faster per-row rate than the local baseline's (there is none when
-  Spark's rate is lower).
+* limit: one ``COPY (SELECT ...) TO STDOUT`` read of ``bench_full`` with psycopg's typed
+  loaders (no target): what one connection can deliver to Python;
+* local read: the ``postgresql`` source's own single-connection baseline (rows only);
+* local baseline+snapshot: the same baseline, then the rows written as a snapshot with the same
+  serializer and store type as the Spark runs (what the local engine needs to produce the same
+  artifact);
+* spark, N partitions: a ``local[N]`` session, a first job on a tiny table (Python workers,
+  imports), then ``spark_baseline`` of both tables, alternately, repeated. The **marginal
+  rate** is ``(rows - rows/4) / (median t_full - median t_small)``: the JVM, session, slot,
+  planning and commit costs cancel out. **Driver CPU** is the CPU time of this (the driver's)
+  Python process during a run (``time.process_time``; the JVM and the Python workers are other
+  processes), per million rows: marginal (between the two sizes) and whole (the full run).
 
-Each line prints rows/s and the ratio to the COPY limit measured in this run. On a 2-core
-machine shared with other work Spark's fixed costs (JVM, Python workers, driver-side snapshot
-write) dominate small tables; the ratio column is the figure to compare across machines.
+Every line is printed beside the limits measured in the same run, with the median of the
+repeats and the load average (the machine may be shared: compare ratios, not absolutes).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
-import sys
+import statistics
 import tempfile
 import time
 from typing import Any
 
 import laredo
-from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
-from laredo.types import SourceConfig, TableIdentifier
+from laredo.types import SnapshotMetadata, SourceConfig, TableIdentifier, TableSnapshotInfo
 from laredo_source_pg.embedded import EmbeddedPostgres
 from laredo_spark import spark_baseline, spark_session
 
-TABLE = TableIdentifier("public", "bench")
+COLUMNS = "id, name, score, active, at"
 
 
 def fill(dsn: str, table: str, n: int) -> None:
@@ -60,42 +63,65 @@ def fill(dsn: str, table: str, n: int) -> None:
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
 
 
-def copy_read(dsn: str) -> tuple[int, float]:
+def serializer_of(name: str) -> Any:
+    return laredo.serializer(name)
+
+
+def copy_read(dsn: str, table: str) -> tuple[int, float]:
     import psycopg
+    from psycopg import sql
 
     t0 = time.perf_counter()
     n = 0
-    with (
-        psycopg.connect(dsn) as conn,
-        conn.cursor() as cur,
-        cur.copy("COPY (SELECT id, name, score, active, at FROM bench) TO STDOUT") as cp,
-    ):
+    query = sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT").format(
+        sql.SQL(COLUMNS), sql.Identifier(table)
+    )
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur, cur.copy(query) as cp:
         cp.set_types(["int4", "text", "numeric", "bool", "timestamptz"])
         for _row in cp.rows():
             n += 1
     return n, time.perf_counter() - t0
 
 
-def local_baseline(dsn: str, slot: str) -> tuple[int, float]:
+def local_baseline(
+    dsn: str, table: str, slot: str, store: Any = None, serializer: Any = None
+) -> tuple[int, float]:
+    """The local source's baseline (rows only), or baseline + snapshot when ``store`` is set."""
+    ident = TableIdentifier("public", table)
     src = laredo.source("postgresql", connection=dsn, slot_name=slot, publication={"create": True})
+    rows: list[Any] = []
     count = [0]
 
-    def cb(table: Any, rows: list[Any]) -> None:
-        count[0] += len(rows)
+    def cb(_table: Any, batch: list[Any]) -> None:
+        count[0] += len(batch)
+        if store is not None:
+            rows.extend(batch)
 
     try:
-        src.init(SourceConfig([TABLE]))
+        columns = src.init(SourceConfig([ident]))
         t0 = time.perf_counter()
-        src.baseline_batches([TABLE], cb)
+        src.baseline_batches([ident], cb)
+        if store is not None:
+            from datetime import UTC, datetime
+
+            info = TableSnapshotInfo(ident, len(rows), columns=tuple(columns[ident]))
+            meta = SnapshotMetadata(
+                f"local-{slot}", datetime.now(UTC), {"pg": "0/0"}, (info,), serializer.format_id()
+            )
+            store.save(f"local-{slot}", meta, {ident: rows}, serializer)
         return count[0], time.perf_counter() - t0
     finally:
         src.close()
 
 
-def spark_run(spark: Any, dsn: str, table: str, slot: str, *, parts: int, work: str) -> Any:
+def spark_run(
+    spark: Any, dsn: str, table: str, slot: str, *, parts: int, work: str, ser: str
+) -> Any:
     store = LocalSnapshotStore(f"{work}/{slot}", fsync=False)
     pipe = laredo.Pipeline("pg", TableIdentifier("public", table), object())
-    return spark_baseline(
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    res = spark_baseline(
         spark,
         {
             "connection": dsn,
@@ -105,94 +131,111 @@ def spark_run(spark: Any, dsn: str, table: str, slot: str, *, parts: int, work: 
         },
         [pipe],
         snapshot_store=store,
-        serializer=JsonlSerializer(),
+        serializer=serializer_of(ser),
         partitions=parts,
     )
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    shutil.rmtree(f"{work}/{slot}", ignore_errors=True)
+    return res, wall, cpu
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
-    parts_list = [int(a) for a in sys.argv[2:]] or [1, 2, 4]
-    small = 20_000
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("rows", nargs="?", type=int, default=200_000)
+    ap.add_argument("partitions", nargs="*", type=int)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--serializer", default="parquet", choices=["parquet", "jsonl"])
+    args = ap.parse_args()
+    full = args.rows
+    half = full // 4
+    parts_list = args.partitions or [1, 2]
     work = tempfile.mkdtemp(prefix="laredo-spark-bench-")
-    results: list[tuple[str, int, float, float]] = []  # name, rows, seconds, wall incl. start
+    print(f"load average at start: {load()} ({os.cpu_count()} cores)", flush=True)
+    lines: list[tuple[str, float, str]] = []  # what, rows/s, detail
     notes: list[str] = []
-    crossover: list[str] = []
     with EmbeddedPostgres() as pg:
         dsn = pg.dsn("postgres")
         t0 = time.perf_counter()
-        fill(dsn, "bench", rows)
-        fill(dsn, "bench_small", small)
-        print(f"filled {rows} + {small} rows in {time.perf_counter() - t0:.1f}s", flush=True)
-        n, secs = copy_read(dsn)
-        limit = n / secs
-        results.append(("COPY read (limit)", n, secs, secs))
-        n_local, secs_local = local_baseline(dsn, "bench_local")
-        results.append(("local source baseline", n_local, secs_local, secs_local))
-        rate_local = n_local / secs_local
-        first_start: float | None = None
+        fill(dsn, "bench_full", full)
+        fill(dsn, "bench_small", half)
+        fill(dsn, "bench_tiny", 2000)
+        print(f"filled {full} + {half} rows in {time.perf_counter() - t0:.1f}s", flush=True)
+        copies = [copy_read(dsn, "bench_full") for _ in range(args.repeat)]
+        limit = statistics.median(n / s for n, s in copies)
+        lines.append(("COPY read, one connection (limit)", limit, ""))
+        reads = [local_baseline(dsn, "bench_full", f"lr{i}") for i in range(args.repeat)]
+        rate_read = statistics.median(n / s for n, s in reads)
+        lines.append(("local source baseline, rows only", rate_read, ""))
+        ser = serializer_of(args.serializer)
+        snaps = []
+        for i in range(args.repeat):
+            store = LocalSnapshotStore(f"{work}/local{i}", fsync=False)
+            snaps.append(local_baseline(dsn, "bench_full", f"ls{i}", store, ser))
+            shutil.rmtree(f"{work}/local{i}", ignore_errors=True)
+        rate_local = statistics.median(n / s for n, s in snaps)
+        lines.append((f"local baseline + {args.serializer} snapshot", rate_local, ""))
+        scaling: dict[int, float] = {}
         for c in parts_list:
-            # one session per partition count, local[c]: c task slots for c partitions (on a
-            # 2-core box local[4] oversubscribes the cores, which is what this measures)
             t0 = time.perf_counter()
             spark = spark_session(f"local[{c}]", f"laredo-bench-{c}")
             started = time.perf_counter() - t0
-            if first_start is None:
-                first_start = started  # JVM launch + context: paid once per process
-            t0 = time.perf_counter()
-            tiny = spark_run(spark, dsn, "bench_small", f"cold_{c}", parts=c, work=work)
-            cold = time.perf_counter() - t0  # first job: Python workers, imports
-            t0 = time.perf_counter()
-            res = spark_run(spark, dsn, "bench", f"big_{c}", parts=c, work=work)
-            secs = time.perf_counter() - t0
-            count = sum(res.row_counts.values())
-            # a fresh process: JVM + session start, the first job's fixed cost, then the table
-            wall = first_start + cold + secs
-            results.append((f"spark baseline, {c} partition(s)", count, secs, wall))
-            detail = ", ".join(f"{k} {v:.2f}s" for k, v in res.phases.items())
-            notes.append(
-                f"{c} partition(s), local[{c}]: session start {started:.1f}s (first session, "
-                f"with JVM launch: {first_start:.1f}s); first job ({small} rows) {cold:.2f}s "
-                f"({sum(tiny.row_counts.values())} rows); {count} rows: {detail}; snapshot "
-                f"{res.descriptor.size_bytes / 1e6:.1f} MB ({res.descriptor.size_bytes / count:.0f}"
-                f" B/row)"
+            _r, first_job, _cpu = spark_run(
+                spark, dsn, "bench_tiny", f"tiny_{c}", parts=c, work=work, ser=args.serializer
             )
-            rate_spark = count / secs
-            overhead = first_start + cold
-            if rate_spark > rate_local:
-                cross = overhead / (1 / rate_local - 1 / rate_spark)
-                crossover.append(f"{c} partition(s): Spark wins above ~{cross:,.0f} rows")
-            else:
-                crossover.append(
-                    f"{c} partition(s): no crossover: Spark's per-row rate ({rate_spark:,.0f} "
-                    f"rows/s) is below the local baseline's ({rate_local:,.0f} rows/s), so it "
-                    f"loses at any table size"
+            small_walls, full_walls, small_cpu, full_cpu = [], [], [], []
+            for i in range(args.repeat):
+                r_half, w_half, c_half = spark_run(
+                    spark, dsn, "bench_small", f"h{c}_{i}", parts=c, work=work, ser=args.serializer
                 )
+                r_full, w_full, c_full = spark_run(
+                    spark, dsn, "bench_full", f"f{c}_{i}", parts=c, work=work, ser=args.serializer
+                )
+                n_half = sum(r_half.row_counts.values())
+                n_full = sum(r_full.row_counts.values())
+                assert (n_half, n_full) == (half, full), (n_half, n_full)
+                small_walls.append(w_half)
+                full_walls.append(w_full)
+                small_cpu.append(c_half)
+                full_cpu.append(c_full)
+            med = statistics.median
+            rate = (full - half) / max(med(full_walls) - med(small_walls), 1e-9)
+            cpu_marg = (med(full_cpu) - med(small_cpu)) / (full - half) * 1e6
+            cpu_whole = med(full_cpu) / full * 1e6
+            scaling[c] = rate
+            lines.append(
+                (
+                    f"spark_baseline, {c} partition(s), marginal",
+                    rate,
+                    f"driver CPU {cpu_marg:.2f} s/M marginal, {cpu_whole:.2f} s/M whole run",
+                )
+            )
+            phases = ", ".join(f"{k} {v:.2f}s" for k, v in r_full.phases.items())
+            notes.append(
+                f"local[{c}]: session start {started:.1f}s, first job (2000 rows) "
+                f"{first_job:.1f}s; walls {half} rows: "
+                f"{', '.join(f'{w:.2f}' for w in small_walls)}s, {full} rows: "
+                f"{', '.join(f'{w:.2f}' for w in full_walls)}s (last: {phases}); snapshot "
+                f"{r_full.descriptor.size_bytes / 1e6:.1f} MB; load {load()}"
+            )
             spark.stop()
     shutil.rmtree(work, ignore_errors=True)
     print()
     for line in notes:
         print(line)
-    print(
-        f"\n{'what':34} {'rows':>9} {'seconds':>8} {'rows/s':>10} {'vs COPY':>8} "
-        f"{'wall+start':>10} {'rows/s e2e':>10}"
-    )
-    for name, count, secs, wall in results:
-        rate = count / secs if secs else 0.0
-        print(
-            f"{name:34} {count:>9} {secs:>8.2f} {rate:>10.0f} {rate / limit:>8.2f} "
-            f"{wall:>10.2f} {count / wall:>10.0f}"
-        )
-    spark_rows = [(name, count / secs) for name, count, secs, _ in results if "partition" in name]
-    if len(spark_rows) > 1:
-        base = spark_rows[0][1]
+    print(f"\n{'what':46} {'rows/s':>10} {'vs COPY':>8} {'vs local b+s':>12}  detail")
+    for what, rate, detail in lines:
+        print(f"{what:46} {rate:>10,.0f} {rate / limit:>8.2f} {rate / rate_local:>12.2f}  {detail}")
+    if 1 in scaling and len(scaling) > 1:
         print(
             "scaling vs 1 partition: "
-            + ", ".join(f"{n.split(', ')[1]} x{r / base:.2f}" for n, r in spark_rows)
-            + f" (machine has {os.cpu_count()} cores)"
+            + ", ".join(f"{c} partitions x{r / scaling[1]:.2f}" for c, r in scaling.items())
         )
-    for line in crossover:
-        print("crossover: " + line)
+    print(f"load average at end: {load()} ({os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

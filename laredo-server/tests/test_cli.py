@@ -103,7 +103,11 @@ def test_snapshot_dead_letter_replay_commands(harness: Harness) -> None:
     assert [s["snapshot_id"] for s in listed] == [sid]
     info = js(harness, "snapshot", "inspect", sid)
     assert json.loads(info["user_meta_json"]) == {"who": "test"}
-    assert "public.users" in run(harness, "snapshot", "inspect", sid).output
+    assert info["layout"] == 2
+    (users,) = [a for a in info["artifacts"] if a["table"] == "users"]
+    assert [(p["format"], int(p["rows"])) for p in users["parts"]] == [("jsonl", 25)]
+    text = run(harness, "snapshot", "inspect", sid).output
+    assert "public.users" in text and "parts (layout 2)" in text and "part-00000.jsonl" in text
     sid2 = run(harness, "snapshot", "create").stdout.strip()
     assert js(harness, "snapshot", "prune", "--keep", "1")["deleted_ids"] == [sid]
     r = run(harness, "replay", "start", sid2, "public.orders", "--wait")

@@ -184,8 +184,15 @@ def test_snapshots_create_list_inspect_prune_delete(harness: Harness) -> None:
     assert [s.snapshot_id for s in listed] == ids[::-1]
     assert len(o.ListSnapshots(oam.ListSnapshotsRequest(limit=1)).snapshots) == 1
     assert len(o.ListSnapshots(oam.ListSnapshotsRequest(table="public.orders")).snapshots) == 3
-    snap = o.InspectSnapshot(oam.InspectSnapshotRequest(snapshot_id=ids[0])).snapshot
+    inspected = o.InspectSnapshot(oam.InspectSnapshotRequest(snapshot_id=ids[0]))
+    snap = inspected.snapshot
     assert {(t.table, t.row_count) for t in snap.tables} == {("users", 25), ("orders", 2)}
+    assert inspected.layout == 2
+    assert {(a.kind, a.table, sum(p.rows for p in a.parts)) for a in inspected.artifacts} == {
+        ("table", "users", 25),
+        ("table", "orders", 2),
+    }
+    assert all(len(p.sha256) == 64 for a in inspected.artifacts for p in a.parts)
     assert json.loads(snap.user_meta_json)["n"] == 0
     assert snap.source_positions["src"] == "0"
     pr = o.PruneSnapshots(oam.PruneSnapshotsRequest(keep=2))

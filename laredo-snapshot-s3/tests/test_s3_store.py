@@ -337,3 +337,57 @@ def test_many_writers_one_commit_and_strays_removed(
     ]
     assert not any(k.endswith("part-00001-b.jsonl") for k in keys)
     assert store.describe("mp").tables[0].row_count == 3
+
+
+def test_a_pickled_store_writes_parts_and_records_artifacts(
+    store: S3SnapshotStore, moto_server: Any
+) -> None:
+    """What Spark executors do: a pickled copy (its own client) writes parts from Arrow
+    batches and records them; the original commits; batches read back verified."""
+    import pickle
+
+    pa = pytest.importorskip("pyarrow")
+    from laredo.snapshots.manifest import TABLE, SnapshotArtifact
+    from laredo.snapshots.parquet import ParquetSerializer
+
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.settings == store.settings and copy._client is not store._client
+    info = TableSnapshotInfo(USERS, 0, position="p", pipeline_id="pid")
+    parts = []
+    for i in range(3):
+        batch = pa.record_batch(
+            [pa.array([i * 10 + j for j in range(10)]), pa.array([f"{i}.5"] * 10)],
+            names=["id", "amount"],
+        )
+        parts.append(
+            copy.write_part_batches(
+                "pb",
+                USERS,
+                f"part-{i:05d}-1",
+                info,
+                [batch],
+                serializer=ParquetSerializer(),
+                encoded={"amount": "decimal"},
+            )
+        )
+    copy.stage_artifact("pb", "t0", SnapshotArtifact(TABLE, USERS, tuple(parts), "pid", None, "p"))
+    assert store.list() == []
+    staged = store.staged_artifacts("pb")
+    store.commit("pb", meta("pb", T0, USERS), list(staged.values()))
+    _, tables = store.load("pb")
+    got = list(tables[USERS])
+    assert [r["id"] for r in got] == list(range(30))
+    assert {type(r["amount"]) for r in got} == {Decimal}
+    keys = [
+        o["Key"] for o in moto_server.client("s3").list_objects_v2(Bucket=store.bucket)["Contents"]
+    ]
+    assert not any("_artifacts" in k for k in keys)
+    read = store.read_part_batches("pb", USERS, parts[1])
+    assert read is not None and read[0] == {"amount": "decimal"}
+    assert [b.num_rows for b in read[1]] == [10]
+    s3 = moto_server.client("s3")
+    key = f"snaps/pb/{parts[1].path}"
+    data = s3.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+    s3.put_object(Bucket=store.bucket, Key=key, Body=data[:-9] + b"x" + data[-8:])
+    with pytest.raises(SnapshotError, match="checksum mismatch"):
+        store.read_part_batches("pb", USERS, parts[1])

@@ -1,4 +1,10 @@
-"""One SparkSession (local[2]) for the whole test session, loopback only."""
+"""One SparkSession (local[2], a failed task retried once) for the whole test session,
+loopback only.
+
+The moto server (with its fake AWS credentials in the environment) starts first, so the
+Spark JVM and its Python workers inherit the credentials: executors build their own S3
+clients from the AWS chain, as on a cluster.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,11 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(moto_server: Any) -> Iterator[Any]:
     from laredo_spark import spark_session
 
     session = spark_session(
-        "local[2]",
+        "local[2,2]",
         "laredo-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )

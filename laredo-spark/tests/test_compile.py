@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -184,7 +185,12 @@ def test_custom_callables_run_as_python_udfs(spark: Any) -> None:
 def test_column_names_with_dots_and_json_kinds_round_trip(spark: Any) -> None:
     rows = [{"a.b": 1, "doc": {"k": [1, Decimal("2.5")]}, "when": FIXED, "raw": b"\x00\xff"}]
     frame = frame_from_rows(spark, rows, table=T)
-    assert frame.kinds == {"a.b": "int", "doc": "json", "when": "json", "raw": "bytes"}
+    assert frame.kinds == {
+        "a.b": "int",
+        "doc": "json",
+        "when": "timestamptz:+00:00",
+        "raw": "bytes",
+    }
     out = apply_chain(frame, [FieldEquals("a.b", 1)], [RenameFields({"a.b": "ab"})]).rows()
     assert out == [{"ab": 1, "doc": rows[0]["doc"], "when": FIXED, "raw": b"\x00\xff"}]
     assert type(out[0]["raw"]) is bytes
@@ -205,6 +211,9 @@ def test_json_lines_are_the_typed_json_encoding_for_every_kind(spark: Any) -> No
             "d": date(1, 1, 1),
             "j": Decimal("1.50"),
             "t": FIXED,
+            "z": FIXED.astimezone(ZoneInfo("Europe/Paris")),
+            "o": FIXED.astimezone(timezone(timedelta(hours=-3, minutes=-30))),
+            "l": FIXED.replace(tzinfo=None, microsecond=0),
             "n": None,
         },
         {
@@ -218,6 +227,9 @@ def test_json_lines_are_the_typed_json_encoding_for_every_kind(spark: Any) -> No
             "d": None,
             "j": None,
             "t": None,
+            "z": None,
+            "o": None,
+            "l": None,
             "n": None,
         },
     ]
@@ -227,6 +239,11 @@ def test_json_lines_are_the_typed_json_encoding_for_every_kind(spark: Any) -> No
             for i, r in enumerate(rows)
         ]
         frame = frame_from_rows(spark, data, table=T)
+        assert frame.kinds["j"] == "decimal" and frame.kinds["l"] == "timestamp"
+        assert frame.kinds["z"] == "timestamptz:Europe/Paris"
+        assert frame.kinds["o"] == "timestamptz:-03:30"
+        # collect, then back to the exact Python values (canon: NaN, zones, Decimal exponent)
+        assert [canon(r) for r in frame.rows()] == [canon(r) for r in data]
         got = [loads_row(r[0]) for r in frame.json_lines().collect()]
         assert [canon(r) for r in got] == [canon(r) for r in data]
         assert [list(r) for r in got] == [list(r) for r in data]

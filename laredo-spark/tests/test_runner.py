@@ -63,7 +63,7 @@ def test_run_spark_from_config_then_read_the_snapshot_back(
     cfg = _config(db, tmp_path / "snaps")
     (result,) = run_spark(cfg, spark=spark)
     assert result.row_counts == {"pg:public.items:indexed-memory": 200, "all-items": 400}
-    assert set(result.phases) == {"init", "slot", "read", "save"}
+    assert set(result.phases) == {"init", "slot", "write", "commit"}
     store = laredo.snapshot_store("local", path=str(tmp_path / "snaps"))
     meta, data = store.load(result.snapshot_id)
     assert [i.pipeline_id for i in meta.tables] == ["pg:public.items:indexed-memory", "all-items"]
@@ -113,7 +113,7 @@ def test_observer_progress_and_cli_argument_errors(
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text)")
-    db.execute("INSERT INTO items SELECT g, 'A' || g FROM generate_series(1, 50) g")
+    db.execute("INSERT INTO items SELECT g, 'A' || g FROM generate_series(1, 3000) g")
     plan = build_plan(_config(db, tmp_path / "snaps"))
     parts: list[tuple[str, int, int, int, int]] = []
 
@@ -129,21 +129,66 @@ def test_observer_progress_and_cli_argument_errors(
             plan.pipelines[:1],
             snapshot_store=plan.snapshot_store,
             observer=obs,
-            progress_every=20,
             partitions=2,
         )
-    assert sum(res.row_counts.values()) == 50
-    # rows per partition as each one reaches the driver, with the partition count for the ETA
-    assert parts and sum(p[2] for p in parts) == 50
-    assert [p[3] for p in parts] == list(range(1, len(parts) + 1))
-    assert all(p[0] == "pg:public.items:indexed-memory" and p[4] >= 1 for p in parts)
-    assert any("partition" in r.getMessage() and "rows" in r.getMessage() for r in caplog.records)
-    assert obs.of("baseline_started") == [("pg:public.items:indexed-memory", ITEMS)]
-    assert [a[2] for a in obs.of("baseline_row_loaded")] == [20, 40]
-    ((pid, table, total, _duration),) = obs.of("baseline_completed")
-    assert (pid, table, total) == ("pg:public.items:indexed-memory", ITEMS, 50)
+    pid = "pg:public.items:indexed-memory"
+    assert res.row_counts == {pid: 3000}
+    # one event per part written by a task, with its rows, once the job is committed
+    assert len(parts) == 2 and sum(p[2] for p in parts) == 3000
+    assert [(p[0], p[1], p[3], p[4]) for p in parts] == [(pid, 0, 1, 2), (pid, 1, 2, 2)]
+    assert any("3000 rows in 2 parts" in r.getMessage() for r in caplog.records)
+    assert obs.of("baseline_started") == [(pid, ITEMS)]
+    assert [a[2] for a in obs.of("baseline_row_loaded")] == [3000]
+    ((got_pid, table, total, _duration),) = obs.of("baseline_completed")
+    assert (got_pid, table, total) == (pid, ITEMS, 3000)
     with pytest.raises(SystemExit):
         cli_main(["baseline"])  # --config is required
+
+
+def test_the_spark_section_drives_laredo_spark_baseline(tmp_path: Any, monkeypatch: Any) -> None:
+    """``spark { master, partitions, conf }`` of the config file reaches the session and the
+    baseline; ``--master`` / ``--partitions`` override them."""
+    from laredo_spark import runner
+
+    class Db:
+        dsn = "postgresql://nobody@127.0.0.1:1/none"
+        slot_name = "unused"
+
+    cfg = _config(Db(), tmp_path / "snaps")
+    del cfg["spark"]
+    path = tmp_path / "spark.conf"
+    # HOCON: the JSON body without its braces, then the section as a person would write it
+    path.write_text(
+        json.dumps(cfg)[1:-1]
+        + '\nspark { master = "local[3]", partitions = 5\n'
+        + '  conf { spark.sql.shuffle.partitions = 3, "spark.x.y" = z, spark.ui.enabled = false }'
+        + "\n}\n"
+    )
+    want = {"spark.sql.shuffle.partitions": "3", "spark.x.y": "z", "spark.ui.enabled": "false"}
+    seen: dict[str, Any] = {}
+
+    def fake_session(master: str, app: str, conf: Any) -> Any:
+        seen["session"] = (master, dict(conf or {}))
+        return object()
+
+    def fake_baseline(session: Any, source: Any, pipes: Any, **kw: Any) -> Any:
+        seen["partitions"] = kw["partitions"]
+        raise SystemExit(7)
+
+    assert (
+        runner.build_plan(
+            {**cfg, "snapshot": {"store": "local", "store_config": {"path": "x"}}}
+        ).serializer
+        is None
+    )  # Parquet, the runner's default
+    monkeypatch.setattr(runner, "spark_session", fake_session)
+    monkeypatch.setattr(runner, "spark_baseline", fake_baseline)
+    with pytest.raises(SystemExit):
+        cli_main(["baseline", "--config", str(path)])
+    assert seen == {"session": ("local[3]", want), "partitions": 5}
+    with pytest.raises(SystemExit):
+        cli_main(["baseline", "--config", str(path), "--master", "local[1]", "--partitions", "2"])
+    assert seen == {"session": ("local[1]", want), "partitions": 2}
 
 
 def test_cli_group_registers_on_a_typer_app() -> None:
@@ -161,3 +206,46 @@ def test_cli_group_registers_on_a_typer_app() -> None:
     out = CliRunner().invoke(app, ["spark", "baseline", "--help"])
     assert out.exit_code == 0, out.output
     assert "--partitions" in out.output
+
+
+def test_laredo_snapshot_reads_a_layout_1_snapshot(spark: Any, tmp_path: Any) -> None:
+    """A snapshot written by Laredo 0.1 (one file per table, no parts) reads as one task."""
+    import hashlib
+    import io
+
+    from laredo.serialization import encode_metadata
+    from laredo.snapshots.parquet import ParquetSerializer
+    from laredo.types import SnapshotMetadata, TableSnapshotInfo
+
+    rows = [{"id": i, "price": Decimal(i) / 4} for i in range(1, 51)]
+    info = TableSnapshotInfo(ITEMS, len(rows), position="0/5")
+    buf = io.BytesIO()
+    ParquetSerializer().write(info, rows, buf)
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "public.items.parquet").write_bytes(buf.getvalue())
+    from datetime import UTC, datetime
+
+    doc = encode_metadata(
+        SnapshotMetadata("old", datetime.now(UTC), {"pg": "0/5"}, (info,), "parquet")
+    )
+    doc["files"] = {
+        "public.items": {
+            "file": "public.items.parquet",
+            "size_bytes": len(buf.getvalue()),
+            "sha256": hashlib.sha256(buf.getvalue()).hexdigest(),
+        }
+    }
+    (folder / "metadata.json").write_text(json.dumps(doc))
+    df = (
+        spark.read.format("laredo-snapshot")
+        .option("store", "local")
+        .option("store_config", json.dumps({"path": str(tmp_path)}))
+        .option("table", "public.items")
+        .option("kinds", json.dumps({"id": "int", "price": "decimal"}))
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted((r["id"], r["price"]) for r in df.collect()) == [
+        (r["id"], str(r["price"])) for r in rows
+    ]

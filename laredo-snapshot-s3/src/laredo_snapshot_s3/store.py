@@ -18,7 +18,10 @@ snapshots (one ``<schema>.<table>.<format>`` object per table) still load. ``del
 ``metadata.json`` first for the same reason.
 
 Credentials come from the usual AWS chain (environment, shared config, instance role);
-``endpoint_url`` points at S3-compatible services (MinIO, moto).
+``endpoint_url`` points at S3-compatible services (MinIO, moto). A store pickles (Spark ships it
+to the executors that write parts) as its settings: bucket, prefix, region, endpoint URL,
+profile and part size; the copy makes its own client from the AWS chain where it is unpickled
+(a ``client=`` given to the original is not pickled, its region and endpoint URL are kept).
 """
 
 from __future__ import annotations
@@ -170,6 +173,14 @@ class S3Files:
         base = len(self._key(snapshot_id, ""))
         return sorted(k[base:] for k in self._keys(snapshot_id) if not k.endswith(METADATA))
 
+    def read_staged(self, snapshot_id: str, path: str) -> bytes:
+        key = self._key(snapshot_id, path)
+        try:
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except Exception as exc:
+            raise SnapshotError(f"reading s3://{self.bucket}/{key}: {exc}") from exc
+        return data
+
     def remove_staged(self, snapshot_id: str, paths: Sequence[str] | None = None) -> None:
         if paths is None:
             keys = [k for k in self._keys(snapshot_id) if not k.endswith(f"/{METADATA}")]
@@ -270,8 +281,28 @@ class S3SnapshotStore(ManifestSnapshotStore):
         self.bucket = bucket
         self.prefix = normalize_prefix(prefix)
         self.part_size = part_size
+        if client is not None:
+            meta = getattr(client, "meta", None)
+            region = region or getattr(meta, "region_name", None)
+            endpoint_url = endpoint_url or getattr(meta, "endpoint_url", None)
+        self.settings: dict[str, Any] = {
+            "bucket": bucket,
+            "prefix": self.prefix,
+            "region": region,
+            "endpoint_url": endpoint_url,
+            "profile": profile,
+            "part_size": part_size,
+        }
         self._client = client or make_s3_client(region, endpoint_url=endpoint_url, profile=profile)
         super().__init__(S3Files(self._client, bucket, self.prefix, part_size))
 
     def __repr__(self) -> str:
         return f"S3SnapshotStore(s3://{self.bucket}/{self.prefix})"
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        return (store_from_settings, (dict(self.settings),))
+
+
+def store_from_settings(settings: dict[str, Any]) -> S3SnapshotStore:
+    """An :class:`S3SnapshotStore` from its ``settings`` (how a pickled store is rebuilt)."""
+    return S3SnapshotStore(**settings)

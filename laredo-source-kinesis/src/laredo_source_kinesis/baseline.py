@@ -193,10 +193,9 @@ class S3Baseline:
                 h.update(f"{o.key}={o.etag}\n".encode())
         return h.hexdigest()[:20]
 
-    def read_rows(self, obj: BaselineObject, batch_size: int) -> Iterator[list[Row]]:
-        """Rows of one object in lists of up to ``batch_size`` (streamed, never all at once)."""
+    def _get(self, obj: BaselineObject) -> Any:
         try:
-            resp = self.s3.get_object(Bucket=self.bucket, Key=obj.key, IfMatch=obj.etag)
+            return self.s3.get_object(Bucket=self.bucket, Key=obj.key, IfMatch=obj.etag)
         except Exception as exc:
             if _error_code(exc) in {"PreconditionFailed", "412"}:
                 raise SourceError(
@@ -204,13 +203,34 @@ class S3Baseline:
                     f"run the baseline again"
                 ) from None
             raise SourceError(f"reading baseline object {self.url(obj.key)}: {exc}") from exc
-        raw = io.BufferedReader(S3Body(resp["Body"]), buffer_size=256 * 1024)
+
+    def read_rows(self, obj: BaselineObject, batch_size: int) -> Iterator[list[Row]]:
+        """Rows of one object in lists of up to ``batch_size`` (streamed, never all at once)."""
+        if obj.key.endswith(".parquet"):
+            for rb in self.read_batches(obj, batch_size):
+                yield rb.to_pylist()
+            return
+        raw = io.BufferedReader(S3Body(self._get(obj)["Body"]), buffer_size=256 * 1024)
         with raw:
-            if obj.key.endswith(".parquet"):
-                yield from self._parquet_rows(raw, obj, batch_size)
-                return
             stream: Any = gzip.GzipFile(fileobj=raw) if obj.key.endswith(".gz") else raw
             yield from self._jsonl_rows(stream, obj, batch_size)
+
+    def read_batches(self, obj: BaselineObject, batch_size: int) -> Iterator[Any]:
+        """The Arrow record batches of a ``.parquet`` object (up to ``batch_size`` rows each),
+        as pyarrow reads them (needs pyarrow)."""
+        try:
+            import pyarrow.parquet as pq  # lazy: optional extra (laredo-source-kinesis[parquet])
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "laredo-source-kinesis[parquet]", f"Parquet baseline {obj.key}"
+            ) from exc
+        raw = io.BufferedReader(S3Body(self._get(obj)["Body"]), buffer_size=256 * 1024)
+        # Parquet needs random access: spool to a temporary file (memory up to 64 MiB).
+        with raw, tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024) as spool:
+            while chunk := raw.read(1024 * 1024):
+                spool.write(chunk)
+            spool.seek(0)
+            yield from pq.ParquetFile(spool).iter_batches(batch_size=batch_size)
 
     def _jsonl_rows(self, stream: Any, obj: BaselineObject, batch_size: int) -> Iterator[list[Row]]:
         loads: Callable[[bytes], Row] = serialization.loads_row
@@ -229,22 +249,6 @@ class S3Baseline:
                 batch = []
         if batch:
             yield batch
-
-    def _parquet_rows(self, raw: Any, obj: BaselineObject, batch_size: int) -> Iterator[list[Row]]:
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "laredo-source-kinesis[parquet]", f"Parquet baseline {obj.key}"
-            ) from exc
-        # Parquet needs random access: spool to a temporary file (memory up to 64 MiB).
-        with tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024) as spool:
-            while chunk := raw.read(1024 * 1024):
-                spool.write(chunk)
-            spool.seek(0)
-            pf = pq.ParquetFile(spool)
-            for rb in pf.iter_batches(batch_size=batch_size):
-                yield rb.to_pylist()
 
 
 def key_columns(

@@ -7,9 +7,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from laredo.errors import MissingDependencyError
+from pyspark.sql import SparkSession
 
-__all__ = ["prepare_environment", "spark_session"]
+from .baseline_source import BaselineDataSource
+from .parts import SnapshotPartsDataSource
+from .pg.slices import PgSliceDataSource
+from .snapshot_source import SnapshotDataSource, SnapshotRowsDataSource
+from .streaming.reader import LaredoStreamDataSource
+
+__all__ = ["prepare_environment", "register_data_sources", "spark_session"]
 
 
 def prepare_environment(master: str = "local[*]") -> None:
@@ -34,13 +40,9 @@ def spark_session(
 
     Sets: loopback driver host/bind address for local masters, the Spark UI off, UTC session
     time zone, few shuffle partitions, Arrow for Python data, and registers Laredo's Python
-    data sources (``laredo``, ``laredo-snapshot``, ``laredo-baseline``, ``laredo-pg-slices``).
-    ``conf`` overrides any of them.
+    data sources (``laredo``, ``laredo-snapshot``, ``laredo-baseline``, ``laredo-pg-slices``,
+    ``laredo-snapshot-parts``). ``conf`` overrides any of them.
     """
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise MissingDependencyError("laredo-spark", "the Spark runner") from None
     prepare_environment(master)
     builder = SparkSession.builder.master(master).appName(app_name)
     settings: dict[str, Any] = {
@@ -66,10 +68,12 @@ def spark_session(
 
 def register_data_sources(spark: Any) -> None:
     """Register Laredo's Python data sources on ``spark`` (idempotent)."""
-    from .baseline_source import BaselineDataSource
-    from .pg import PgSliceDataSource
-    from .snapshot_source import SnapshotDataSource
-    from .stream import LaredoStreamDataSource
-
-    for ds in (LaredoStreamDataSource, PgSliceDataSource, SnapshotDataSource, BaselineDataSource):
+    for ds in (
+        LaredoStreamDataSource,
+        PgSliceDataSource,
+        SnapshotDataSource,
+        BaselineDataSource,
+        SnapshotPartsDataSource,
+        SnapshotRowsDataSource,
+    ):
         spark.dataSource.register(ds)

@@ -34,11 +34,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from laredo.errors import ConfigError, MissingDependencyError, SourceError
+from laredo.serialization import loads_row
 from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .frame import KINDS, _value_kind, kind_of_column, row_to_tuple, spark_schema
+from .batches import BATCH_ROWS, convert_batch, rows_batch
+from .kinds import CLASSIC_KINDS, KINDS, base_kind, kind_of_column, spark_schema, value_kind
+
+try:  # the laredo-spark[s3] extra
+    from laredo_source_kinesis.baseline import BaselineObject, S3Baseline, S3Body
+except ImportError:  # pragma: no cover - depends on the installed extras
+    HAVE_KINESIS = False
+else:
+    HAVE_KINESIS = True
 
 __all__ = ["BaselineDataSource"]
 
@@ -48,7 +58,7 @@ _AWS_KEYS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
 def _s3(options: Mapping[str, str]) -> Any:
     try:
-        import boto3
+        import boto3  # lazy: heavy SDK of the [s3] extra; this module loads with every session
     except ImportError as exc:
         raise MissingDependencyError("laredo-spark[s3]", "the laredo-baseline reader") from exc
     kwargs: dict[str, Any] = {k: options[k] for k in _AWS_KEYS if options.get(k)}
@@ -60,10 +70,8 @@ def _s3(options: Mapping[str, str]) -> Any:
 
 
 def _baseline(options: Mapping[str, str]) -> Any:
-    try:
-        from laredo_source_kinesis.baseline import S3Baseline
-    except ImportError as exc:
-        raise MissingDependencyError("laredo-spark[s3]", "the laredo-baseline reader") from exc
+    if not HAVE_KINESIS:
+        raise MissingDependencyError("laredo-spark[s3]", "the laredo-baseline reader")
     missing = [k for k in ("bucket", "table") if not options.get(k)]
     if missing:
         raise ConfigError(
@@ -143,7 +151,7 @@ def _kinds(
             raise ConfigError(
                 f"laredo-baseline: kinds='declared' needs the manifest to list {table}'s columns"
             )
-        by_name = {c.name: kind_of_column(c) for c in declared}
+        by_name = {c.name: kind_of_column(c, kinds=CLASSIC_KINDS) for c in declared}
         return {n: by_name.get(n, "json") for n in names}
     given = json.loads(spec)
     bad = [f"{k}={v!r}" for k, v in given.items() if v not in KINDS]
@@ -161,35 +169,42 @@ class _Reader(DataSourceReader):
     def partitions(self) -> list[_Part]:
         return self.parts
 
-    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
-        from laredo_source_kinesis.baseline import BaselineObject
-
+    def read(self, partition: Any) -> Iterator[Any]:
         base = _baseline(self.options)
         p: _Part = partition
-        native = {n: k for n, k in self.kinds.items() if k != "json"}
+        where = f"laredo-baseline: s3://{base.bucket}/{p.key}"
+        if p.end is None and p.key.endswith(".parquet"):
+            for batch in base.read_batches(BaselineObject(p.key, p.etag, 0), BATCH_ROWS):
+                try:
+                    yield convert_batch(self.kinds, batch, {})
+                except (TypeError, pa.ArrowException) as exc:
+                    raise SourceError(
+                        f"{where}: {exc}; give the column kind 'json' in the 'kinds' option"
+                    ) from None
+            return
         if p.end is None:
-            batches: Iterator[list[Any]] = base.read_rows(BaselineObject(p.key, p.etag, 0), 2000)
+            batches: Iterator[list[Any]] = base.read_rows(
+                BaselineObject(p.key, p.etag, 0), BATCH_ROWS
+            )
         else:
             batches = _range_rows(base, p)
-        for batch in batches:
-            for row in batch:
+        native = {n: base_kind(k) for n, k in self.kinds.items() if k != "json"}
+        for rows in batches:
+            for row in rows:
                 for n, k in native.items():
                     v = row.get(n)
-                    if v is not None and _value_kind(v) != k:
+                    if v is not None and base_kind(value_kind(v)) != k:
                         raise SourceError(
-                            f"laredo-baseline: s3://{base.bucket}/{p.key}: column {n!r} has "
-                            f"{type(v).__name__} value {v!r:.40} but its kind is {k!r}; give it "
-                            f"kind 'json' in the 'kinds' option"
+                            f"{where}: column {n!r} has {type(v).__name__} value {v!r:.40} but "
+                            f"its kind is {k!r}; give it kind 'json' in the 'kinds' option"
                         )
-                yield row_to_tuple(self.kinds, row)
+            yield rows_batch(self.kinds, rows)
 
 
 def _range_rows(base: Any, p: _Part) -> Iterator[list[Any]]:
     """Rows of the lines that *start* in ``[p.start, p.end)`` of an uncompressed JSONL object:
     the range reader before it owns a line crossing ``p.start``; the last line may run past
     ``p.end``."""
-    from laredo import serialization
-
     assert p.end is not None
     first = max(p.start - 1, 0)
     try:
@@ -205,8 +220,6 @@ def _range_rows(base: Any, p: _Part) -> Iterator[list[Any]]:
             ) from None
         raise SourceError(f"reading baseline object s3://{base.bucket}/{p.key}: {exc}") from exc
     body = resp["Body"]
-    from laredo_source_kinesis.baseline import S3Body
-
     stream = io.BufferedReader(S3Body(body), buffer_size=256 * 1024)
     try:
         pos = first
@@ -222,13 +235,13 @@ def _range_rows(base: Any, p: _Part) -> Iterator[list[Any]]:
             pos += len(line)
             if line.strip():
                 try:
-                    batch.append(serialization.loads_row(line))
+                    batch.append(loads_row(line))
                 except ValueError as exc:
                     raise SourceError(
                         f"baseline object s3://{base.bucket}/{p.key} at byte {pos - len(line)}: "
                         f"not a JSON row: {exc}"
                     ) from None
-                if len(batch) >= 2000:
+                if len(batch) >= BATCH_ROWS:
                     yield batch
                     batch = []
         if batch:

@@ -24,17 +24,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from laredo.filters import FieldEquals, FieldPrefix, FieldRegex, as_filter
+from laredo.serialization import dumps_row
 from laredo.transforms import AddTimestamp, DropFields, RenameFields, as_transform
 from laredo.types import Row, TableIdentifier
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, StringType
 
-from .frame import (
-    OPAQUE_COLUMN,
-    LaredoFrame,
-    _dumps,
-    _loads,
-    encode_json,
-    make_row_decoder,
-)
+from .frame import OPAQUE_COLUMN, LaredoFrame
+from .kinds import base_kind, decode_json, encode_json, from_spark_value, make_row_decoder
 
 logger = logging.getLogger(__name__)
 
@@ -43,20 +40,14 @@ __all__ = ["apply_chain", "compile_filter", "is_compiled"]
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _f() -> Any:
-    from pyspark.sql import functions as F
-
-    return F
-
-
 def col(name: str) -> Any:
     """A column by exact name (dots and backticks in names are quoted)."""
-    return _f().col("`" + name.replace("`", "``") + "`")
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _udf(fn: Any, return_type: Any) -> Any:
     fn.__annotations__ = {}  # plain Python UDF: no eval type inference from the hints
-    return _f().udf(fn, return_type)
+    return F.udf(fn, return_type)
 
 
 def is_compiled(obj: Any) -> bool:
@@ -68,7 +59,6 @@ def is_compiled(obj: Any) -> bool:
 
 
 def _equals_expr(c: Any, kind: str, value: Any) -> Any:
-    F = _f()
     false = F.lit(False)
     if isinstance(value, bool):
         return c == F.lit(value) if kind == "bool" else false
@@ -101,7 +91,6 @@ def _equals_expr(c: Any, kind: str, value: Any) -> Any:
 
 def compile_filter(f: Any, frame: LaredoFrame) -> Any:
     """A boolean, never-NULL column expression selecting the rows ``f`` includes."""
-    F = _f()
     f = as_filter(f)
     if frame.opaque:
         return _opaque_filter_udf(f, frame.table)
@@ -111,8 +100,14 @@ def compile_filter(f: Any, frame: LaredoFrame) -> Any:
         kind = frame.kinds.get(field)
         if kind is None:  # a missing field never matches
             return F.lit(False)
-        if kind == "json":
-            return _value_filter_udf(f, field, frame.table)(col(field))
+        base = base_kind(kind)
+        if base == "json":
+            return _value_filter_udf(f, field, "json", frame.table)(col(field))
+        if base in ("decimal", "timestamp", "timestamptz"):
+            if not isinstance(f, FieldEquals):  # prefix / regex match strings only
+                return F.lit(False)
+            return _value_filter_udf(f, field, kind, frame.table)(col(field))
+        kind = base
         c = col(field)
         if isinstance(f, FieldEquals):
             expr = _equals_expr(c, kind, f.value)
@@ -124,18 +119,14 @@ def compile_filter(f: Any, frame: LaredoFrame) -> Any:
     return _row_filter_udf(f, frame)
 
 
-def _value_filter_udf(f: Any, field: str, table: TableIdentifier) -> Any:
-    from pyspark.sql.types import BooleanType
-
-    def include(text: str | None) -> bool:
-        return bool(f.include(table, {field: _loads(text) if text is not None else None}))
+def _value_filter_udf(f: Any, field: str, kind: str, table: TableIdentifier) -> Any:
+    def include(value: Any) -> bool:
+        return bool(f.include(table, {field: from_spark_value(kind, value)}))
 
     return _udf(include, BooleanType())
 
 
 def _row_filter_udf(f: Any, frame: LaredoFrame) -> Any:
-    from pyspark.sql.types import BooleanType
-
     decode = make_row_decoder(frame.kinds)
     table = frame.table
 
@@ -147,10 +138,8 @@ def _row_filter_udf(f: Any, frame: LaredoFrame) -> Any:
 
 
 def _opaque_filter_udf(f: Any, table: TableIdentifier) -> Any:
-    from pyspark.sql.types import BooleanType
-
     def include(text: str) -> bool:
-        return bool(f.include(table, _loads(text)))
+        return bool(f.include(table, decode_json(text)))
 
     return _udf(include, BooleanType())(col(OPAQUE_COLUMN))
 
@@ -182,7 +171,6 @@ def _rename(frame: LaredoFrame, t: RenameFields) -> LaredoFrame:
 
 
 def _add_timestamp(frame: LaredoFrame, t: AddTimestamp) -> LaredoFrame:
-    F = _f()
     now = t.clock()
     value: Any
     if t.format == "datetime":
@@ -204,8 +192,6 @@ def _add_timestamp(frame: LaredoFrame, t: AddTimestamp) -> LaredoFrame:
 
 def _to_opaque(frame: LaredoFrame, transforms: Sequence[Any]) -> LaredoFrame:
     """Run ``transforms`` in Python on each row; the frame becomes opaque."""
-    from pyspark.sql.types import StringType
-
     table = frame.table
     chain = list(transforms)
 
@@ -215,12 +201,12 @@ def _to_opaque(frame: LaredoFrame, transforms: Sequence[Any]) -> LaredoFrame:
             if out is None:
                 return None
             row = out
-        return _encode_row(row)
+        return dumps_row(row)
 
     if frame.opaque:
 
         def apply(text: str) -> str | None:
-            return run(_loads(text))
+            return run(decode_json(text))
 
         out = _udf(apply, StringType())(col(OPAQUE_COLUMN))
     else:
@@ -232,12 +218,6 @@ def _to_opaque(frame: LaredoFrame, transforms: Sequence[Any]) -> LaredoFrame:
         out = _udf(apply_values, StringType())(*[col(n) for n in frame.kinds])
     df = frame.df.select(out.alias(OPAQUE_COLUMN)).where(col(OPAQUE_COLUMN).isNotNull())
     return LaredoFrame(df, {OPAQUE_COLUMN: "json"}, frame.table, opaque=True)
-
-
-def _encode_row(row: Row) -> str:
-    from laredo.serialization import encode_value
-
-    return str(_dumps({k: encode_value(v) for k, v in row.items()}))
 
 
 def apply_chain(

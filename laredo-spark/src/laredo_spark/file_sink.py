@@ -23,6 +23,8 @@ from typing import Any
 
 from laredo.errors import ConfigError
 
+from .errors import short_error
+
 __all__ = ["FileSink"]
 
 _FORMATS = {"parquet": "parquet", "jsonl": "json", "json": "json"}
@@ -72,12 +74,10 @@ class FileSink:
         return [d for _i, d in sorted(found)]
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        from .stream import _short_error
-
         try:
             self.write(df, batch_id)
         except Exception as exc:
-            raise _short_error(f"laredo file sink, batch {batch_id}", exc) from None
+            raise short_error(f"laredo file sink, batch {batch_id}", exc) from None
 
     def write(self, df: Any, batch_id: int) -> None:
         if self.tables is not None:

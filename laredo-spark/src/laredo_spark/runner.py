@@ -16,7 +16,9 @@ The config is a mapping of the engine sections (:mod:`laredo.config`) plus the r
 
 It is validated and built by :mod:`laredo.config`, the same code ``laredo serve`` uses (every
 plugin, pipeline ids ``source:schema.table:type``, unknown keys rejected, every problem with
-its key path). Keys this runner cannot honour yet are rejected by name, never ignored:
+its key path). Without ``snapshot.serializer`` the baseline is written as Parquet (the engine
+restores any format; its own snapshots keep its default). Keys this runner cannot honour yet
+are rejected by name, never ignored:
 ``buffer``, ``error_handling``, ``ttl`` and ``validation`` of a table or target, the snapshot
 ``schedule``, ``on_shutdown``, ``retention`` and ``on_restore_mismatch``, ``dead_letter`` and
 the server's sections (``grpc``, ``health``, ``observability``, ``shutdown``). Keep them in the
@@ -39,14 +41,14 @@ from laredo.config import (
 )
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._session import spark_session
-from .pg import BaselineResult, spark_baseline
+from .pg.baseline import BaselineResult, spark_baseline
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "run_spark"]
+__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "flatten_conf", "run_spark"]
 
 UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
     "": frozenset({"dead_letter", "grpc", "health", "observability", "shutdown"}),
@@ -58,6 +60,29 @@ UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
 ``tables``: each table; ``targets``: each target of a table)."""
 
 
+def flatten_conf(conf: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Spark settings as Spark takes them: ``{"spark.executor.memory": "4g"}``.
+
+    HOCON gives ``conf { spark.executor.memory = 4g }`` as nested objects, and a quoted key
+    (``"spark.executor.memory" = 4g``) with its quotes kept: both become the dotted key.
+    Values become strings (booleans ``true``/``false``)."""
+    out: dict[str, str] = {}
+    for key, value in conf.items():
+        name = str(key)
+        if len(name) >= 2 and name[0] == name[-1] == '"':
+            name = name[1:-1]
+        full = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            out.update(flatten_conf(value, f"{full}."))
+        elif isinstance(value, bool):
+            out[full] = "true" if value else "false"
+        elif value is None:
+            continue
+        else:
+            out[full] = str(value)
+    return out
+
+
 class SparkSection(BaseModel):
     """The runner's own ``spark { master, partitions, conf }`` section."""
 
@@ -65,7 +90,12 @@ class SparkSection(BaseModel):
 
     master: str | None = Field(None, description="master URL (default local[*])")
     partitions: int | None = Field(None, ge=1, description="least ctid slices per table")
-    conf: dict[str, Any] = Field(default_factory=dict, description="Spark settings")
+    conf: dict[str, str] = Field(default_factory=dict, description="Spark settings")
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _flatten(cls, value: Any) -> Any:
+        return flatten_conf(value) if isinstance(value, Mapping) else value
 
 
 @dataclass
@@ -115,6 +145,11 @@ def _unsupported(tree: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
     return problems, rest
 
 
+def _serializer_given(tree: Mapping[str, Any]) -> bool:
+    snap = tree.get("snapshot")
+    return isinstance(snap, Mapping) and snap.get("serializer") is not None
+
+
 def build_plan(config: Mapping[str, Any]) -> Plan:
     """Validate ``config`` and build its sources, pipelines and snapshot store.
 
@@ -136,7 +171,8 @@ def build_plan(config: Mapping[str, Any]) -> Plan:
         source_configs={sid: {"type": s.type, **s.options()} for sid, s in model.sources.items()},
         pipelines=list(engine.pipeline_configs),
         snapshot_store=built.snapshot_store,
-        serializer=built.snapshot_serializer,
+        # no serializer configured: the Spark runner's own default (Parquet), not the engine's
+        serializer=built.snapshot_serializer if _serializer_given(tree) else None,
         spark=spark.model_dump(exclude_defaults=True),
         user_meta=dict(model.snapshot.user_meta) if model.snapshot else {},
     )

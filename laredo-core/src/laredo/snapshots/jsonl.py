@@ -5,22 +5,32 @@ see :func:`laredo.serialization.encode_table_info`), then one encoded row per li
 (:mod:`laredo.serialization`: plain JSON plus tagged objects for Decimal, datetime, UUID, bytes
 and the other non-JSON types), each line ending in ``\\n``. The header's ``row_count`` is the
 number of row lines: reading checks it, so a file cut short at a line boundary is rejected too.
+
+:meth:`JsonlSerializer.write_batches` takes Arrow record batches (:mod:`laredo.snapshots.arrow`):
+a batch of one ``row`` column (typed-JSON row texts, e.g. built by Spark) is written line by line
+as it is, without decoding; other batches are decoded into rows first.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import json
-from collections.abc import Iterable, Iterator, Sized
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import IO, Any
 
 from laredo.errors import SnapshotError
 from laredo.serialization import RowEncoder, decode_table_info, encode_table_info, object_hook
 from laredo.types import Row, TableSnapshotInfo
 
+from .arrow import ROW, batches_rows, check_encodings
+
 __all__ = ["JsonlSerializer"]
 
 _CHUNK = 2000
+_SPOOL = 64 * 1024 * 1024
 
 
 def _name(stream: Any) -> str:
@@ -71,6 +81,42 @@ class JsonlSerializer:
                 f"{written} written)"
             )
         return written
+
+    def write_batches(
+        self,
+        info: TableSnapshotInfo,
+        batches: Iterable[Any],
+        out: IO[bytes],
+        encoded: Mapping[str, str],
+    ) -> int:
+        """Write Arrow record batches (see the module docstring); returns the rows written.
+
+        ``row`` texts are trusted to be typed-JSON objects on one line (NULLs are skipped);
+        they are spooled (in memory up to 64 MiB, then a temporary file) until the row count
+        for the header is known."""
+        check_encodings(encoded)
+        it = iter(batches)
+        first = next(it, None)
+        if first is None:
+            return self.write(info, [], out)
+        names = list(first.schema.names)
+        if len(names) != 1 or encoded.get(names[0]) != ROW:
+            return self.write(info, list(batches_rows(itertools.chain([first], it), encoded)), out)
+        count = 0
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as spool:
+            for batch in itertools.chain([first], it):
+                lines = [t for t in batch.column(0).to_pylist() if t is not None]
+                if lines:
+                    lines.append("")
+                    spool.write("\n".join(lines).encode())
+                    count += len(lines) - 1
+            header = encode_table_info(info)
+            header["row_count"] = count
+            out.write(json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode())
+            out.write(b"\n")
+            spool.seek(0)
+            shutil.copyfileobj(spool, out, 1 << 20)
+        return count
 
     def read(self, inp: IO[bytes]) -> tuple[TableSnapshotInfo, Iterator[Row]]:
         """Parse the header now; rows are parsed lazily by the returned iterator.

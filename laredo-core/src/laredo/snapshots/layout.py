@@ -13,10 +13,20 @@ offers the multi-part protocol many writers use (the Spark runner's tasks):
    snapshot is listed complete or not at all.
 3. :meth:`ManifestSnapshotStore.abort` — removes staged parts (of failed attempts, or all).
 
+Writers holding Arrow record batches use :meth:`ManifestSnapshotStore.write_part_batches`
+(:mod:`laredo.snapshots.arrow`); :meth:`ManifestSnapshotStore.write_part_raw` hands the part's
+file to any writing function. When the parts of one snapshot are accepted by several jobs (one
+Spark job per table), each job records its accepted parts with
+:meth:`ManifestSnapshotStore.stage_artifact` and the final committer reads them back with
+:meth:`ManifestSnapshotStore.staged_artifacts`; those records are staged files too, removed by
+``commit`` like any file it does not list.
+
 Reading: :meth:`ManifestSnapshotStore.manifest` gives the artifacts and their parts,
 :meth:`ManifestSnapshotStore.read_part` one part's rows (size checked first; checksum checked
 before the first row when the backend says reading twice is cheap, else while streaming, failing
-at the part's end); ``load`` chains a table's parts in manifest order.
+at the part's end) and :meth:`ManifestSnapshotStore.read_part_batches` its Arrow record batches;
+``load`` chains a table's parts in manifest order (as fast as one file of the same rows:
+decoding is bound by building Python rows, which threads cannot share).
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol
 from urllib.parse import quote
 
@@ -42,12 +52,15 @@ from ..types import (
     TableIdentifier,
     TableSnapshotInfo,
 )
+from .arrow import BatchReadSerializer, BatchWriteSerializer, batches_rows, check_encodings
 from .manifest import (
     TABLE,
     Manifest,
     SnapshotArtifact,
     SnapshotPart,
+    decode_artifact,
     decode_manifest,
+    encode_artifact,
     encode_manifest,
     table_headers,
 )
@@ -66,6 +79,8 @@ __all__ = [
 ]
 
 METADATA = "metadata.json"
+ARTIFACTS_DIR = "_artifacts"
+"""Staged artifact records (:meth:`ManifestSnapshotStore.stage_artifact`); never published."""
 _ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:=+-]{0,199}$")
 _PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+-]{0,150}$")
 
@@ -212,6 +227,10 @@ class SnapshotFiles(Protocol):
         """Every staged file of a snapshot (before publish)."""
         ...
 
+    def read_staged(self, snapshot_id: str, path: str) -> bytes:
+        """The content of a (small) staged file; ``SnapshotError`` when it cannot be read."""
+        ...
+
     def remove_staged(self, snapshot_id: str, paths: Sequence[str] | None) -> None:
         """Remove staged files (all of the snapshot's when ``paths`` is ``None``)."""
         ...
@@ -264,6 +283,31 @@ class ManifestSnapshotStore:
         self.files = files
 
     # -- multi-part writing -----------------------------------------------------------------
+    def write_part_raw(
+        self,
+        snapshot_id: str,
+        table: TableIdentifier,
+        name: str,
+        format_id: str,
+        write: Callable[[IO[bytes]], int],
+    ) -> SnapshotPart:
+        """Write one staged part of ``table`` with ``write(file) -> rows`` (the file counts and
+        hashes every byte); returns what :meth:`commit` needs to record it. A failing writer
+        leaves no staged file."""
+        check_snapshot_id(snapshot_id)
+        path = part_path(table, name, format_id)
+        try:
+            with self.files.open_write(snapshot_id, path) as out:
+                hashing = HashingWriter(out)
+                count = write(hashing)  # type: ignore[arg-type]
+        except SnapshotError:
+            raise
+        except Exception as exc:
+            raise SnapshotError(
+                f"cannot write part {path} of snapshot {snapshot_id!r} to {self.files.where}: {exc}"
+            ) from exc
+        return SnapshotPart(path, format_id, int(count), hashing.size, hashing.sha256)
+
     def write_part(
         self,
         snapshot_id: str,
@@ -274,22 +318,94 @@ class ManifestSnapshotStore:
         *,
         serializer: SnapshotSerializer,
     ) -> SnapshotPart:
-        """Write one staged part of ``table`` (see the module docstring); returns what
-        :meth:`commit` needs to record it."""
+        """Write one staged part of ``table`` from rows (see the module docstring); returns
+        what :meth:`commit` needs to record it."""
+        return self.write_part_raw(
+            snapshot_id,
+            table,
+            name,
+            serializer.format_id(),
+            lambda out: serializer.write(info, rows, out),
+        )
+
+    def write_part_batches(
+        self,
+        snapshot_id: str,
+        table: TableIdentifier,
+        name: str,
+        info: TableSnapshotInfo,
+        batches: Iterable[Any],
+        *,
+        serializer: SnapshotSerializer,
+        encoded: Mapping[str, str] | None = None,
+    ) -> SnapshotPart:
+        """Write one staged part of ``table`` from Arrow record batches (column encodings in
+        ``encoded``, see :mod:`laredo.snapshots.arrow`). A serializer with ``write_batches``
+        writes them as they are; any other is given the decoded rows."""
+        enc = dict(encoded or {})
+        try:
+            check_encodings(enc)
+        except ValueError as exc:
+            raise SnapshotError(f"snapshot {snapshot_id!r}, {table}: {exc}") from None
+        if isinstance(serializer, BatchWriteSerializer):
+            ser = serializer
+
+            def write(out: IO[bytes]) -> int:
+                return ser.write_batches(info, batches, out, enc)
+
+        else:
+
+            def write(out: IO[bytes]) -> int:
+                return serializer.write(info, batches_rows(batches, enc), out)
+
+        return self.write_part_raw(snapshot_id, table, name, serializer.format_id(), write)
+
+    def stage_artifact(self, snapshot_id: str, name: str, artifact: SnapshotArtifact) -> None:
+        """Record an artifact whose parts one job accepted (e.g. a Spark job's committed
+        tasks), for :meth:`staged_artifacts`. Recording ``name`` again replaces it."""
+        if not _PART_RE.match(name or ""):
+            raise SnapshotError(f"invalid artifact record name {name!r}")
         check_snapshot_id(snapshot_id)
-        fmt = serializer.format_id()
-        path = part_path(table, name, fmt)
+        body = json.dumps(encode_artifact(artifact), ensure_ascii=False).encode()
+        path = f"{ARTIFACTS_DIR}/{name}.json"
         try:
             with self.files.open_write(snapshot_id, path) as out:
-                hashing = HashingWriter(out)
-                count = serializer.write(info, rows, hashing)  # type: ignore[arg-type]
-        except SnapshotError:
-            raise
+                out.write(body)
         except Exception as exc:
             raise SnapshotError(
-                f"cannot write part {path} of snapshot {snapshot_id!r} to {self.files.where}: {exc}"
+                f"cannot record artifact {name!r} of snapshot {snapshot_id!r} in "
+                f"{self.files.where}: {exc}"
             ) from exc
-        return SnapshotPart(path, fmt, int(count), hashing.size, hashing.sha256)
+
+    def staged_artifacts(self, snapshot_id: str) -> dict[str, SnapshotArtifact]:
+        """The artifacts recorded with :meth:`stage_artifact`, by record name."""
+        check_snapshot_id(snapshot_id)
+        out: dict[str, SnapshotArtifact] = {}
+        prefix = f"{ARTIFACTS_DIR}/"
+        for path in self.files.staged_paths(snapshot_id):
+            if not (path.startswith(prefix) and path.endswith(".json")):
+                continue
+            data = self.files.read_staged(snapshot_id, path)
+            try:
+                out[path[len(prefix) : -len(".json")]] = decode_artifact(json.loads(data))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SnapshotError(
+                    f"snapshot {snapshot_id!r}: malformed artifact record {path}: {exc}"
+                ) from None
+        return out
+
+    def check_writable(self, snapshot_id: str) -> None:
+        """Write and remove a small staged file: ``SnapshotError`` naming the location when
+        this process cannot write the store (call it before costly work)."""
+
+        def probe(out: IO[bytes]) -> int:
+            out.write(b"probe")
+            return 0
+
+        part = self.write_part_raw(
+            snapshot_id, TableIdentifier("laredo", "probe"), "probe", "tmp", probe
+        )
+        self.abort(snapshot_id, [part.path])
 
     def commit(
         self,
@@ -459,22 +575,70 @@ class ManifestSnapshotStore:
         checked: bool = False,
     ) -> Iterator[Row]:
         """One part's rows (lazily). Verifies the part unless ``checked``."""
-        if not checked:
-            self.check_part(snapshot_id, part)
         ser = serializer_for(part.format, serializer)
         where = f"{self.files.where.rstrip('/')}/{snapshot_id}/{part.path}"
-        raw = self.files.open_read(snapshot_id, part.path)
-        inp: IO[bytes] = raw
-        if not self.files.verify_before_read:
-            inp = io.BufferedReader(HashingReader(raw, part, where), 1 << 20)
-        with contextlib.closing(inp):
+        with contextlib.closing(self.open_part(snapshot_id, part, checked=checked)) as inp:
             header, rows = ser.read(inp)
             if header.table != table:
                 raise SnapshotError(f"{where}: holds table {header.table}, expected {table}")
             yield from rows
+            while inp.read(1 << 16):  # trailing bytes still count for the checksum
+                pass
+
+    def open_part(
+        self, snapshot_id: str, part: SnapshotPart, *, checked: bool = False
+    ) -> IO[bytes]:
+        """A part's bytes, verified: size (and checksum when the backend verifies before
+        reading) now unless ``checked``; else size and checksum when the stream reaches its
+        end (``SnapshotError`` then). Read it to the end before trusting what it gave."""
+        if not checked:
+            self.check_part(snapshot_id, part)
+        raw = self.files.open_read(snapshot_id, part.path)
+        if self.files.verify_before_read:
+            return raw
+        where = f"{self.files.where.rstrip('/')}/{snapshot_id}/{part.path}"
+        return io.BufferedReader(HashingReader(raw, part, where), 1 << 20)
+
+    def read_part_batches(
+        self,
+        snapshot_id: str,
+        table: TableIdentifier,
+        part: SnapshotPart,
+        serializer: SnapshotSerializer | None = None,
+        *,
+        checked: bool = False,
+    ) -> tuple[dict[str, str], Iterator[Any]] | None:
+        """One part's encoding map and Arrow record batches (lazily), or ``None`` when its
+        format has no batch reader (use :meth:`read_part`). Verifies the part unless
+        ``checked``; the checksum is verified before the first batch."""
+        ser = serializer_for(part.format, serializer)
+        if not isinstance(ser, BatchReadSerializer):
+            return None
+        if not checked:
+            self.check_part(snapshot_id, part)
+        where = f"{self.files.where.rstrip('/')}/{snapshot_id}/{part.path}"
+        raw = self.files.open_read(snapshot_id, part.path)
+        inp: IO[bytes] = raw
+        try:
             if not self.files.verify_before_read:
-                while inp.read(1 << 16):  # trailing bytes still count for the checksum
-                    pass
+                inp = io.BufferedReader(HashingReader(raw, part, where), 1 << 20)
+                data = inp.read()  # Parquet needs random access: hash the whole part first
+                inp.close()
+                inp = io.BytesIO(data)
+                inp.name = where
+            header, encoded, batches = ser.read_batches(inp)
+        except BaseException:
+            inp.close()
+            raise
+        if header.table != table:
+            inp.close()
+            raise SnapshotError(f"{where}: holds table {header.table}, expected {table}")
+
+        def gen() -> Iterator[Any]:
+            with contextlib.closing(inp):
+                yield from batches
+
+        return encoded, gen()
 
     def load(
         self, snapshot_id: str, serializer: SnapshotSerializer | None = None

@@ -118,14 +118,31 @@ class LocalFiles:
             str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != METADATA
         )
 
+    def read_staged(self, snapshot_id: str, path: str) -> bytes:
+        try:
+            return (self._staging(snapshot_id) / path).read_bytes()
+        except OSError as exc:
+            raise SnapshotError(
+                f"cannot read staged file {path} of {snapshot_id!r}: {exc}"
+            ) from None
+
     def remove_staged(self, snapshot_id: str, paths: Sequence[str] | None = None) -> None:
         root = self._staging(snapshot_id)
         if paths is None:
             shutil.rmtree(root, ignore_errors=True)
             return
+        parents: set[Path] = set()
         for rel in paths:
             with contextlib.suppress(OSError):
                 (root / rel).unlink()
+                parents.add((root / rel).parent)
+        for d in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+            while d != root and d.is_relative_to(root):
+                try:
+                    d.rmdir()  # only when empty
+                except OSError:
+                    break
+                d = d.parent
 
     def publish(self, snapshot_id: str, metadata: bytes) -> None:
         root = self._staging(snapshot_id)

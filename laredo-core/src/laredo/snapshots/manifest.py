@@ -45,7 +45,9 @@ __all__ = [
     "Manifest",
     "SnapshotArtifact",
     "SnapshotPart",
+    "decode_artifact",
     "decode_manifest",
+    "encode_artifact",
     "encode_manifest",
 ]
 
@@ -125,21 +127,37 @@ def _part_doc(p: SnapshotPart) -> dict[str, Any]:
     }
 
 
+def encode_artifact(a: SnapshotArtifact) -> dict[str, Any]:
+    """One entry of the manifest's ``artifacts`` list."""
+    return {
+        "kind": a.kind,
+        "table": encode_table(a.table),
+        "pipeline_id": a.pipeline_id,
+        "from_position": a.from_position,
+        "to_position": a.to_position,
+        "parts": [_part_doc(p) for p in a.parts],
+    }
+
+
+def decode_artifact(a: Any) -> SnapshotArtifact:
+    """The inverse of :func:`encode_artifact` (``ValueError`` when malformed)."""
+    if not isinstance(a, dict) or not isinstance(a.get("kind"), str):
+        raise ValueError(f"bad artifact entry {a!r}")
+    return SnapshotArtifact(
+        kind=a["kind"],
+        table=decode_table(a.get("table")),
+        parts=tuple(_decode_part(p) for p in a.get("parts") or []),
+        pipeline_id=str(a.get("pipeline_id") or ""),
+        from_position=a.get("from_position"),
+        to_position=a.get("to_position"),
+    )
+
+
 def encode_manifest(manifest: Manifest) -> dict[str, Any]:
     """The ``metadata.json`` document of a layout-2 snapshot."""
     doc = encode_metadata(manifest.metadata)
     doc["layout"] = LAYOUT
-    doc["artifacts"] = [
-        {
-            "kind": a.kind,
-            "table": encode_table(a.table),
-            "pipeline_id": a.pipeline_id,
-            "from_position": a.from_position,
-            "to_position": a.to_position,
-            "parts": [_part_doc(p) for p in a.parts],
-        }
-        for a in manifest.artifacts
-    ]
+    doc["artifacts"] = [encode_artifact(a) for a in manifest.artifacts]
     return doc
 
 
@@ -198,21 +216,8 @@ def decode_manifest(doc: Any, layout1_name: Callable[[TableIdentifier, str], str
         return Manifest(meta, _layout1_artifacts(meta, files or {}, layout1_name), 1)
     if layout != LAYOUT:
         raise ValueError(f"snapshot layout {layout!r} is newer than this Laredo reads ({LAYOUT})")
-    artifacts = []
-    for a in doc.get("artifacts") or []:
-        if not isinstance(a, dict) or not isinstance(a.get("kind"), str):
-            raise ValueError(f"bad artifact entry {a!r}")
-        artifacts.append(
-            SnapshotArtifact(
-                kind=a["kind"],
-                table=decode_table(a.get("table")),
-                parts=tuple(_decode_part(p) for p in a.get("parts") or []),
-                pipeline_id=str(a.get("pipeline_id") or ""),
-                from_position=a.get("from_position"),
-                to_position=a.get("to_position"),
-            )
-        )
-    return Manifest(meta, tuple(artifacts), LAYOUT)
+    artifacts = tuple(decode_artifact(a) for a in doc.get("artifacts") or [])
+    return Manifest(meta, artifacts, LAYOUT)
 
 
 def table_headers(

@@ -66,11 +66,15 @@ def snapshot_list(
 
 
 def snapshot_inspect(ctx: typer.Context, snapshot_id: Annotated[str, typer.Argument()]) -> None:
-    """A snapshot's tables, row counts, positions and metadata."""
+    """A snapshot's tables, row counts, positions, parts and metadata."""
     cli = state(ctx)
-    s = cli.oam("InspectSnapshot", snapshot_id=snapshot_id).snapshot
-    if cli.json:
-        return cli.emit_json(to_dict(s))
+    resp = cli.oam("InspectSnapshot", snapshot_id=snapshot_id)
+    s = resp.snapshot
+    if cli.json:  # the snapshot's fields, plus its layout and parts
+        full = to_dict(resp)
+        return cli.emit_json(
+            {**to_dict(s), "layout": resp.layout, "artifacts": full.get("artifacts", [])}
+        )
     _snap_rows(cli, [s])
     cli.table(
         "tables",
@@ -80,6 +84,24 @@ def snapshot_inspect(ctx: typer.Context, snapshot_id: Annotated[str, typer.Argum
             for t in s.tables
         ],
     )
+    if resp.artifacts:
+        cli.table(
+            f"parts (layout {resp.layout})",
+            ["kind", "table", "part", "format", "rows", "size", "sha256"],
+            [
+                [
+                    a.kind,
+                    f"{a.schema}.{a.table}",
+                    p.path,
+                    p.format,
+                    p.rows,
+                    p.size_bytes,
+                    p.sha256[:12],
+                ]
+                for a in resp.artifacts
+                for p in a.parts
+            ],
+        )
     cli.out.print(f"user metadata: {s.user_meta_json}", highlight=False, markup=False)
     return None
 

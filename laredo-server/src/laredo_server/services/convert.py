@@ -22,6 +22,7 @@ from laredo.serialization import (
     encode_value,
     object_hook,
 )
+from laredo.snapshots.manifest import SnapshotArtifact
 from laredo.types import (
     ChangeAction,
     ColumnDefinition,
@@ -48,6 +49,7 @@ from ..state import (
 __all__ = [
     "PIPELINE_STATES",
     "SERVICE_STATES",
+    "artifact_pb",
     "column_pb",
     "dead_letter_pb",
     "decode_json_value",
@@ -160,6 +162,28 @@ def snapshot_pb(d: SnapshotDescriptor) -> oam.SnapshotInfo:
         ],
         source_positions=dict(d.source_positions or {}),
         user_meta_json=json.dumps(encode_row(dict(d.user_meta or {}))),
+    )
+
+
+def artifact_pb(a: SnapshotArtifact) -> oam.SnapshotArtifactInfo:
+    """One artifact of a snapshot's manifest with its parts."""
+    return oam.SnapshotArtifactInfo(
+        kind=a.kind,
+        schema=a.table.schema,
+        table=a.table.table,
+        pipeline_id=a.pipeline_id,
+        from_position=a.from_position or "",
+        to_position=a.to_position or "",
+        parts=[
+            oam.SnapshotPartInfo(
+                path=p.path,
+                format=p.format,
+                rows=p.rows,
+                size_bytes=p.size_bytes,
+                sha256=p.sha256 or "",
+            )
+            for p in a.parts
+        ],
     )
 
 

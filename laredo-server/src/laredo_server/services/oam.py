@@ -30,6 +30,7 @@ from ..runtime import ServerRuntime
 from ..state import PipelineStateChanged
 from ._rpc import rpc, stream
 from .convert import (
+    artifact_pb,
     column_pb,
     dead_letter_pb,
     ms,
@@ -361,9 +362,17 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     ) -> oam.InspectSnapshotResponse:
         if not request.snapshot_id:
             raise ValueError("snapshot_id is required")
-        return oam.InspectSnapshotResponse(
-            snapshot=snapshot_pb(self._store().describe(request.snapshot_id))
-        )
+        store = self._store()
+        desc = store.describe(request.snapshot_id)
+        manifest = getattr(store, "manifest", None)  # layout-aware stores list their parts
+        if callable(manifest):
+            m = manifest(request.snapshot_id)
+            return oam.InspectSnapshotResponse(
+                snapshot=snapshot_pb(desc),
+                layout=m.layout,
+                artifacts=[artifact_pb(a) for a in m.artifacts],
+            )
+        return oam.InspectSnapshotResponse(snapshot=snapshot_pb(desc))
 
     @rpc(admin=True)
     def RestoreSnapshot(

@@ -537,11 +537,47 @@ class InspectSnapshotRequest(_message.Message):
     snapshot_id: str
     def __init__(self, snapshot_id: _Optional[str] = ...) -> None: ...
 
+class SnapshotPartInfo(_message.Message):
+    __slots__ = ("path", "format", "rows", "size_bytes", "sha256")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    format: str
+    rows: int
+    size_bytes: int
+    sha256: str
+    def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., rows: _Optional[int] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class SnapshotArtifactInfo(_message.Message):
+    __slots__ = ("kind", "schema", "table", "pipeline_id", "from_position", "to_position", "parts")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_POSITION_FIELD_NUMBER: _ClassVar[int]
+    TO_POSITION_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    schema: str
+    table: str
+    pipeline_id: str
+    from_position: str
+    to_position: str
+    parts: _containers.RepeatedCompositeFieldContainer[SnapshotPartInfo]
+    def __init__(self, kind: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., pipeline_id: _Optional[str] = ..., from_position: _Optional[str] = ..., to_position: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[SnapshotPartInfo, _Mapping]]] = ...) -> None: ...
+
 class InspectSnapshotResponse(_message.Message):
-    __slots__ = ("snapshot",)
+    __slots__ = ("snapshot", "layout", "artifacts")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     snapshot: SnapshotInfo
-    def __init__(self, snapshot: _Optional[_Union[SnapshotInfo, _Mapping]] = ...) -> None: ...
+    layout: int
+    artifacts: _containers.RepeatedCompositeFieldContainer[SnapshotArtifactInfo]
+    def __init__(self, snapshot: _Optional[_Union[SnapshotInfo, _Mapping]] = ..., layout: _Optional[int] = ..., artifacts: _Optional[_Iterable[_Union[SnapshotArtifactInfo, _Mapping]]] = ...) -> None: ...
 
 class RestoreSnapshotRequest(_message.Message):
     __slots__ = ("snapshot_id", "confirm")

@@ -1,0 +1,413 @@
+"""Any Laredo source as a Structured Streaming source: ``spark.readStream.format("laredo")``.
+
+``spark.readStream.format("laredo").options(**stream_options(...)).load()`` gives one row per
+change: ``position`` (the source's serialised position, ``position_to_string``), ``seq`` (order
+within the micro-batch), ``table`` (``schema.table``), ``action`` (INSERT, UPDATE, DELETE,
+TRUNCATE, SCHEMA_CHANGE), ``xid``, ``new_values`` / ``old_values`` (typed JSON of the row, see
+:mod:`laredo.serialization`) and ``unchanged_toast`` (JSON list of column names).
+
+Offsets are ``{"position": <serialised position or null>}``. A micro-batch holds whole
+transactions only: a position is offered once a later position, a heartbeat at or after it, or
+``completeAfter`` seconds of quiet show its transaction is complete.
+
+Acknowledgement: ``commit(end)`` acknowledges the source at ``end``, and only then. Spark calls
+``commit`` one micro-batch late (when it plans the next batch; never while idle and never at
+stop), so the source's acknowledged position trails what Spark has committed by one batch. On
+restart the Spark checkpoint, not the source, is the offset authority: the stream restarts at the
+source's last acknowledged position (or ``startingPosition``) and skips everything at or before
+the checkpointed offset, and an uncommitted batch is re-read with exactly its logged range.
+
+Where the code runs: ``initialOffset / latestOffset / partitions / commit`` run in one
+long-lived Python process that owns the Laredo source (its ``stream`` runs on a thread there);
+``read`` runs on the executors and only unpacks the events shipped in the partition. The source
+is built in that process from the options, so it must be constructible there: a registered
+plugin type plus config, or an importable factory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laredo.errors import ConfigError, SourceError
+from laredo.plugins import source as plugin_source
+from laredo.serialization import encode_columns
+from laredo.types import ChangeAction, ColumnDefinition, SourceConfig, TableIdentifier
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from ..kinds import compact_json
+from .changes import CHANGE_SCHEMA, encode_row
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "EventsPartition",
+    "LaredoStreamDataSource",
+    "LaredoStreamReader",
+    "build_source",
+    "stream_options",
+]
+
+
+def stream_options(
+    *,
+    tables: Sequence[TableIdentifier | str],
+    source_type: str | None = None,
+    source_config: Mapping[str, Any] | None = None,
+    factory: str | None = None,
+    factory_args: Mapping[str, Any] | None = None,
+    starting_position: str | None = None,
+    complete_after: float = 1.0,
+    replay_timeout: float = 120.0,
+    events_per_partition: int = 50_000,
+) -> dict[str, str]:
+    """Options for ``spark.readStream.format("laredo")``.
+
+    The source is ``laredo.source(source_type, **source_config)`` or
+    ``factory(**factory_args)`` (``"package.module:function"``, importable where Spark runs
+    the stream reader). ``starting_position`` (serialised) is where a new query starts; by
+    default the source's last acknowledged position, else wherever ``stream(None)`` starts.
+    """
+    if (source_type is None) == (factory is None):
+        raise ConfigError("laredo stream: give exactly one of source_type or factory")
+    opts = {
+        "tables": ",".join(str(t) for t in tables),
+        "completeAfter": str(complete_after),
+        "replayTimeout": str(replay_timeout),
+        "eventsPerPartition": str(events_per_partition),
+    }
+    if source_type is not None:
+        opts["source.type"] = source_type
+        opts["source.config"] = json.dumps(dict(source_config or {}))
+    else:
+        assert factory is not None
+        opts["source.factory"] = factory
+        opts["source.args"] = json.dumps(dict(factory_args or {}))
+    if starting_position is not None:
+        opts["startingPosition"] = starting_position
+    return opts
+
+
+def build_source(options: Mapping[str, str]) -> Any:
+    """The Laredo source described by stream options (see :func:`stream_options`)."""
+    if "source.factory" in options:
+        ref = options["source.factory"]
+        mod_name, _, attr = ref.partition(":")
+        if not mod_name or not attr:
+            raise ConfigError(f"laredo stream: source.factory {ref!r}: use 'module:function'")
+        fn = getattr(importlib.import_module(mod_name), attr)
+        return fn(**json.loads(options.get("source.args") or "{}"))
+    if "source.type" in options:
+        return plugin_source(options["source.type"], **json.loads(options["source.config"]))
+    raise ConfigError(
+        "laredo stream: set the source.type (+ source.config) or source.factory option"
+    )
+
+
+def _tables(options: Mapping[str, str]) -> list[TableIdentifier]:
+    text = options.get("tables") or ""
+    tables = [TableIdentifier.parse(t.strip()) for t in text.split(",") if t.strip()]
+    if not tables:
+        raise ConfigError("laredo stream: the 'tables' option names no table ('schema.table,...')")
+    return tables
+
+
+@dataclass(frozen=True)
+class EventsPartition(InputPartition):
+    """Changes shipped to an executor, already encoded as output tuples."""
+
+    rows: tuple[tuple[Any, ...], ...]
+
+
+class _Handler:
+    def __init__(self, reader: LaredoStreamReader) -> None:
+        self.reader = reader
+
+    def on_changes(self, events: Sequence[Any]) -> None:
+        self.reader._add(events)
+
+    def on_change(self, event: Any) -> None:
+        self.reader._add([event])
+
+    def on_heartbeat(self, position: Any) -> None:
+        self.reader._heartbeat(position)
+
+    def on_schema_change(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+        position: Any,
+    ) -> None:
+        ev = (
+            position,
+            str(table),
+            "SCHEMA_CHANGE",
+            0,
+            compact_json({"columns": encode_columns(list(new_columns))}),
+            compact_json({"columns": encode_columns(list(old_columns))}),
+            "[]",
+        )
+        self.reader._add_raw([ev])
+
+
+class LaredoStreamReader(DataSourceStreamReader):
+    """See the module docstring. One instance per query run, in Spark's stream-reader process."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.tables = _tables(self.options)
+        self.complete_after = float(self.options.get("completeAfter", "1.0"))
+        self.replay_timeout = float(self.options.get("replayTimeout", "120"))
+        self.per_partition = max(1, int(self.options.get("eventsPerPartition", "50000")))
+        self._cond = threading.Condition()
+        self._events: list[tuple[Any, ...]] = []  # (position, table, action, xid, new, old, toast)
+        self._last_pos: Any = None
+        self._prev_pos: Any = None  # the last position before _last_pos (complete)
+        self._heartbeat_pos: Any = None
+        self._last_event_at = time.monotonic()
+        self._error: BaseException | None = None
+        self._source: Any = None
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark ships the reader to the executors for read(): only the options travel.
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    # -- the source side -----------------------------------------------------------------
+    def _src(self) -> Any:
+        if self._source is None:
+            self._source = build_source(self.options)
+        return self._source
+
+    def _cmp(self, a: Any, b: Any) -> int:
+        if a is None and b is None:
+            return 0
+        if a is None:
+            return -1
+        if b is None:
+            return 1
+        return int(self._src().compare_positions(a, b))
+
+    def _parse(self, offset: Mapping[str, Any] | None) -> Any:
+        text = (offset or {}).get("position")
+        return None if text is None else self._src().position_from_string(text)
+
+    def _offset(self, position: Any) -> dict[str, Any]:
+        return {"position": None if position is None else self._src().position_to_string(position)}
+
+    def _ensure_started(self, start: Any) -> None:
+        if self._thread is not None:
+            return
+        src = self._src()
+        src.init(SourceConfig(list(self.tables)))
+        problems = [str(p) for p in src.validate_tables(self.tables)]
+        if problems:
+            raise ConfigError([f"laredo stream: {p}" for p in problems])
+        from_pos = start
+        last = None
+        with contextlib.suppress(Exception):
+            if src.supports_resume():
+                last = src.last_acked_position()
+        if last is not None and (from_pos is None or self._cmp(last, from_pos) < 0):
+            # never happens with our ACKs (they trail Spark's commits), but a source acked by
+            # someone else must not skip what the checkpoint still needs
+            logger.warning("source acknowledged %r, behind the checkpoint: re-reading", last)
+        self._thread = threading.Thread(
+            target=self._run, args=(from_pos,), name="laredo-spark-stream", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, from_pos: Any) -> None:
+        try:
+            self._src().stream(from_pos, _Handler(self))
+        except BaseException as exc:  # reported from the next Spark call
+            if not self._stopped:
+                logger.warning("laredo stream source failed: %s", exc)
+                with self._cond:
+                    self._error = exc
+                    self._cond.notify_all()
+
+    def _add(self, events: Sequence[Any]) -> None:
+        raw = []
+        for ev in events:
+            action = ev.action
+            raw.append(
+                (
+                    ev.position,
+                    str(ev.table),
+                    action.name if isinstance(action, ChangeAction) else str(action),
+                    int(ev.xid or 0),
+                    encode_row(ev.new_values),
+                    encode_row(ev.old_values),
+                    json.dumps(sorted(ev.unchanged_toast or ())),
+                )
+            )
+        self._add_raw(raw)
+
+    def _add_raw(self, raw: Sequence[tuple[Any, ...]]) -> None:
+        if not raw:
+            return
+        with self._cond:
+            for ev in raw:
+                pos = ev[0]
+                if self._last_pos is None or self._cmp(pos, self._last_pos) > 0:
+                    self._prev_pos = self._last_pos
+                    self._last_pos = pos
+                self._events.append(ev)
+            self._last_event_at = time.monotonic()
+            self._cond.notify_all()
+
+    def _heartbeat(self, position: Any) -> None:
+        if position is None:
+            return
+        with self._cond:
+            if self._heartbeat_pos is None or self._cmp(position, self._heartbeat_pos) > 0:
+                self._heartbeat_pos = position
+                self._cond.notify_all()
+
+    def _complete(self) -> Any:
+        """The highest position whose transaction is known complete (call with the lock).
+
+        Heartbeats only complete the newest delivered transaction; they never move the offset
+        past delivered data (a heartbeat may race ahead of a transaction still in flight)."""
+        best = self._prev_pos
+        last = self._last_pos
+        if last is not None and (
+            (self._heartbeat_pos is not None and self._cmp(self._heartbeat_pos, last) >= 0)
+            or time.monotonic() - self._last_event_at >= self.complete_after
+        ):
+            best = last
+        return best
+
+    def _check(self) -> None:
+        err = self._error
+        if err is not None:
+            raise SourceError(f"laredo stream source failed: {type(err).__name__}: {err}")
+
+    # -- Spark's side --------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        start = self.options.get("startingPosition")
+        if start is None:
+            src = self._src()
+            with contextlib.suppress(Exception):
+                if src.supports_resume():
+                    last = src.last_acked_position()
+                    if last is not None:
+                        return self._offset(last)
+            return {"position": None}
+        self._src().position_from_string(start)  # validate now
+        return {"position": start}
+
+    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+        begin = self._parse(start)
+        self._ensure_started(begin)
+        max_rows = getattr(limit, "max_rows", None)
+        with self._cond:
+            self._check()
+            end = self._complete()
+            if end is None or self._cmp(end, begin) <= 0:
+                return dict(start)
+            if isinstance(max_rows, int) and max_rows > 0:
+                end = self._cap(begin, end, max_rows)
+            return self._offset(end)
+
+    def _cap(self, begin: Any, end: Any, max_rows: int) -> Any:
+        n = 0
+        last = None
+        for ev in self._events:
+            pos = ev[0]
+            if self._cmp(pos, begin) <= 0:
+                continue
+            if self._cmp(pos, end) > 0:
+                break
+            if n >= max_rows and last is not None and self._cmp(pos, last) > 0:
+                return last
+            n += 1
+            last = pos
+        return end
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[EventsPartition]:
+        begin, stop = self._parse(start), self._parse(end)
+        self._ensure_started(begin)
+        deadline = time.monotonic() + self.replay_timeout
+        with self._cond:
+            while True:
+                self._check()
+                done = self._complete()
+                if stop is None or (done is not None and self._cmp(done, stop) >= 0):
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SourceError(
+                        f"laredo stream: the source did not deliver up to {end.get('position')} "
+                        f"within {self.replay_timeout}s to replay the checkpointed batch; it "
+                        "must be able to stream again from its last acknowledged position"
+                    )
+                self._cond.wait(min(left, 0.2))
+            rows: list[tuple[Any, ...]] = []
+            src = self._src()
+            for ev in self._events:
+                pos = ev[0]
+                if begin is not None and self._cmp(pos, begin) <= 0:
+                    continue
+                if stop is not None and self._cmp(pos, stop) > 0:
+                    break
+                rows.append((src.position_to_string(pos), len(rows), *ev[1:]))
+        chunks = [
+            EventsPartition(tuple(rows[i : i + self.per_partition]))
+            for i in range(0, len(rows), self.per_partition)
+        ]
+        return chunks or [EventsPartition(())]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, EventsPartition)
+        yield from partition.rows
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Spark committed everything up to ``end``: acknowledge the source there."""
+        pos = self._parse(end)
+        if pos is None:
+            return
+        with self._cond:
+            self._events = [ev for ev in self._events if self._cmp(ev[0], pos) > 0]
+        self._src().ack(pos)
+
+    def stop(self) -> None:
+        self._stopped = True
+        src = self._source
+        if src is None:
+            return
+        stopper = getattr(src, "stop_stream", None)
+        with contextlib.suppress(Exception):
+            if callable(stopper):
+                stopper()
+        if self._thread is not None:
+            self._thread.join(5)
+        with contextlib.suppress(Exception):
+            src.close()
+
+
+class LaredoStreamDataSource(DataSource):
+    """``spark.readStream.format("laredo")``: see :func:`stream_options`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "laredo"
+
+    def schema(self) -> str:
+        return CHANGE_SCHEMA
+
+    def streamReader(self, schema: Any) -> LaredoStreamReader:
+        return LaredoStreamReader(self.options)
