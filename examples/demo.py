@@ -16,6 +16,7 @@ from typing import Any
 
 import laredo
 from laredo.testing import TestSource, columns
+from laredo_target_memory import IndexedTarget
 
 USERS = laredo.Table("public", "users")
 
@@ -51,7 +52,6 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=50_000)
     ap.add_argument("--changes", type=int, default=5_000)
     args = ap.parse_args()
-    from laredo_target_memory import IndexedTarget
 
     src, write, truth = build_test_source(args.rows)
     kind = "laredo.testing.TestSource (in-process)"

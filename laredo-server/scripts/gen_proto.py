@@ -23,7 +23,7 @@ FILES = ("oam.proto", "query.proto")
 
 
 def main() -> int:
-    from grpc_tools import protoc
+    from grpc_tools import protoc  # noqa: PLC0415 - lazy: dev-only tool, imported when run
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "laredo_proto" / "v1"

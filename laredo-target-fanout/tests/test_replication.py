@@ -467,7 +467,7 @@ def test_cli_commands(rig: Rig) -> None:
 
 def test_cli_commands_on_a_typer_app(rig: Rig) -> None:
     typer = pytest.importorskip("typer")
-    from typer.testing import CliRunner  # lazy: typer is optional (importorskip)
+    from typer.testing import CliRunner
 
     app = typer.Typer()
 
@@ -485,9 +485,9 @@ def test_cli_commands_on_a_typer_app(rig: Rig) -> None:
 
 def _self_signed(tmp_path: Any) -> tuple[str, str, bytes]:
     x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization  # lazy: optional
-    from cryptography.hazmat.primitives.asymmetric import ec  # lazy: optional
-    from cryptography.x509.oid import NameOID  # lazy: optional
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])

@@ -71,9 +71,9 @@ def _parser(prog: str, *, serve: bool = False, conf: bool = True) -> argparse.Ar
 
 def _load(ns: argparse.Namespace, extra_sets: Sequence[str] = ()) -> Any:
     """The loaded configuration; exit 1 (Go's code) listing every problem."""
-    from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
+    from laredo.errors import ConfigError  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s (pydantic)
 
-    from .config import load_config  # lazy: pydantic and the engine
+    from .config import load_config  # noqa: PLC0415 - lazy: pydantic and the engine
 
     if not ns.config:
         print("error: --config is required (or set LAREDO_CONFIG)", file=sys.stderr)
@@ -102,7 +102,7 @@ def _validate(args: list[str]) -> int:
 
 
 def _config(args: list[str]) -> int:
-    from .config import dump_config  # lazy: pyhocon and pydantic
+    from .config import dump_config  # noqa: PLC0415 - lazy: pyhocon and pydantic
 
     loaded = _load(_parser("laredo-server config").parse_args(args))
     for note in loaded.notes:
@@ -129,8 +129,8 @@ def _healthcheck(args: list[str]) -> int:
 
 
 def _serve(args: list[str]) -> int:
-    from .logs import setup_logging  # lazy: imports laredo (~0.3 s)
-    from .serve import serve  # lazy: the server stack (grpc, protobuf, engine)
+    from .logs import setup_logging  # noqa: PLC0415 - lazy: imports laredo (~0.3 s)
+    from .serve import serve  # noqa: PLC0415 - lazy: the server stack (grpc, protobuf, engine)
 
     ns = _parser("laredo-server", serve=True).parse_args(args)
     sets = []

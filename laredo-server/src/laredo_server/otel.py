@@ -68,7 +68,7 @@ class OpenTelemetryObserver(NullObserver):
         self, per_action: bool = True, meter_name: str = "laredo", meter_provider: Any = None
     ) -> None:
         try:
-            from opentelemetry import metrics
+            from opentelemetry import metrics  # noqa: PLC0415 - lazy: optional [otel] extra
         except ImportError as exc:
             raise MissingDependencyError(
                 "'laredo-server[otel]'", "the OpenTelemetry observer"
@@ -117,14 +117,14 @@ class OpenTelemetryObserver(NullObserver):
         return {**base, **extra} if extra else base
 
     def _observe_lag_bytes(self, _options: Any) -> Iterable[Any]:
-        from opentelemetry.metrics import Observation
+        from opentelemetry.metrics import Observation  # noqa: PLC0415 - lazy: optional extra
 
         with self._lock:
             items = list(self._lag_bytes.items())
         return [Observation(v, {"source": s}) for s, v in items]
 
     def _observe_lag_seconds(self, _options: Any) -> Iterable[Any]:
-        from opentelemetry.metrics import Observation
+        from opentelemetry.metrics import Observation  # noqa: PLC0415 - lazy: optional extra
 
         with self._lock:
             items = list(self._lag_seconds.items())

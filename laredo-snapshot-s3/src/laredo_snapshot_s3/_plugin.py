@@ -67,7 +67,7 @@ def laredo_register_dead_letter_stores(registry: Registry) -> None:
 
 
 def _check_bucket(request: CheckRequest) -> Iterable[Finding]:
-    from .checks import check_bucket  # lazy: boto3 loads only when a check runs
+    from .checks import check_bucket  # noqa: PLC0415 - lazy: boto3 loads only when a check runs
 
     return check_bucket(request)
 

@@ -16,8 +16,8 @@ __all__ = ["check_bucket"]
 
 
 def _client(options: Any, timeout: float) -> Any:
-    import boto3  # lazy: boto3 loads only when a check runs
-    from botocore.config import Config  # lazy: as above
+    import boto3  # noqa: PLC0415 - lazy: boto3 loads only when a check runs
+    from botocore.config import Config  # noqa: PLC0415 - lazy: as above
 
     session = boto3.session.Session(profile_name=options.profile)
     config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 1})
@@ -36,7 +36,7 @@ def _code(exc: BaseException) -> str:
 def aws_problem(exc: BaseException, where: str) -> Finding | None:
     """The finding of an error that is not about the bucket itself (credentials, profile,
     endpoint), or None."""
-    from botocore import exceptions as bx  # lazy: as above
+    from botocore import exceptions as bx  # noqa: PLC0415 - lazy: as above
 
     if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
         return Finding.error(
@@ -65,7 +65,7 @@ def aws_problem(exc: BaseException, where: str) -> Finding | None:
 
 def check_bucket(request: CheckRequest) -> list[Finding]:
     """The bucket of an ``s3`` snapshot or dead-letter store exists and can be listed."""
-    from botocore.exceptions import BotoCoreError, ClientError  # lazy: as above
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy: as above
 
     opts = request.options
     where = request.where

@@ -87,8 +87,8 @@ def make_client(
     once per process (a fresh session re-reads them: ~0.1-0.3 s per client).
     """
     try:
-        import boto3
-        from botocore.config import Config
+        import boto3  # noqa: PLC0415 - lazy: boto3 costs ~0.5 s to import; first use only
+        from botocore.config import Config  # noqa: PLC0415 - lazy: as boto3
     except ImportError as exc:
         raise MissingDependencyError("boto3", f"AWS {service}") from exc
     config = Config(

@@ -73,14 +73,14 @@ class MotoServer:
         return {"endpoint_url": self.endpoint_url, "region_name": self.region}
 
     def client(self, service: str) -> Any:
-        import boto3
+        import boto3  # noqa: PLC0415 - lazy: test helper; boto3 on first use
 
         return boto3.client(service, **self.boto_kwargs)
 
 
 def _patch_moto_kinesis_resharding() -> None:
     """Make moto's resharding behave like AWS (see the module docstring). Idempotent."""
-    from moto.kinesis import models
+    from moto.kinesis import models  # noqa: PLC0415 - lazy: moto is a test-only dependency
 
     m: Any = models
 
@@ -150,7 +150,7 @@ def moto_server_running(patch_env: bool = True) -> Iterator[MotoServer]:
     the duration and restored afterwards.
     """
     try:
-        from moto.server import ThreadedMotoServer
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415 - lazy: test-only dependency
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "the laredo_moto fixtures need moto: pip install 'laredo-snapshot-s3[testing]'"

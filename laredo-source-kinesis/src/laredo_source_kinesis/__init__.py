@@ -6,13 +6,9 @@ See :mod:`laredo_source_kinesis.source` (guarantees), :mod:`.records` (the recor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .position import KinesisPosition, compare_positions
 from .records import BadRecord, dumps_record, encode_record
-
-if TYPE_CHECKING:
-    from .source import KinesisSource
+from .source import KinesisSource
 
 __all__ = [
     "BadRecord",
@@ -22,11 +18,3 @@ __all__ = [
     "dumps_record",
     "encode_record",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "KinesisSource":
-        from .source import KinesisSource
-
-        return KinesisSource
-    raise AttributeError(name)

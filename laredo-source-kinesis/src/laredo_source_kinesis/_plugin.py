@@ -62,7 +62,7 @@ def laredo_register_sources(registry: Registry) -> None:
 
 
 def _check(request: CheckRequest) -> Iterable[Finding]:
-    from .checks import check_source  # lazy: boto3 loads only when a check runs
+    from .checks import check_source  # noqa: PLC0415 - lazy: boto3 loads only when a check runs
 
     return check_source(request)
 

@@ -219,7 +219,7 @@ class S3Baseline:
         """The Arrow record batches of a ``.parquet`` object (up to ``batch_size`` rows each),
         as pyarrow reads them (needs pyarrow)."""
         try:
-            import pyarrow.parquet as pq  # lazy: optional extra (laredo-source-kinesis[parquet])
+            import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: optional extra (laredo-source-kinesis[parquet])
         except ImportError as exc:
             raise MissingDependencyError(
                 "laredo-source-kinesis[parquet]", f"Parquet baseline {obj.key}"

@@ -34,8 +34,8 @@ class _Aws:
     """boto3 clients for one check, and the findings of calls that fail."""
 
     def __init__(self, options: Any, where: str, timeout: float) -> None:
-        import boto3  # lazy: boto3 loads only when a check runs
-        from botocore.config import Config  # lazy: as above
+        import boto3  # noqa: PLC0415 - lazy: boto3 loads only when a check runs
+        from botocore.config import Config  # noqa: PLC0415 - lazy: as above
 
         self.where = where
         self.options = options
@@ -62,7 +62,7 @@ class _Aws:
     ) -> tuple[Any, Finding | None]:
         """``fn()`` and None, or None and the finding of its failure (``self.fatal`` is set
         when the failure is not about this resource: credentials, profile, endpoint)."""
-        from botocore import exceptions as bx  # lazy: as above
+        from botocore import exceptions as bx  # noqa: PLC0415 - lazy: as above
 
         try:
             return fn(), None
@@ -98,7 +98,7 @@ class _Aws:
 
 def check_source(request: CheckRequest) -> list[Finding]:
     """The findings of the ``kinesis`` source at ``request.where`` (see the module doc)."""
-    from botocore.exceptions import ProfileNotFound  # lazy: as above
+    from botocore.exceptions import ProfileNotFound  # noqa: PLC0415 - lazy: as above
 
     opts = request.options
     where = request.where

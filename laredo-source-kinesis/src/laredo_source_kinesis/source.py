@@ -91,7 +91,7 @@ def _is_transient(exc: BaseException) -> bool:
     if _code(exc) in RETRYABLE_CODES:
         return True
     try:
-        from botocore.exceptions import (
+        from botocore.exceptions import (  # noqa: PLC0415 - lazy: botocore only once errors occur
             ConnectionClosedError,
             EndpointConnectionError,
             ReadTimeoutError,
@@ -235,8 +235,8 @@ class KinesisSource:
 
     def _client(self, service: str) -> Any:
         try:
-            import boto3
-            from botocore.config import Config
+            import boto3  # noqa: PLC0415 - lazy: boto3 costs ~0.5 s to import; first use only
+            from botocore.config import Config  # noqa: PLC0415 - lazy: as boto3
         except ImportError as exc:
             raise MissingDependencyError("boto3", "the Kinesis source") from exc
         profile = self._client_args["profile"]

@@ -16,7 +16,7 @@ from .options import PostgresSourceOptions
 def _factory(options: PostgresSourceOptions | None = None, /, **fields: Any) -> Any:
     """The registry passes the validated model (``takes_options``). A caller that still passes
     the model's fields as keywords (``Entry.factory(**validated)``) is served too."""
-    from .source import PostgresSource  # lazy: psycopg loads only when a source is built
+    from .source import PostgresSource  # noqa: PLC0415 - lazy: psycopg loads only when a source is built
 
     return PostgresSource(options, **fields)
 
@@ -34,7 +34,7 @@ def laredo_register_sources(registry: Registry) -> None:
 
 def _check(request: CheckRequest) -> Iterable[Finding]:
     """The source's preflight check (:mod:`.checks`)."""
-    from .checks import check_source  # lazy: psycopg loads only when a check runs
+    from .checks import check_source  # noqa: PLC0415 - lazy: psycopg loads only when a check runs
 
     return check_source(request)
 

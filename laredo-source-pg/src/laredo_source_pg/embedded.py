@@ -337,7 +337,7 @@ class EmbeddedPostgres:
         except OSError:
             return False
         try:
-            import psycopg  # lazy: `import laredo_source_pg` (and its plugin) stays free of psycopg
+            import psycopg  # noqa: PLC0415 - lazy: `import laredo_source_pg` (and its plugin) stays free of psycopg
 
             with psycopg.connect(self.dsn("postgres"), connect_timeout=2):
                 return True
@@ -412,7 +412,7 @@ class EmbeddedPostgres:
 
     def execute(self, sql: str, dbname: str = "postgres") -> list[tuple[Any, ...]]:
         """Run one statement in autocommit mode; returns the rows (empty if none)."""
-        import psycopg  # lazy: `import laredo_source_pg` (and its plugin) stays free of psycopg
+        import psycopg  # noqa: PLC0415 - lazy: `import laredo_source_pg` (and its plugin) stays free of psycopg
 
         with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
             cur = conn.execute(sql.encode())  # bytes: no parameter parsing
@@ -428,7 +428,7 @@ class EmbeddedPostgres:
 
     def drop_database(self, name: str) -> None:
         """Drop a database, its replication slots and every session connected to it."""
-        import psycopg  # lazy: `import laredo_source_pg` (and its plugin) stays free of psycopg
+        import psycopg  # noqa: PLC0415 - lazy: `import laredo_source_pg` (and its plugin) stays free of psycopg
 
         with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
             for _ in range(50):

@@ -63,7 +63,7 @@ class PgTestDb:
 
     def connect(self, **kwargs: Any) -> Any:
         """A new autocommit ``psycopg.Connection`` to this database (the caller closes it)."""
-        import psycopg  # lazy: this pytest plugin loads in every test session; psycopg only if used
+        import psycopg  # noqa: PLC0415 - lazy: this pytest plugin loads in every test session; psycopg only if used
 
         kwargs.setdefault("autocommit", True)
         return psycopg.connect(self.dsn, **kwargs)

@@ -58,7 +58,7 @@ _AWS_KEYS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
 def _s3(options: Mapping[str, str]) -> Any:
     try:
-        import boto3  # lazy: heavy SDK of the [s3] extra; this module loads with every session
+        import boto3  # noqa: PLC0415 - lazy: heavy SDK of the [s3] extra; this module loads with every session
     except ImportError as exc:
         raise MissingDependencyError("laredo-spark[s3]", "the laredo-baseline reader") from exc
     kwargs: dict[str, Any] = {k: options[k] for k in _AWS_KEYS if options.get(k)}

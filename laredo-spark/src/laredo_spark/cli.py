@@ -22,7 +22,7 @@ def _load(path: str) -> dict[str, Any]:
     """The config tree of ``path``: HOCON through laredo-server's loader (includes, conf.d,
     environment overrides), or plain JSON when laredo-server is not installed."""
     try:
-        from laredo_server.config import load_config  # lazy: optional (laredo-spark[cli])
+        from laredo_server.config import load_config  # noqa: PLC0415 - lazy: optional (laredo-spark[cli])
     except ImportError:
         try:
             with open(path, encoding="utf-8") as f:
@@ -37,7 +37,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
-    from .runner import run_spark  # lazy: pyspark; `laredo --help` must not start it
+    from .runner import run_spark  # noqa: PLC0415 - lazy: pyspark; `laredo --help` must not start it
 
     # progress (rows, rows/s and ETA every 50k rows; rows per partition as each one arrives)
     # goes to stderr even when the CLI framework configured no logging
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register(app: Any) -> None:
     """Add ``spark baseline`` to a typer app; other CLI frameworks are left alone."""
     try:
-        import typer  # lazy: optional; only the `laredo` CLI (laredo-server) brings it
+        import typer  # noqa: PLC0415 - lazy: optional; only the `laredo` CLI (laredo-server) brings it
     except ImportError:
         return
     if not isinstance(app, typer.Typer):

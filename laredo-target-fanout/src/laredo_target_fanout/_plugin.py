@@ -17,14 +17,14 @@ from .target import FanOutTarget
 
 def build_target(options: ReplicationFanoutOptions) -> FanOutTarget:
     """A ``FanOutTarget`` served on ``options.grpc`` (not served when it is None)."""
-    from .service import ReplicationServer  # lazy: grpc, only when a target is built
+    from .service import ReplicationServer  # noqa: PLC0415 - lazy: grpc, only when a target is built
 
     server = ReplicationServer.serving(options.grpc) if options.grpc is not None else None
     return FanOutTarget(options, server=server)
 
 
 def build_source(options: FanOutSourceOptions) -> Any:
-    from .source import FanOutSource  # lazy: grpc, only when a source is built
+    from .source import FanOutSource  # noqa: PLC0415 - lazy: grpc, only when a source is built
 
     return FanOutSource(**{k: getattr(options, k) for k in type(options).model_fields})
 

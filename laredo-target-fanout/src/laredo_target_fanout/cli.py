@@ -32,7 +32,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def status_text(address: str, table: str, as_json: bool = False) -> str:
-    from .client import replication_status  # lazy: grpc; the CLI hook must stay cheap
+    from .client import replication_status  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
     st = replication_status(address, table)
     data = {
@@ -52,7 +52,7 @@ def status_text(address: str, table: str, as_json: bool = False) -> str:
 
 
 def clients_text(address: str, table: str, as_json: bool = False) -> str:
-    from .client import replication_status  # lazy: grpc; the CLI hook must stay cheap
+    from .client import replication_status  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
     st = replication_status(address, table)
     rows = [
@@ -78,7 +78,7 @@ def clients_text(address: str, table: str, as_json: bool = False) -> str:
 
 
 def snapshots_text(address: str, table: str, limit: int = 0, as_json: bool = False) -> str:
-    from .client import list_snapshots  # lazy: grpc; the CLI hook must stay cheap
+    from .client import list_snapshots  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
     snaps = list_snapshots(address, table, limit)
     rows = [
@@ -109,7 +109,7 @@ _COMMANDS: dict[str, tuple[str, Callable[..., str]]] = {
 
 def run(argv: list[str] | None = None) -> int:
     """Plain argparse front end (``python -m laredo_target_fanout.cli status ...``)."""
-    import grpc  # lazy: grpc; the CLI hook must stay cheap
+    import grpc  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
     parser = argparse.ArgumentParser(prog="laredo fanout")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -148,7 +148,7 @@ def register(app: Any) -> None:
 
 
 def _register_click(group: Any) -> None:
-    import click  # lazy: click, only for a click front end
+    import click  # noqa: PLC0415 - lazy: click, only for a click front end
 
     @click.group("fanout", help="Inspect a replication fan-out server.")
     def fanout() -> None:
@@ -160,7 +160,7 @@ def _register_click(group: Any) -> None:
 
 
 def _click_command(click: Any, name: str, help_text: str, fn: Any) -> Any:
-    import grpc  # lazy: grpc; the CLI hook must stay cheap
+    import grpc  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
     params = [
         click.Option(["--address"], default="127.0.0.1:4002", help="fan-out server host:port"),
@@ -184,7 +184,7 @@ def _click_command(click: Any, name: str, help_text: str, fn: Any) -> Any:
 
 
 def _register_typer(app: Any) -> None:
-    import typer  # lazy: typer, only for a typer front end
+    import typer  # noqa: PLC0415 - lazy: typer, only for a typer front end
 
     sub = typer.Typer(name="fanout", help="Inspect a replication fan-out server.")
     for name, (help_text, fn) in _COMMANDS.items():
@@ -193,7 +193,7 @@ def _register_typer(app: Any) -> None:
 
 
 def _typer_command(typer: Any, name: str, fn: Any) -> Any:
-    import grpc  # lazy: grpc; the CLI hook must stay cheap
+    import grpc  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
     def _call(*args: Any) -> None:
         try:

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from laredo.errors import ConfigError, TargetError
+from laredo.plugins import compiler as build_compiler
+from laredo.plugins import filter as build_filter
 from laredo.types import (
     ColumnDefinition,
     Row,
@@ -66,9 +68,7 @@ class CompiledTarget(MemoryTargetBase[Any]):
         if isinstance(compiler, str):
             self.compiler_name = compiler
             try:
-                import laredo
-
-                built = laredo.compiler(compiler, **dict(compiler_options or {}))
+                built = build_compiler(compiler, **dict(compiler_options or {}))
             except ConfigError as exc:
                 problems.extend(f"compiler: {p}" for p in exc.problems)
             else:
@@ -117,9 +117,7 @@ class CompiledTarget(MemoryTargetBase[Any]):
                 )
                 return None
             try:
-                import laredo
-
-                flt = laredo.filter(name, **spec)
+                flt = build_filter(name, **spec)
             except ConfigError as exc:
                 problems.extend(f"filter: {p}" for p in exc.problems)
                 return None

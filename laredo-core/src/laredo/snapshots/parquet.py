@@ -78,8 +78,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _pyarrow() -> Any:
     try:
-        import pyarrow as pa  # lazy: optional extra, loaded on first use
-        import pyarrow.parquet as pq  # lazy: optional extra, loaded on first use
+        import pyarrow as pa  # noqa: PLC0415 - lazy: optional extra, loaded on first use
+        import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: optional extra, loaded on first use
     except ImportError:
         raise MissingDependencyError("laredo-core[parquet]", "Parquet snapshots") from None
     return pa, pq

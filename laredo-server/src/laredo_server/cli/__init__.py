@@ -157,7 +157,7 @@ def create_app() -> typer.Typer:
 def add_plugin_commands(app: typer.Typer) -> None:
     """Let installed plugins add their commands to ``app``; a failing plugin is a warning."""
     try:
-        from laredo.plugins import (  # lazy: loads the engine (~0.3 s) and every plugin
+        from laredo.plugins import (  # noqa: PLC0415 - lazy: loads the engine (~0.3 s) and every plugin
             get_plugin_manager,
         )
 

@@ -87,7 +87,7 @@ def drain(
 ) -> None:
     """Hand the fan-out clients off to another server: they get GoAway with the deadline; the
     table refuses new clients until the server restarts. Exit 1 when nothing was drained."""
-    from laredo.units import parse_duration  # lazy: `import laredo` costs ~0.3 s (pydantic)
+    from laredo.units import parse_duration  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s (pydantic)
 
     cli = state(ctx)
     try:

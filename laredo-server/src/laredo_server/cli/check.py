@@ -50,7 +50,7 @@ def check(
 
     Read-only (nothing is created). Exit 0 when all checks pass, 1 otherwise, 2 for an
     invalid configuration. `laredo serve` runs the same checks at startup."""
-    from laredo.config import run_checks  # lazy: the engine and the plugins (~0.3 s)
+    from laredo.config import run_checks  # noqa: PLC0415 - lazy: the engine and the plugins (~0.3 s)
 
     cli = state(ctx)
     loaded = load_or_exit(cli, config, conf_dir, set_)

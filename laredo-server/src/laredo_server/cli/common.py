@@ -62,9 +62,9 @@ class Client:
     ``fail`` (UNAVAILABLE with a hint about ``--address``)."""
 
     def __init__(self, cli: CliState) -> None:
-        import grpc  # lazy: grpc and the stubs add ~0.15 s; only commands that call a server
+        import grpc  # noqa: PLC0415 - lazy: grpc and the stubs add ~0.15 s; only commands that call a server
 
-        from .._proto.laredo_proto.v1 import (  # lazy: as above
+        from .._proto.laredo_proto.v1 import (  # noqa: PLC0415 - lazy: as above
             oam_pb2,
             oam_pb2_grpc,
             query_pb2,
@@ -245,7 +245,7 @@ def state(ctx: typer.Context) -> CliState:
 
 def to_dict(msg: Any) -> Any:
     """A response message as the protobuf JSON mapping (field names as in the .proto)."""
-    from google.protobuf.json_format import (  # lazy: protobuf loads only with a response
+    from google.protobuf.json_format import (  # noqa: PLC0415 - lazy: protobuf loads only with a response
         MessageToDict,
     )
 
@@ -270,7 +270,7 @@ def table_ref(table: str, pipeline: str | None) -> dict[str, str]:
 
 def state_name(value: int, prefix: str) -> str:
     """The name of a service or pipeline state enum value without its prefix."""
-    from .._proto.laredo_proto.v1 import oam_pb2  # lazy: protobuf loads only with a response
+    from .._proto.laredo_proto.v1 import oam_pb2  # noqa: PLC0415 - lazy: protobuf loads only with a response
 
     enum = oam_pb2.ServiceState if prefix == "SERVICE_STATE_" else oam_pb2.PipelineState
     return str(enum.Name(value)).removeprefix(prefix)

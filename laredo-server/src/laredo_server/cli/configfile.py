@@ -63,9 +63,9 @@ def load_or_exit(
     """The loaded config (``laredo_server.config.LoadedConfig``); every problem listed and
     exit 2 when it is invalid or no file is given. Deprecation notes (Go Laredo spellings)
     are printed on stderr unless ``show_notes`` is False (``serve`` logs them instead)."""
-    from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
+    from laredo.errors import ConfigError  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s (pydantic)
 
-    from ..config import load_config  # lazy: pydantic and the engine; only config commands
+    from ..config import load_config  # noqa: PLC0415 - lazy: pydantic and the engine; only config commands
 
     path = config or os.environ.get("LAREDO_CONFIG")
     if not path:

@@ -68,14 +68,14 @@ def init(
     if target is not None and target.exists() and not force:
         cli.fail(f"{target} exists; choose another --config FILE, or --force to overwrite it")
     try:
-        from laredo_source_pg import (  # lazy: psycopg; laredo init is PostgreSQL only
+        from laredo_source_pg import (  # noqa: PLC0415 - lazy: psycopg; laredo init is PostgreSQL only
             introspect,
         )
     except ImportError:
         cli.fail("laredo init needs the PostgreSQL source: pip install laredo-source-pg", code=2)
-    from laredo.errors import ConfigError, TransientError  # lazy: `import laredo` (~0.3 s)
+    from laredo.errors import ConfigError, TransientError  # noqa: PLC0415 - lazy: `import laredo` (~0.3 s)
 
-    from ..starter import render_config  # lazy: as above
+    from ..starter import render_config  # noqa: PLC0415 - lazy: as above
 
     clean, had_password = introspect.dsn_without_password(connection)
     try:

@@ -10,7 +10,7 @@ from .common import hookimpl, state
 
 def plugins(ctx: typer.Context) -> None:
     """Installed plugins: distribution and version, the types they register, hooks."""
-    from laredo.plugins import (  # lazy: `import laredo` costs ~0.3 s (pydantic)
+    from laredo.plugins import (  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s (pydantic)
         KINDS,
         get_plugin_manager,
         registry,

@@ -34,7 +34,7 @@ def _rows_out(cli: CliState, rows: list[Any], title: str) -> None:
     if cli.json:
         cli.emit_json([json.loads(r.json) for r in rows])
         return
-    from laredo.serialization import object_hook  # lazy: `import laredo` costs ~0.3 s
+    from laredo.serialization import object_hook  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s
 
     decoded = [json.loads(r.json, object_hook=object_hook) for r in rows]
     cols: list[str] = []
@@ -144,7 +144,7 @@ def wait(
 ) -> None:
     """Wait until every pipeline of SOURCE applied every change at or before POSITION
     (read-your-writes). Exit 0 when reached, 1 when the timeout passed first."""
-    from laredo.units import parse_duration  # lazy: `import laredo` costs ~0.3 s
+    from laredo.units import parse_duration  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s
 
     cli = state(ctx)
     try:

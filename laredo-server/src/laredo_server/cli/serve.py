@@ -48,11 +48,11 @@ def serve(
 
     The preflight checks of `laredo check` run first and are logged; the server starts
     anyway. The last startup line says where everything listens and what to try next."""
-    from laredo.errors import ConfigError  # lazy: `import laredo` costs ~0.3 s (pydantic)
+    from laredo.errors import ConfigError  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s (pydantic)
 
-    from ..config import load_config  # lazy: pydantic and the engine; only config commands
-    from ..logs import setup_logging  # lazy: imports laredo (~0.3 s); only laredo serve
-    from ..serve import serve as run_server  # lazy: the server stack (grpc, protobuf, engine)
+    from ..config import load_config  # noqa: PLC0415 - lazy: pydantic and the engine; only config commands
+    from ..logs import setup_logging  # noqa: PLC0415 - lazy: imports laredo (~0.3 s); only laredo serve
+    from ..serve import serve as run_server  # noqa: PLC0415 - lazy: the server stack (grpc, protobuf, engine)
 
     cli = state(ctx)
     sets = [*(set_ or []), *drain_set(drain_grace)]
@@ -123,7 +123,7 @@ def config_dump(
     fmt: Annotated[str, typer.Option("--format", help="hocon or json")] = "hocon",
 ) -> None:
     """Print the merged configuration (includes, conf.d, env, --set) with secrets masked."""
-    from ..config import dump_config  # lazy: pydantic and the engine; only config commands
+    from ..config import dump_config  # noqa: PLC0415 - lazy: pydantic and the engine; only config commands
 
     cli = state(ctx)
     loaded = load_or_exit(cli, file, conf_dir, set_)

@@ -17,6 +17,6 @@ def dump_config(loaded: LoadedConfig, fmt: str = "hocon") -> str:
     masked = mask_secrets(loaded.tree)
     if fmt == "json":
         return json.dumps(masked, indent=2, default=str)
-    from pyhocon import ConfigFactory, HOCONConverter  # lazy: pyhocon takes ~0.4 s
+    from pyhocon import ConfigFactory, HOCONConverter  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
     return str(HOCONConverter.to_hocon(ConfigFactory.from_dict(masked)))

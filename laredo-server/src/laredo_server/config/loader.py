@@ -37,8 +37,8 @@ def _is_duration(value: Any) -> bool:
 
 def plain_tree(value: Any, path: str, problems: list[str]) -> Any:
     """A pyhocon tree as plain dicts and lists; HOCON durations become seconds (a float)."""
-    from pyhocon import ConfigTree  # lazy: pyhocon takes ~0.4 s
-    from pyhocon.config_tree import NoneValue  # lazy: pyhocon takes ~0.4 s
+    from pyhocon import ConfigTree  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
+    from pyhocon.config_tree import NoneValue  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
     if isinstance(value, ConfigTree | dict):
         return {
@@ -68,7 +68,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
-    from pyhocon import ConfigFactory  # lazy: pyhocon takes ~0.4 s
+    from pyhocon import ConfigFactory  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
     try:
         tree = ConfigFactory.parse_file(str(path), required=True)
@@ -112,7 +112,7 @@ def parse_value(text: str) -> Any:
     if re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", t):
         return float(t)
     if t[:1] in "[{":
-        from pyhocon import ConfigFactory  # lazy: pyhocon takes ~0.4 s
+        from pyhocon import ConfigFactory  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
         try:
             problems: list[str] = []
