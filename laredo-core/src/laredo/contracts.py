@@ -34,8 +34,8 @@ from .types import (
     SourceState,
     SyncMode,
     TableIdentifier,
+    TableProblem,
     TableSnapshotInfo,
-    ValidationError,
 )
 
 RowCallback = Callable[[TableIdentifier, Row], None]
@@ -77,7 +77,7 @@ class SyncSource(Protocol):
 
     def init(self, config: SourceConfig) -> dict[TableIdentifier, list[ColumnDefinition]]: ...
 
-    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]: ...
+    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[TableProblem]: ...
 
     def baseline(
         self, tables: Sequence[TableIdentifier], row_callback: RowCallback

@@ -164,7 +164,7 @@ class SnapshotNotFoundError(SnapshotError, LookupError):
 
 
 class ValidationFailed(LaredoError):
-    """Table validation failed at startup (see ``ValidationError`` items)."""
+    """Table validation failed at startup (see ``TableProblem`` items)."""
 
     def __init__(self, errors: Iterable[Any]) -> None:
         self.errors = list(errors)

@@ -54,7 +54,7 @@ from laredo.types import (
     SourceConfig,
     SourceState,
     TableIdentifier,
-    ValidationError,
+    TableProblem,
 )
 
 from .baseline import BaselineObject, Manifest, S3Baseline, key_columns
@@ -283,13 +283,13 @@ class KinesisSource:
         self._set_state(SourceState.CONNECTED)
         return {t: list(columns.get(t, [])) for t in self._tables}
 
-    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]:
-        errors: list[ValidationError] = []
+    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[TableProblem]:
+        errors: list[TableProblem] = []
         try:
             self._call(self._kinesis.describe_stream_summary, StreamName=self.stream_name)
         except Exception as exc:
             errors.append(
-                ValidationError(
+                TableProblem(
                     None,
                     "STREAM_NOT_FOUND",
                     f"Kinesis stream {self.stream_name!r} is not reachable: {exc}",
@@ -299,7 +299,7 @@ class KinesisSource:
         for table in tables:
             if self._manifest is not None and table not in self._manifest.columns:
                 errors.append(
-                    ValidationError(
+                    TableProblem(
                         table,
                         "TABLE_NOT_FOUND",
                         f"{table} is not in the baseline manifest; add it under 'tables'",
@@ -308,7 +308,7 @@ class KinesisSource:
                 continue
             if not self._baseline_reader.objects(table):
                 errors.append(
-                    ValidationError(
+                    TableProblem(
                         table,
                         "NO_BASELINE",
                         f"no baseline object for {table}: expected "

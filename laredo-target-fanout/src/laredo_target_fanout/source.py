@@ -29,7 +29,7 @@ from laredo.types import (
     SourceConfig,
     SourceState,
     TableIdentifier,
-    ValidationError,
+    TableProblem,
 )
 
 from . import _wire
@@ -136,9 +136,9 @@ class FanOutSource:
         self._state = SourceState.CONNECTED
         return {self.table: list(self._columns)}
 
-    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]:
+    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[TableProblem]:
         return [
-            ValidationError(
+            TableProblem(
                 t, "TABLE_NOT_SERVED", f"fanout source {self.address} serves only {self.table}"
             )
             for t in tables

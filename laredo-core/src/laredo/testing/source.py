@@ -28,7 +28,7 @@ from ..types import (
     SourceConfig,
     SourceState,
     TableIdentifier,
-    ValidationError,
+    TableProblem,
     primary_key_columns,
 )
 
@@ -85,7 +85,7 @@ class TestSource:
         self.acks: list[int] = []
         self.init_error: BaseException | None = None
         self.baseline_error: BaseException | None = None
-        self.validation_errors: list[ValidationError] = []
+        self.validation_errors: list[TableProblem] = []
         self.baseline_calls = 0
         self.table_set_calls: list[tuple[str, tuple[TableIdentifier, ...]]] = []
         self.stream_calls = 0
@@ -259,12 +259,12 @@ class TestSource:
     def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:
         self.table_set_calls.append(("remove", tuple(tables)))
 
-    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[ValidationError]:
+    def validate_tables(self, tables: Sequence[TableIdentifier]) -> list[TableProblem]:
         out = list(self.validation_errors)
         for t in tables:
             if t not in self._columns:
                 out.append(
-                    ValidationError(
+                    TableProblem(
                         t, "TABLE_NOT_FOUND", f"table {t} does not exist in the test source"
                     )
                 )
