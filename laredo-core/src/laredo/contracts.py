@@ -50,6 +50,10 @@ class ChangeHandler(Protocol):
     transaction's position is acknowledged only once all of it is applied. ``on_change`` is the
     per-event path. ``on_heartbeat(position)`` says "nothing for you up to here" so ACKs
     advance on idle sources; ``on_schema_change`` reports a table's new columns in stream order.
+    A handler may also have ``on_resync_required(table, reason)`` (the engine's has): the
+    source saw the table change in a way row changes cannot carry (a partition attached,
+    detached or truncated) and asks for the table to be re-baselined; sources call it only
+    when the handler has it.
     """
 
     def on_change(self, event: ChangeEvent) -> None: ...

@@ -32,6 +32,7 @@ from .catalog import Catalog, Connections, quote_ident, quote_literal, table_sql
 from .dsn import mask_text
 from .lsn import format_lsn, parse_lsn
 from .options import PostgresSourceOptions
+from .partitions import partition_fingerprints
 from .slot import SlotManager
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,8 @@ class BaselineReader:
             assert snapshot is not None and position is not None
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             conn.execute(f"SET TRANSACTION SNAPSHOT {quote_literal(snapshot)}")
+            # the partitions this baseline reads (a later change of them means a re-baseline)
+            catalog.partitions.update(partition_fingerprints(conn, tables))
             if helper is not None and copy_from is None:
                 helper.close()  # the snapshot is imported; the temporary slot may go
                 helper = None

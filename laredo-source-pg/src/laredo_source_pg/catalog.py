@@ -19,13 +19,15 @@ from typing import Any, TypeVar
 import psycopg
 from laredo.errors import ConfigError, TransientError
 from laredo.types import ColumnDefinition, TableIdentifier, ValidationError
-from psycopg import abc, pq, sql
+from psycopg import abc, pq
 from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .credentials import ConnectionProvider, build_provider
 from .dsn import mask_dsn, mask_text
 from .options import PostgresSourceOptions
+from .partitions import PartitionFingerprint, memberships, publication_problem
+from .sqltext import quote_ident, quote_literal, table_sql
 
 logger = logging.getLogger(__name__)
 
@@ -48,18 +50,6 @@ STREAM_OPTIONS = "-c datestyle=ISO,YMD -c intervalstyle=postgres -c extra_float_
 loaders read, exactly as a query connection returns them."""
 
 T = TypeVar("T")
-
-
-def quote_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def quote_ident(value: str) -> str:
-    return '"' + value.replace('"', '""') + '"'
-
-
-def table_sql(table: TableIdentifier) -> sql.Composable:
-    return sql.SQL("{}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.table))
 
 
 def check_conninfo(dsn: str) -> None:
@@ -267,9 +257,12 @@ _COLUMNS_QUERY = """
     JOIN pg_type t ON t.oid = a.atttypid
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE a.attrelid = to_regclass(format('%%I.%%I', %s::text, %s::text))
-      AND a.attnum > 0 AND NOT a.attisdropped
+      AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
     ORDER BY a.attnum
 """
+"""Columns as pgoutput describes them: stored generated columns are left out (pgoutput never
+sends them before PostgreSQL 18), so the baseline, the stream and snapshots carry the same
+columns."""
 
 
 class Catalog:
@@ -290,6 +283,11 @@ class Catalog:
         self.columns: dict[TableIdentifier, list[ColumnDefinition]] = {}
         self.row_filters: dict[TableIdentifier, str] = {}
         self.published_columns: dict[TableIdentifier, set[str]] = {}
+        self.move_keys: dict[TableIdentifier, tuple[str, ...]] = {}
+        """Partitioned parents -> key columns a row moved to another partition keeps (see
+        :func:`.partitions.merge_moves`)."""
+        self.partitions: dict[TableIdentifier, PartitionFingerprint] = {}
+        """Partitioned parents -> their leaves as the last baseline (or catalog check) saw them."""
 
     @property
     def tables(self) -> list[TableIdentifier]:
@@ -370,7 +368,8 @@ class Catalog:
         """Problems that would stop the tables from syncing, each with a code:
 
         TABLE_NOT_FOUND, MISSING_SELECT_PRIVILEGE, MISSING_REPLICATION_PRIVILEGE,
-        PUBLICATION_NOT_FOUND, TABLE_NOT_IN_PUBLICATION, REPLICA_IDENTITY, SLOT_INVALIDATED.
+        PUBLICATION_NOT_FOUND, TABLE_NOT_IN_PUBLICATION, PARTITIONS_PUBLISHED_SEPARATELY,
+        PARTITION_PUBLISHED_VIA_ROOT, REPLICA_IDENTITY, SLOT_INVALIDATED.
         """
         conn = self._conns.query()
         publication = self._options.publication_name
@@ -408,15 +407,7 @@ class Catalog:
                     f"or {hint}",
                 )
             )
-        published: set[TableIdentifier] = set()
-        if pub is not None:
-            published = {
-                TableIdentifier(s, t)
-                for s, t in conn.execute(
-                    "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-                    (publication,),
-                ).fetchall()
-            }
+        members = memberships(conn, publication, tables) if pub is not None else {}
         needs_identity = pub is None or bool(pub[1])
         for t in tables:
             info = conn.execute(
@@ -449,21 +440,10 @@ class Catalog:
                         f"no SELECT privilege on {t}; run GRANT SELECT ON {qualified} TO <role>",
                     )
                 )
-            if pub is not None and not pub[0] and t not in published:
-                errors.append(
-                    ValidationError(
-                        t,
-                        "TABLE_NOT_IN_PUBLICATION",
-                        f"table {t} is not in publication {publication!r}; run ALTER "
-                        f"PUBLICATION {quote_ident(publication)} ADD TABLE {qualified}"
-                        + (
-                            ""
-                            if create
-                            else " (or set publication.create = true so that Laredo keeps "
-                            "the publication's tables in sync)"
-                        ),
-                    )
-                )
+            if pub is not None and not pub[0]:
+                problem = publication_problem(t, members.get(t), publication, create)
+                if problem is not None:
+                    errors.append(ValidationError(t, problem.code, problem.text))
             if needs_identity and (replident == "n" or (replident == "d" and not has_pk)):
                 why = "REPLICA IDENTITY NOTHING" if replident == "n" else "no primary key"
                 errors.append(

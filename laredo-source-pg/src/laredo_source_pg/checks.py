@@ -29,6 +29,7 @@ from .credentials import build_provider
 from .dsn import mask_text
 from .introspect import TableSummary, connect_readonly, describe_table, user_tables
 from .options import PUBLISH_OPERATIONS, PostgresSourceOptions
+from .partitions import memberships, publication_problem
 from .publication import MANAGED_COMMENT
 
 __all__ = ["check_source"]
@@ -300,51 +301,52 @@ class _Check:
         all_tables, ins, upd, dele, trunc, comment, pub_owned = row
         if all_tables:
             return
-        published = {
-            TableIdentifier(sch, tab)
-            for sch, tab in self.conn.execute(
-                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-                (name,),
-            ).fetchall()
-        }
-        missing = [t for t in existing if t not in published]
+        members = memberships(self.conn, name, existing)
+        missing = [t for t in existing if members[t].kind == "missing"]
+        separate = [t for t in existing if members[t].kind == "via_partitions"]
         ops = tuple(
             op for op, on in zip(PUBLISH_OPERATIONS, (ins, upd, dele, trunc), strict=True) if on
         )
         managed = create is True or (create is None and comment == MANAGED_COMMENT)
-        changes = bool(missing) or (create is True and ops != self.opts.publication.publish)
+        changes = (
+            bool(missing)
+            or bool(separate)
+            or (create is True and ops != self.opts.publication.publish)
+        )
+        fixable = {"missing", "via_partitions"} if managed else set()
         if managed and changes:
             if not s.superuser and (not pub_owned or [t for t in missing if t in not_owned]):
                 owners = [t for t in missing if t in not_owned]
                 self.privilege_finding(
                     "PUBLICATION_ALTER_PRIVILEGE", "alter", s, owners, pub_owned=bool(pub_owned)
                 )
-            elif missing:
-                self.add(
-                    Finding.info(
-                        "PUBLICATION_WILL_BE_UPDATED",
-                        f"laredo serve will add {', '.join(map(str, missing))} to publication "
-                        f"{name!r}",
-                        where=where,
+            else:
+                if missing:
+                    self.add(
+                        Finding.info(
+                            "PUBLICATION_WILL_BE_UPDATED",
+                            f"laredo serve will add {', '.join(map(str, missing))} to "
+                            f"publication {name!r}",
+                            where=where,
+                        )
                     )
+                if separate:
+                    self.add(
+                        Finding.info(
+                            "PUBLICATION_WILL_BE_UPDATED",
+                            f"laredo serve will set publish_via_partition_root = true on "
+                            f"publication {name!r} (partitioned: {', '.join(map(str, separate))})",
+                            where=where,
+                        )
+                    )
+        for t in existing:
+            if members[t].kind in fixable:
+                continue
+            problem = publication_problem(t, members[t], name, create)
+            if problem is not None:
+                self.add(
+                    Finding.error(problem.code, problem.message, problem.fix, where=where, table=t)
                 )
-            return
-        for t in missing:
-            also = (
-                ""
-                if create
-                else "; or set publication.create = true so that Laredo keeps the "
-                "publication's tables in sync"
-            )
-            self.add(
-                Finding.error(
-                    "TABLE_NOT_IN_PUBLICATION",
-                    f"{t} is not in publication {name!r}, so none of its changes arrive",
-                    f"ALTER PUBLICATION {quote_ident(name)} ADD TABLE {_q(t)};{also}",
-                    where=where,
-                    table=t,
-                )
-            )
 
     def privilege_finding(
         self,

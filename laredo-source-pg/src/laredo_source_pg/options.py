@@ -132,6 +132,12 @@ class PostgresSourceOptions(BaseModel):
     """While the stream is idle, how often to ask the server for its WAL position and pass it on
     as a heartbeat (it is also asked right after changes arrive). ``Engine.wait_for`` on an idle
     source answers within about this long; each request is one small message each way."""
+    catalog_check_interval: Duration = Field(default=5.0, ge=0)
+    """How often the stream asks the catalog whether a tracked table's columns or partitions
+    changed (two small queries), so a schema change (RENAME COLUMN, ADD/DROP COLUMN, ALTER
+    TYPE) reaches the pipelines without waiting for the table's next row change, and a
+    partition attached, detached, dropped or truncated re-baselines its parent. 0: off (schema
+    changes then arrive with the next row change; partition changes are not seen)."""
     batch_size: int = Field(default=10_000, ge=1)
     """Largest chunk of one transaction passed to ``on_changes`` (a bigger transaction is passed
     on in chunks while it is received, so memory stays bounded); baseline fetch size."""

@@ -8,6 +8,11 @@ existing one in line with the configuration (tables, row filters and column list
 created (marker comment) or with ``drop_unconfigured``. ``False``: never touched. Row filters
 are compared in PostgreSQL's own deparsed text, so an equivalent filter written differently
 does not churn the publication.
+
+Partitioned tables: a publication Laredo creates has ``publish_via_partition_root = true``
+(a partition's changes arrive under the parent's name, which is what a pipeline on the parent
+needs); on an existing publication Laredo manages, it is turned on when a configured table is
+partitioned. A publication Laredo does not manage is never changed: validation says what to run.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from psycopg import sql
 from .catalog import Connections, quote_ident, table_sql
 from .dsn import mask_text
 from .options import PUBLISH_OPERATIONS, PostgresSourceOptions, PublicationTableOptions
+from .partitions import partitioned_tables
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +42,7 @@ MANAGED_COMMENT = "managed by laredo"
 PublicationDetail = dict[TableIdentifier, tuple[tuple[str, ...] | None, str | None]]
 """Published tables -> (explicit column list or None, row filter or None)."""
 
+_PG13 = 130000
 _PG15 = 150000
 
 
@@ -113,7 +120,10 @@ class PublicationManager:
                 )
                 return
             all_tables, comment = row
-            if all_tables or comment != MANAGED_COMMENT:
+            if comment != MANAGED_COMMENT:
+                return
+            self._via_root(conn, pub, tables)
+            if all_tables:
                 return
             published = self.detail()
             missing = [t for t in tables if t not in published]
@@ -211,6 +221,7 @@ class PublicationManager:
                     sql.SQL("ALTER PUBLICATION {} SET (publish = {})").format(pub, publish)
                 )
                 logger.info("publication %s now publishes %s", self.name, pub_opts.publish)
+            self._via_root(conn, pub, tables)
             if all_tables:
                 return
             managed = comment == MANAGED_COMMENT or pub_opts.drop_unconfigured
@@ -229,12 +240,15 @@ class PublicationManager:
         tables: Sequence[TableIdentifier],
         note: str = "",
     ) -> None:
+        with_ = sql.SQL("publish = {}").format(publish)
+        if self._conns.server_version >= _PG13:
+            with_ = sql.SQL("{}, publish_via_partition_root = true").format(with_)
         if not tables:
-            conn.execute(sql.SQL("CREATE PUBLICATION {} WITH (publish = {})").format(pub, publish))
+            conn.execute(sql.SQL("CREATE PUBLICATION {} WITH ({})").format(pub, with_))
         else:
             conn.execute(
-                sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = {})").format(
-                    pub, sql.SQL(", ").join(self.table_spec(t) for t in tables), publish
+                sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH ({})").format(
+                    pub, sql.SQL(", ").join(self.table_spec(t) for t in tables), with_
                 )
             )
         conn.execute(
@@ -246,6 +260,29 @@ class PublicationManager:
             ", ".join(map(str, tables)) or "no table yet",
             note,
         )
+
+    def _via_root(
+        self, conn: psycopg.Connection[Any], pub: sql.Identifier, tables: Sequence[TableIdentifier]
+    ) -> None:
+        """Turn ``publish_via_partition_root`` on when a configured table is partitioned (its
+        changes must arrive under its own name, not its partitions')."""
+        if self._conns.server_version < _PG13:
+            return
+        row = conn.execute(
+            "SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (self.name,)
+        ).fetchone()
+        if row is None or row[0]:
+            return
+        parents = partitioned_tables(conn, tables)
+        if parents:
+            conn.execute(
+                sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(pub)
+            )
+            logger.info(
+                "publication %s now publishes via the partition root (partitioned: %s)",
+                self.name,
+                ", ".join(map(str, parents)),
+            )
 
     def _update_tables(
         self,

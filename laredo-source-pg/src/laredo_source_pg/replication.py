@@ -35,13 +35,15 @@ from typing import Any, cast
 
 import psycopg
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
-from laredo.types import ChangeEvent, ColumnDefinition, SourceState
+from laredo.types import ChangeEvent, ColumnDefinition, SourceState, TableIdentifier
 from psycopg import pq
 
 from .catalog import Catalog, Connections, quote_ident, quote_literal
+from .catalog_watch import CatalogWatch
 from .dsn import mask_text
 from .lsn import format_lsn
 from .options import PostgresSourceOptions
+from .partitions import merge_moves
 from .pgoutput import DecodeError, PgOutputDecoder, SchemaItem
 from .slot import SlotManager
 from .state import RunState
@@ -115,6 +117,7 @@ class ReplicationStream:
         self._session_started = False
         self.decoder: PgOutputDecoder | None = None
         """The current session's decoder (tests look at its partial transaction)."""
+        self.watch = CatalogWatch(conns, catalog, options.catalog_check_interval)
 
     def run(self, start: int | None, handler: Any) -> None:
         """Stream changes after ``start`` (None: the slot's confirmed position) into
@@ -245,10 +248,13 @@ class ReplicationStream:
                     on_change(e)  # type: ignore[misc]
 
         emit, takes_flag = _chunk_emitter(on_changes)
+        moves = self._catalog.move_keys  # live: partitioned parents added later count too
 
         def deliver(items: list[Any], position: int, complete: bool) -> bool:
             """Emit ``items`` in chunks of ``batch`` events, schema changes in between; True
             when the last emit carried ``complete``."""
+            if moves:
+                items = merge_moves(items, moves)
             if len(items) <= batch and not any(type(it) is SchemaItem for it in items):
                 if items:
                     emit(items, complete)
@@ -310,6 +316,49 @@ class ReplicationStream:
         if on_schema is not None:
             on_schema(table, old, new, position)
 
+    def _watch_reporters(
+        self, decoder: PgOutputDecoder, handler: Any
+    ) -> tuple[
+        Callable[[TableIdentifier, list[ColumnDefinition]], None],
+        Callable[[TableIdentifier, str], None],
+    ]:
+        """What the catalog check calls: a schema change reported like one pgoutput described
+        (the decoder then takes the table's next Relation message as known), and a request to
+        re-baseline a table."""
+        on_schema = getattr(handler, "on_schema_change", None)
+        on_resync_required = getattr(handler, "on_resync_required", None)
+        run = self._run
+        catalog = self._catalog
+
+        def on_columns(table: TableIdentifier, columns: list[ColumnDefinition]) -> None:
+            old = list(catalog.columns.get(table, []))
+            catalog.columns[table] = columns
+            decoder.known[table] = tuple((c.name, c.type_oid) for c in columns)
+            position = max(run.delivered, run.received)
+            logger.info(
+                "schema of %s changed (seen by the catalog check) at %s",
+                table,
+                format_lsn(position),
+            )
+            if on_schema is not None:
+                on_schema(table, old, columns, position)
+
+        def on_resync(table: TableIdentifier, reason: str) -> None:
+            if on_resync_required is None:
+                logger.warning(
+                    "postgresql source %s: %s, but the handler cannot re-baseline it; reload "
+                    "the table (laredo reload)",
+                    self._slot_name,
+                    reason,
+                )
+                return
+            logger.warning(
+                "postgresql source %s: %s; re-baselining %s", self._slot_name, reason, table
+            )
+            on_resync_required(table, reason)
+
+        return on_columns, on_resync
+
     def _session(self, deliver: Deliver, chunked: bool, handler: Any) -> None:
         run = self._run
         repl = self._conns.repl()
@@ -355,6 +404,9 @@ class ReplicationStream:
         self._session_started = True
         logger.debug("streaming slot %s from %s", self._slot_name, format_lsn(start))
         on_heartbeat = getattr(handler, "on_heartbeat", None)
+        watch = self.watch
+        watching = watch.interval > 0
+        on_columns, on_resync = self._watch_reporters(decoder, handler)
         pgconn = repl.pgconn
         sock = pgconn.socket
         wake = run.wake_r
@@ -413,6 +465,8 @@ class ReplicationStream:
                         if stop.is_set():
                             raise _StopStream
                         now = time.monotonic()
+                        if watching and not decoder.in_transaction and watch.due(now):
+                            watch.tick(decoder.known, run.received, on_columns, on_resync)
                         due = now - last_status
                         if (run.acked != run.ack_sent and due > ack_interval) or due > interval:
                             self._send_status(pgconn, reply=False)
@@ -442,6 +496,9 @@ class ReplicationStream:
                     # it is still to come (the engine orders it after the changes it queued).
                     run.last_heartbeat = hb_candidate
                     on_heartbeat(hb_candidate)
+                if watching and idle and watch.due(now):
+                    passed = max(run.received, hb_candidate)
+                    watch.tick(decoder.known, passed, on_columns, on_resync)
                 since_request = now - last_request
                 if idle and (since_request >= hb_interval or (fresh and since_request >= hb_gap)):
                     # Ask for the server's position: a keepalive answers at once.

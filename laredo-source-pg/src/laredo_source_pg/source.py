@@ -44,6 +44,7 @@ from .catalog import Catalog, Connections, check_conninfo
 from .dsn import mask_dsn, mask_text
 from .lsn import format_lsn, parse_lsn
 from .options import PostgresSourceOptions
+from .partitions import move_keys
 from .publication import PublicationManager
 from .replication import ReplicationStream
 from .slot import Lease, SlotManager
@@ -167,6 +168,7 @@ class PostgresSource:
                 self._publication.ensure(catalog.existing(catalog.tables), catalog.tables)
             catalog.published_columns, catalog.row_filters = self._publication.published_info()
             catalog.columns = catalog.discover(catalog.tables)
+            catalog.move_keys = move_keys(self._conns.query(), catalog.columns)
             self._slots.lookup()
             run.set_state(SourceState.CONNECTED)
             return {t: list(c) for t, c in catalog.columns.items()}
@@ -191,6 +193,7 @@ class PostgresSource:
         self._publication.ensure(catalog.existing(catalog.tables), catalog.tables)
         catalog.published_columns, catalog.row_filters = self._publication.published_info()
         catalog.columns.update(catalog.discover(new))
+        catalog.move_keys.update(move_keys(self._conns.query(), catalog.columns))
         return {t: list(catalog.columns[t]) for t in tables if t in catalog.columns}
 
     def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
 
 from ..contracts import (
     DeadLetterBindable,
@@ -40,6 +42,15 @@ from .startup import BaselineFailed, StartKind, plan_start, run_baseline
 logger = logging.getLogger(__name__)
 
 __all__ = ["SourceReader"]
+
+
+def _log_reload_failure(pipeline_id: str) -> Callable[[Future[Any]], None]:
+    def done(future: Future[Any]) -> None:
+        exc = future.exception()
+        if exc is not None:
+            logger.error("pipeline %s: re-baseline failed: %s", pipeline_id, exc)
+
+    return done
 
 
 class SourceReader:
@@ -190,6 +201,21 @@ class SourceReader:
         item = SchemaItem(table, list(old_columns), list(new_columns), position)
         for p in self.by_table.get(table, ()):
             p.buffer.put(item)
+
+    def on_resync_required(self, table: TableIdentifier, reason: str) -> None:
+        """The source saw ``table`` change in a way its stream cannot carry as row changes (a
+        partition attached, detached or truncated): reload every streaming pipeline of it from
+        a fresh baseline aligned with the stream (as :meth:`Engine.reload` does; changes that
+        arrive meanwhile are buffered, none is lost). A pipeline in the middle of a reload
+        reloads again after it (the change may be later than that reload's snapshot). Returns
+        at once."""
+        pipes = [p for p in self.by_table.get(table, ()) if not p.failed]
+        if not pipes:
+            return
+        logger.warning("source %s: re-baselining %s: %s", self.id, table, reason)
+        self.ctx.observer.on_rebaseline_triggered(self.id)
+        for p in pipes:
+            p.submit("reload").add_done_callback(_log_reload_failure(p.id))
 
     # -- ACK ----------------------------------------------------------------------------------
     def applied_through(self) -> Position | None:
