@@ -46,10 +46,13 @@ def ctid_slices(
     At least ``partitions`` ranges (fewer for tiny tables), and more when needed so no range
     exceeds ``max_pages`` (2048 pages = 16 MB of table: one task's part). Sizes come from
     ``pg_relation_size``; the first range starts at the beginning and the last is open-ended,
-    so the ranges cover every tuple whatever the size is when tasks run."""
+    so the ranges cover every tuple whatever the size is when tasks run. A partitioned table is
+    sized by its largest partition: a page range applies to every partition's pages."""
     row = conn.execute(
-        "SELECT pg_relation_size(to_regclass(format('%%I.%%I', %s::text, %s::text))) "
-        "/ current_setting('block_size')::bigint",
+        "SELECT greatest(pg_relation_size(r.rel), (SELECT coalesce(max(pg_relation_size("
+        "pt.relid)), 0) FROM pg_partition_tree(r.rel) pt WHERE pt.isleaf)) "
+        "/ current_setting('block_size')::bigint "
+        "FROM (SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) AS rel) r",
         (table.schema, table.table),
     ).fetchone()
     pages = int(row[0] or 0) if row else 0
