@@ -37,6 +37,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from laredo.serialization import encode_value, object_hook
+from laredo.snapshots.arrow import zone_name
 from laredo.types import ColumnDefinition, Row
 from pyspark.sql import types as T
 
@@ -164,24 +165,6 @@ def decode_json(text: str | None) -> Any:
 def base_kind(kind: str) -> str:
     """The kind without its zone: ``timestamptz:Europe/Paris`` -> ``timestamptz``."""
     return kind.partition(":")[0]
-
-
-def zone_name(tz: tzinfo | None) -> str | None:
-    """The name that gives ``tz`` back (an IANA key, or ``+HH:MM`` for a plain fixed offset),
-    or ``None`` when there is none (the values must then be ``json``)."""
-    if isinstance(tz, ZoneInfo):
-        return tz.key
-    if isinstance(tz, timezone):
-        off = tz.utcoffset(None)
-        if tz.tzname(None) != timezone(off).tzname(None):
-            return None  # a named fixed offset would lose its name
-        total = int(off.total_seconds())
-        if total % 60 or off.microseconds:
-            return None
-        sign = "-" if total < 0 else "+"
-        total = abs(total)
-        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
-    return None
 
 
 def _zone(name: str) -> tzinfo:

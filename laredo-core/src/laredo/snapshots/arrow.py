@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import timezone, tzinfo
 from decimal import Decimal
 from typing import IO, Any, Protocol, runtime_checkable
+from zoneinfo import ZoneInfo
 
 from ..serialization import loads_row, object_hook
 from ..types import Row, TableSnapshotInfo
@@ -42,6 +44,7 @@ __all__ = [
     "batches_rows",
     "check_encodings",
     "value_decoder",
+    "zone_name",
 ]
 
 JSON = "json"
@@ -134,3 +137,22 @@ def batches_rows(batches: Iterable[Any], encoded: Mapping[str, str]) -> Iterator
     """The rows of every batch, in order."""
     for batch in batches:
         yield from batch_rows(batch, encoded)
+
+
+def zone_name(tz: tzinfo | None) -> str | None:
+    """The time zone name that gives ``tz`` back (an IANA key, or ``+HH:MM`` for a plain fixed
+    offset), as Arrow timestamp types and Spark kinds spell it; ``None`` when there is none (a
+    named fixed offset would lose its name)."""
+    if isinstance(tz, ZoneInfo):
+        return tz.key
+    if isinstance(tz, timezone):
+        off = tz.utcoffset(None)
+        if off is None or tz.tzname(None) != timezone(off).tzname(None):
+            return None
+        total = int(off.total_seconds())
+        if total % 60 or off.microseconds:
+            return None
+        sign = "-" if total < 0 else "+"
+        total = abs(total)
+        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
+    return None

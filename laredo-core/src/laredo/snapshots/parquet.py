@@ -61,7 +61,7 @@ from laredo.serialization import (
 )
 from laredo.types import Row, TableSnapshotInfo
 
-from .arrow import DECIMAL, JSON, ROW, UUID, batches_rows, check_encodings
+from .arrow import DECIMAL, JSON, ROW, UUID, batches_rows, check_encodings, zone_name
 
 __all__ = ["ParquetSerializer", "ParquetSerializerOptions"]
 
@@ -83,23 +83,6 @@ def _pyarrow() -> Any:
     except ImportError:
         raise MissingDependencyError("laredo-core[parquet]", "Parquet snapshots") from None
     return pa, pq
-
-
-def _tz_name(tz: Any) -> str | None:
-    """The Arrow time zone string that reads back as this exact tzinfo, if there is one."""
-    if isinstance(tz, ZoneInfo):
-        return tz.key
-    if isinstance(tz, timezone):
-        off = tz.utcoffset(None)
-        if off is None or tz.tzname(None) != timezone(off).tzname(None):
-            return None  # a named fixed offset would lose its name
-        total = int(off.total_seconds())
-        if total % 60 or off.microseconds:
-            return None
-        sign = "-" if total < 0 else "+"
-        total = abs(total)
-        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
-    return None
 
 
 def _arrow_type(pa: Any, values: list[Any]) -> Any:
@@ -134,7 +117,7 @@ def _arrow_type(pa: Any, values: list[Any]) -> Any:
         if zones == {None}:
             return pa.timestamp("us")
         if len(zones) == 1:
-            name = _tz_name(zones.pop())
+            name = zone_name(zones.pop())
             if name is not None:
                 return pa.timestamp("us", tz=name)
         return None
@@ -220,15 +203,7 @@ class ParquetSerializer:
 
     def read(self, inp: IO[bytes]) -> tuple[TableSnapshotInfo, Iterator[Row]]:
         """Read the schema and header now; rows are decoded lazily, one row group at a time."""
-        pa, pq = _pyarrow()
-        name = getattr(inp, "name", None)
-        label = name if isinstance(name, str) else "<stream>"
-        if not _seekable(inp):
-            inp = io.BytesIO(inp.read())
-        try:
-            pf = pq.ParquetFile(inp, page_checksum_verification=True)
-        except (pa.ArrowException, OSError) as exc:
-            raise SnapshotError(f"{label}: not a readable Parquet file: {exc}") from None
+        pa, pf, label = _open(inp)
         info, json_cols, text_names = _header(pf, label)
         text_cols = {k: _TEXT_DECODERS[v] for k, v in text_names.items()}
         return info, _rows(pa, pf, set(json_cols), text_cols, label)
@@ -356,15 +331,7 @@ class ParquetSerializer:
         """The header, the encoding map (``json`` / ``decimal`` / ``uuid`` columns) and the row
         groups as record batches. Rows written without some keys (``laredo.absent``) come back
         with NULL there: batches have one set of columns."""
-        pa, pq = _pyarrow()
-        name = getattr(inp, "name", None)
-        label = name if isinstance(name, str) else "<stream>"
-        if not _seekable(inp):
-            inp = io.BytesIO(inp.read())
-        try:
-            pf = pq.ParquetFile(inp, page_checksum_verification=True)
-        except (pa.ArrowException, OSError) as exc:
-            raise SnapshotError(f"{label}: not a readable Parquet file: {exc}") from None
+        pa, pf, label = _open(inp)
         info, json_cols, text_cols = _header(pf, label)
         encoded = {**dict.fromkeys(json_cols, JSON), **text_cols}
         return info, encoded, _batches(pa, pf, label)
@@ -403,6 +370,20 @@ def _batches(pa: Any, pf: Any, label: str) -> Iterator[Any]:
 
 def _json(v: Any) -> str:
     return json.dumps(encode_value(v), separators=(",", ":"), ensure_ascii=False)
+
+
+def _open(inp: IO[bytes]) -> tuple[Any, Any, str]:
+    """``(pyarrow, ParquetFile with page checksums verified, label for messages)``."""
+    pa, pq = _pyarrow()
+    name = getattr(inp, "name", None)
+    label = name if isinstance(name, str) else "<stream>"
+    if not _seekable(inp):
+        inp = io.BytesIO(inp.read())
+    try:
+        pf = pq.ParquetFile(inp, page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as exc:
+        raise SnapshotError(f"{label}: not a readable Parquet file: {exc}") from None
+    return pa, pf, label
 
 
 def _seekable(inp: Any) -> bool:
