@@ -23,6 +23,7 @@ __all__ = [
     "PipelineLabelled",
     "QueryableTarget",
     "ReportsPosition",
+    "RetainsWal",
     "SecondaryIndexed",
     "UniqueLookup",
     "VersionedTarget",
@@ -94,6 +95,14 @@ class DescribedSource(Protocol):
     """Adds source-specific details (slot name, stream ARN, ...) to ``GetSourceInfo``."""
 
     def details(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class RetainsWal(Protocol):
+    """A source whose replication slot holds WAL back on the database server (PostgreSQL):
+    ``wal_retained_bytes()`` is how much, None when unknown."""
+
+    def wal_retained_bytes(self) -> int | None: ...
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from . import __version__
 from .httpjson import handle
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
+from .status_page import serve_page
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def _handler(rt: ServerRuntime, servicers: dict[str, Any]) -> type[BaseHTTPReque
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/metrics":
                     self._send(200, rt.metrics.render(), CONTENT_TYPE)
-                else:
+                elif not serve_page(self, path):
                     self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
             except Exception as exc:  # never kill the probe thread
                 logger.warning("http %s failed: %s", path, exc)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -74,10 +75,19 @@ class ConfigReloader:
         self.load = load
         self.timeout = timeout
         self.generation = 1
+        self.last: ReloadResult | None = None
+        self.last_at: float | None = None
         self._lock = threading.Lock()
 
     def reload(self, dry_run: bool = False) -> ReloadResult:
-        """Re-read, validate and apply the configuration (see the module docstring)."""
+        """Re-read, validate and apply the configuration (see the module docstring). The
+        result of one that is not a dry run stays in ``last`` (its time in ``last_at``)."""
+        result = self._reload(dry_run)
+        if not dry_run:
+            self.last, self.last_at = result, time.time()
+        return result
+
+    def _reload(self, dry_run: bool) -> ReloadResult:
         with self._lock:
             try:
                 new = self.load()

@@ -29,6 +29,7 @@ from .capabilities import DrainableTarget, PipelineLabelled
 from .config import Built
 from .metrics import PrometheusObserver
 from .state import ServiceState
+from .status_facts import StatusFacts
 from .watch import WatchHub
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class Reloader(Protocol):
     """Applies a re-read configuration (``laredo_server.reload.ConfigReloader``)."""
 
     generation: int
+    last: Any
+    """The last applied or rejected reload (``ReloadResult``; None before any)."""
+    last_at: float | None
 
     def reload(self, dry_run: bool = False) -> Any: ...
 
@@ -214,6 +218,9 @@ class ServerRuntime:
         self.metrics = PrometheusObserver(per_action=per_action_metrics)
         self.metrics_enabled = metrics_enabled
         self.metrics.add_collector(self._collect)
+        self.facts = StatusFacts(lambda: self.engine)
+        if metrics_enabled:
+            self.metrics.add_collector(self.facts.collect)
         self.built = factory(self._observers(), None)
         self._bind_engine()
         self.listeners = Listeners()
@@ -221,7 +228,8 @@ class ServerRuntime:
         self.reloader: Reloader | None = None
 
     def _observers(self) -> list[Any]:
-        return [self.hub, self.metrics] if self.metrics_enabled else [self.hub]
+        base = [self.hub, self.facts]
+        return [*base, self.metrics] if self.metrics_enabled else base
 
     def _bind_engine(self) -> None:
         """Point the hub at the current engine; label every observer's pipeline metrics."""
@@ -273,7 +281,7 @@ class ServerRuntime:
 
     def start(self) -> None:
         self.engine.start()
-        self.started_at = time.time()
+        self.started_at = self.facts.started = time.time()
         self.started = True
         for f in self._frontends:
             f.start()

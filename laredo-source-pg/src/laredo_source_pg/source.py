@@ -130,6 +130,7 @@ class PostgresSource:
         )
         self._acked_in_process = False
         self._lag_cache: tuple[float, LagInfo] | None = None
+        self._wal_retained: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -315,9 +316,16 @@ class PostgresSource:
     def ordering_guarantee(self) -> OrderingGuarantee:
         return OrderingGuarantee.TOTAL_ORDER
 
+    def wal_retained_bytes(self) -> int | None:
+        """WAL the slot holds back on the server (``pg_current_wal_lsn() - restart_lsn``), read
+        with the lag (cached for 1 s); None when there is no slot or it cannot be read."""
+        self.get_lag()
+        return self._wal_retained
+
     def get_lag(self) -> LagInfo:
         """Bytes between the server's WAL end and the slot's confirmed position; time since the
-        commit of the oldest delivered change not yet acknowledged (cached for 1 s)."""
+        commit of the oldest delivered change not yet acknowledged (cached for 1 s). The same
+        query reads the WAL the slot retains (:meth:`wal_retained_bytes`)."""
         now = time.monotonic()
         cached = self._lag_cache
         if cached is not None and now - cached[0] < 1.0:
@@ -327,13 +335,17 @@ class PostgresSource:
         try:
             row = self._conns.side(
                 lambda conn: conn.execute(
-                    "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots "
+                    "SELECT pg_current_wal_lsn() - confirmed_flush_lsn, "
+                    "pg_current_wal_lsn() - restart_lsn FROM pg_replication_slots "
                     "WHERE slot_name = %s",
                     (self.slot_name,),
                 ).fetchone()
             )
             if row is not None and row[0] is not None:
                 lag_bytes = max(0, int(row[0]))
+            self._wal_retained = (
+                max(0, int(row[1])) if row is not None and row[1] is not None else None
+            )
         except Exception as exc:
             logger.debug("lag query failed: %s", mask_text(str(exc)))
         lag_time: timedelta | None = None

@@ -45,6 +45,7 @@ from ..state import (
     SourceStateChanged,
     StatusEvent,
 )
+from ..status_facts import PipelineCounts
 
 __all__ = [
     "PIPELINE_STATES",
@@ -59,6 +60,7 @@ __all__ = [
     "ms",
     "pipeline_state_pb",
     "pipeline_status_pb",
+    "reload_result_pb",
     "row_pb",
     "service_state_pb",
     "snapshot_pb",
@@ -187,8 +189,17 @@ def artifact_pb(a: SnapshotArtifact) -> oam.SnapshotArtifactInfo:
     )
 
 
-def pipeline_status_pb(info: PipelineInfo, *, ready: bool, target: object) -> oam.PipelineStatus:
-    """A pipeline's status; ``target`` (None when unknown) contributes its indexes."""
+def pipeline_status_pb(
+    info: PipelineInfo,
+    *,
+    ready: bool,
+    target: object,
+    counts: PipelineCounts | None = None,
+    dead_letters: int = 0,
+) -> oam.PipelineStatus:
+    """A pipeline's status; ``target`` (None when unknown) contributes its indexes, ``counts``
+    the totals since the server started, ``dead_letters`` the backlog (-1: unknown)."""
+    counts = counts or PipelineCounts()
     return oam.PipelineStatus(
         pipeline_id=info.id,
         source_id=info.source_id,
@@ -205,6 +216,9 @@ def pipeline_status_pb(info: PipelineInfo, *, ready: bool, target: object) -> oa
         applied_position=info.applied_position or "",
         durable_position=info.durable_position or "",
         indexes=indexes_pb(target) if target is not None else [],
+        changes_applied=counts.changes_applied,
+        change_errors=counts.change_errors,
+        dead_letters=dead_letters,
     )
 
 
@@ -212,8 +226,10 @@ def _lag_seconds(info: SourceRunInfo) -> float:
     return info.lag_time.total_seconds() if info.lag_time is not None else -1.0
 
 
-def source_status_pb(info: SourceRunInfo, *, ready: bool) -> oam.SourceStatus:
-    """A source's status (``lag_seconds`` -1: unknown)."""
+def source_status_pb(
+    info: SourceRunInfo, *, ready: bool, wal_retained: int | None = None
+) -> oam.SourceStatus:
+    """A source's status (``lag_seconds`` and ``wal_retained_bytes`` -1: unknown)."""
     return oam.SourceStatus(
         source_id=info.id,
         source_type=info.source_type,
@@ -225,6 +241,18 @@ def source_status_pb(info: SourceRunInfo, *, ready: bool) -> oam.SourceStatus:
         lag_bytes=int(info.lag_bytes or 0),
         lag_seconds=_lag_seconds(info),
         pipeline_ids=list(info.pipelines),
+        wal_retained_bytes=-1 if wal_retained is None else wal_retained,
+    )
+
+
+def reload_result_pb(result: Any) -> oam.ReloadConfigResponse:
+    """A configuration reload's answer (``laredo_server.reload.ReloadResult``)."""
+    return oam.ReloadConfigResponse(
+        accepted=result.accepted,
+        message=result.message,
+        generation=result.generation,
+        changes=[oam.ConfigChange(kind=c.kind, id=c.id, detail=c.detail) for c in result.changes],
+        errors=list(result.errors),
     )
 
 

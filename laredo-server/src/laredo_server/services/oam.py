@@ -35,6 +35,7 @@ from .convert import (
     dead_letter_pb,
     ms,
     pipeline_status_pb,
+    reload_result_pb,
     service_state_pb,
     snapshot_pb,
     source_info_pb,
@@ -61,16 +62,40 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         self.rt = rt
 
     # status -----------------------------------------------------------------------------
-    def _pipeline_pb(self, info: PipelineInfo) -> oam.PipelineStatus:
+    def _pipeline_pb(
+        self, info: PipelineInfo, backlog: dict[str, int] | None = None
+    ) -> oam.PipelineStatus:
+        if backlog is None:
+            backlog = self.rt.facts.dead_letter_backlog()
+        no_store = self.rt.engine.dead_letter_store is None
         return pipeline_status_pb(
-            info, ready=self.rt.pipeline_ready(info), target=self.rt.pipeline_target(info.id)
+            info,
+            ready=self.rt.pipeline_ready(info),
+            target=self.rt.pipeline_target(info.id),
+            counts=self.rt.facts.counts(info.id),
+            dead_letters=0 if no_store else -1 if backlog is None else backlog.get(info.id, 0),
         )
 
     def _source_pb(self, sid: str) -> oam.SourceStatus:
         info = self.rt.engine.source_info(sid)
         if info is None:
             raise KeyError(f"unknown source {sid!r}")
-        return source_status_pb(info, ready=self.rt.engine.is_ready(sid))
+        return source_status_pb(
+            info, ready=self.rt.engine.is_ready(sid), wal_retained=self.rt.facts.wal_retained(sid)
+        )
+
+    def _snapshot_status_pb(self) -> oam.SnapshotStatus:
+        rt = self.rt
+        latest = rt.facts.latest_snapshot()
+        return oam.SnapshotStatus(
+            store_configured=rt.engine.snapshot_store is not None,
+            last_snapshot_id=latest.snapshot_id if latest else "",
+            last_snapshot_at=ms(latest.at if latest else None),
+            last_error=rt.hub.last_snapshot_error or "",
+            snapshots_created=rt.hub.snapshots_created,
+            last_snapshot_size_bytes=latest.size_bytes if latest else 0,
+            schedule_seconds=int(rt.facts.snapshot_schedule() or 0),
+        )
 
     @rpc()
     def GetStatus(
@@ -78,23 +103,23 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     ) -> oam.GetStatusResponse:
         rt = self.rt
         eng = rt.engine
-        return oam.GetStatusResponse(
+        backlog = rt.facts.dead_letter_backlog()
+        out = oam.GetStatusResponse(
             state=service_state_pb(rt.service_state()),
             ready=rt.is_ready(),
             sources=[self._source_pb(s) for s in eng.source_ids()],
-            pipelines=[self._pipeline_pb(p) for p in eng.pipelines()],
+            pipelines=[self._pipeline_pb(p, backlog) for p in eng.pipelines()],
             started_at=ms(rt.started_at),
             last_change_at=ms(rt.hub.last_change_at),
-            snapshot_status=oam.SnapshotStatus(
-                store_configured=eng.snapshot_store is not None,
-                last_snapshot_id=rt.hub.last_snapshot_id or "",
-                last_snapshot_at=ms(rt.hub.last_snapshot_at),
-                last_error=rt.hub.last_snapshot_error or "",
-                snapshots_created=rt.hub.snapshots_created,
-            ),
+            snapshot_status=self._snapshot_status_pb(),
             version=rt.version,
             config_generation=rt.config_generation,
         )
+        last = rt.reloader.last if rt.reloader is not None else None
+        if last is not None and rt.reloader is not None:
+            out.last_reload.CopyFrom(reload_result_pb(last))
+            out.last_reload_at = ms(rt.reloader.last_at)
+        return out
 
     @rpc()
     def GetTableStatus(
@@ -195,16 +220,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         self, request: oam.ReloadConfigRequest, context: grpc.ServicerContext
     ) -> oam.ReloadConfigResponse:
         """Re-read the configuration and apply the difference (see laredo_server.reload)."""
-        result = self.rt.reload_config(dry_run=request.dry_run)
-        return oam.ReloadConfigResponse(
-            accepted=result.accepted,
-            message=result.message,
-            generation=result.generation,
-            changes=[
-                oam.ConfigChange(kind=c.kind, id=c.id, detail=c.detail) for c in result.changes
-            ],
-            errors=list(result.errors),
-        )
+        return reload_result_pb(self.rt.reload_config(dry_run=request.dry_run))
 
     @rpc(admin=True)
     def ReloadAll(

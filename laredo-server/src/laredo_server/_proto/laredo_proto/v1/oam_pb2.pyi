@@ -54,7 +54,7 @@ class IndexInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., fields: _Optional[_Iterable[str]] = ..., unique: _Optional[bool] = ...) -> None: ...
 
 class PipelineStatus(_message.Message):
-    __slots__ = ("pipeline_id", "source_id", "schema", "table", "target_type", "state", "ready", "has_row_count", "row_count", "buffer_depth", "buffer_capacity", "error", "applied_position", "durable_position", "indexes")
+    __slots__ = ("pipeline_id", "source_id", "schema", "table", "target_type", "state", "ready", "has_row_count", "row_count", "buffer_depth", "buffer_capacity", "error", "applied_position", "durable_position", "indexes", "changes_applied", "change_errors", "dead_letters")
     PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,9 @@ class PipelineStatus(_message.Message):
     APPLIED_POSITION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_POSITION_FIELD_NUMBER: _ClassVar[int]
     INDEXES_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     pipeline_id: str
     source_id: str
     schema: str
@@ -85,10 +88,13 @@ class PipelineStatus(_message.Message):
     applied_position: str
     durable_position: str
     indexes: _containers.RepeatedCompositeFieldContainer[IndexInfo]
-    def __init__(self, pipeline_id: _Optional[str] = ..., source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., target_type: _Optional[str] = ..., state: _Optional[_Union[PipelineState, str]] = ..., ready: _Optional[bool] = ..., has_row_count: _Optional[bool] = ..., row_count: _Optional[int] = ..., buffer_depth: _Optional[int] = ..., buffer_capacity: _Optional[int] = ..., error: _Optional[str] = ..., applied_position: _Optional[str] = ..., durable_position: _Optional[str] = ..., indexes: _Optional[_Iterable[_Union[IndexInfo, _Mapping]]] = ...) -> None: ...
+    changes_applied: int
+    change_errors: int
+    dead_letters: int
+    def __init__(self, pipeline_id: _Optional[str] = ..., source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., target_type: _Optional[str] = ..., state: _Optional[_Union[PipelineState, str]] = ..., ready: _Optional[bool] = ..., has_row_count: _Optional[bool] = ..., row_count: _Optional[int] = ..., buffer_depth: _Optional[int] = ..., buffer_capacity: _Optional[int] = ..., error: _Optional[str] = ..., applied_position: _Optional[str] = ..., durable_position: _Optional[str] = ..., indexes: _Optional[_Iterable[_Union[IndexInfo, _Mapping]]] = ..., changes_applied: _Optional[int] = ..., change_errors: _Optional[int] = ..., dead_letters: _Optional[int] = ...) -> None: ...
 
 class SourceStatus(_message.Message):
-    __slots__ = ("source_id", "source_type", "state", "ready", "error", "current_position", "acked_position", "lag_bytes", "lag_seconds", "pipeline_ids")
+    __slots__ = ("source_id", "source_type", "state", "ready", "error", "current_position", "acked_position", "lag_bytes", "lag_seconds", "pipeline_ids", "wal_retained_bytes")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +105,7 @@ class SourceStatus(_message.Message):
     LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
     LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_IDS_FIELD_NUMBER: _ClassVar[int]
+    WAL_RETAINED_BYTES_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     source_type: str
     state: str
@@ -109,28 +116,33 @@ class SourceStatus(_message.Message):
     lag_bytes: int
     lag_seconds: float
     pipeline_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., state: _Optional[str] = ..., ready: _Optional[bool] = ..., error: _Optional[str] = ..., current_position: _Optional[str] = ..., acked_position: _Optional[str] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., pipeline_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    wal_retained_bytes: int
+    def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., state: _Optional[str] = ..., ready: _Optional[bool] = ..., error: _Optional[str] = ..., current_position: _Optional[str] = ..., acked_position: _Optional[str] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., pipeline_ids: _Optional[_Iterable[str]] = ..., wal_retained_bytes: _Optional[int] = ...) -> None: ...
 
 class SnapshotStatus(_message.Message):
-    __slots__ = ("store_configured", "last_snapshot_id", "last_snapshot_at", "last_error", "snapshots_created")
+    __slots__ = ("store_configured", "last_snapshot_id", "last_snapshot_at", "last_error", "snapshots_created", "last_snapshot_size_bytes", "schedule_seconds")
     STORE_CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     LAST_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_SNAPSHOT_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOTS_CREATED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SNAPSHOT_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     store_configured: bool
     last_snapshot_id: str
     last_snapshot_at: int
     last_error: str
     snapshots_created: int
-    def __init__(self, store_configured: _Optional[bool] = ..., last_snapshot_id: _Optional[str] = ..., last_snapshot_at: _Optional[int] = ..., last_error: _Optional[str] = ..., snapshots_created: _Optional[int] = ...) -> None: ...
+    last_snapshot_size_bytes: int
+    schedule_seconds: int
+    def __init__(self, store_configured: _Optional[bool] = ..., last_snapshot_id: _Optional[str] = ..., last_snapshot_at: _Optional[int] = ..., last_error: _Optional[str] = ..., snapshots_created: _Optional[int] = ..., last_snapshot_size_bytes: _Optional[int] = ..., schedule_seconds: _Optional[int] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation")
+    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation", "last_reload", "last_reload_at")
     STATE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +152,8 @@ class GetStatusResponse(_message.Message):
     SNAPSHOT_STATUS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CONFIG_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LAST_RELOAD_FIELD_NUMBER: _ClassVar[int]
+    LAST_RELOAD_AT_FIELD_NUMBER: _ClassVar[int]
     state: ServiceState
     ready: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceStatus]
@@ -149,7 +163,9 @@ class GetStatusResponse(_message.Message):
     snapshot_status: SnapshotStatus
     version: str
     config_generation: int
-    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ...) -> None: ...
+    last_reload: ReloadConfigResponse
+    last_reload_at: int
+    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ..., last_reload: _Optional[_Union[ReloadConfigResponse, _Mapping]] = ..., last_reload_at: _Optional[int] = ...) -> None: ...
 
 class GetTableStatusRequest(_message.Message):
     __slots__ = ("schema", "table")
