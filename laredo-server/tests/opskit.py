@@ -1,0 +1,203 @@
+"""``laredo serve`` on real PostgreSQL for the operator's-view tests (status page, metrics of
+the alert rules and dashboard): two streaming tables into memory targets and one table into an
+HTTP target whose receiver refuses every change, so that pipeline fails (dead letter, then
+ERROR) as soon as a row of it changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from .testkit import free_port, wait_for
+
+LAREDO = str(Path(sys.executable).parent / "laredo")
+TOKEN = "ops-page-token"
+OAM = "/laredo.v1.LaredoOAMService/"
+
+CONFIG = """
+sources {{
+  pg {{
+    type = postgresql
+    connection = "set by LAREDO_SOURCES__PG__CONNECTION"
+    slot_mode = stateful
+    slot_name = {slot}
+    publication {{ name = {publication}, create = true }}
+    status_interval = 200ms
+  }}
+}}
+tables = [
+  {{ source = pg, schema = public, table = accounts,
+     targets = [ {{ type = indexed-memory, lookup_fields = [email] }} ] }}
+  {{ source = pg, schema = public, table = orders, targets = [ {{ type = indexed-memory }} ] }}
+  {{ source = pg, schema = public, table = events,
+     targets = [ {{ type = http-sync, id = events-http, base_url = "{receiver}",
+                   batch_size = 1, flush_interval = 0, retry_count = 0,
+                   error_handling {{ max_retries = 0, on_persistent_failure = isolate }} }} ] }}
+]
+snapshot {{ store = local, store_config {{ path = "{snaps}" }}, schedule = {schedule} }}
+dead_letter {{ store = local, store_config {{ path = "{dead}" }} }}
+grpc {{ port = {grpc}, auth {{ token = "{token}", protect_reads = {protect} }} }}
+health {{ port = {health} }}
+observability {{ log_format = json, log_level = info, lag_interval = 1s }}
+shutdown {{ grace_period = 20s }}
+"""
+
+
+class RefusingReceiver:
+    """An HTTP receiver that accepts baselines, and changes until ``refuse`` is set; then it
+    answers 500 to every change."""
+
+    def __init__(self) -> None:
+        paths: list[str] = []
+        self.paths = paths
+        self.refuse = False
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                paths.append(self.path)
+                code = 500 if outer.refuse and "/baseline" not in self.path else 200
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/sync"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def prepare(db: Any) -> None:
+    db.execute("CREATE TABLE accounts (id bigint PRIMARY KEY, email text UNIQUE NOT NULL, n int)")
+    db.execute("CREATE TABLE orders (id bigint PRIMARY KEY, total numeric(12,2))")
+    db.execute("CREATE TABLE events (id bigint PRIMARY KEY, what text)")
+    db.execute("INSERT INTO accounts SELECT g, 'u' || g || '@x', g FROM generate_series(1, 300) g")
+    db.execute("INSERT INTO orders SELECT g, g * 1.5 FROM generate_series(1, 50) g")
+    db.execute("INSERT INTO events VALUES (1, 'first')")
+
+
+class OpsServer:
+    """``laredo serve`` as a subprocess (see the module docstring)."""
+
+    def __init__(
+        self, db: Any, tmp: Path, *, protect_reads: bool = True, schedule: str = "3s"
+    ) -> None:
+        prepare(db)
+        self.db = db
+        self.receiver = RefusingReceiver()
+        cfg = tmp / "laredo.conf"
+        cfg.write_text(
+            CONFIG.format(
+                slot=db.slot_name,
+                publication=db.publication,
+                receiver=self.receiver.url,
+                snaps=tmp / "snaps",
+                dead=tmp / "dead",
+                schedule=schedule,
+                grpc=free_port(),
+                health=free_port(),
+                token=TOKEN,
+                protect=str(protect_reads).lower(),
+            )
+        )
+        self.log = tmp / "serve.log"
+        ready = tmp / "ready.json"
+        env = {**os.environ, "LAREDO_SOURCES__PG__CONNECTION": db.dsn}
+        self.proc = subprocess.Popen(
+            [LAREDO, "serve", "--config", str(cfg), "--ready-file", str(ready)],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("ab"),
+            env=env,
+        )
+        assert wait_for(lambda: ready.exists() or self.proc.poll() is not None, 90)
+        assert self.proc.poll() is None, self.log.read_text()[-3000:]
+        ports = json.loads(ready.read_text())
+        self.base = f"http://127.0.0.1:{ports['health_port']}"
+        self.pid = self.proc.pid
+
+    def call(self, method: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A Connect JSON call with the token."""
+        req = urllib.request.Request(
+            self.base + OAM + method,
+            data=json.dumps(body or {}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            out: dict[str, Any] = json.loads(r.read())
+            return out
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.base + "/metrics", timeout=30) as r:
+            return str(r.read().decode())
+
+    def states(self) -> dict[str, str]:
+        return {p["pipeline_id"]: p["state"] for p in self.call("GetStatus")["pipelines"]}
+
+    def touch_events(self) -> None:
+        """Change a row of ``events`` the receiver accepts: the HTTP target has a durable
+        position from then on (before its first change it holds the source's ACK back)."""
+        self.db.execute("UPDATE events SET what = 'accepted' WHERE id = 1")
+
+    def fail_events(self) -> None:
+        """Change a row of ``events`` the receiver refuses: its HTTP pipeline dead-letters it
+        and goes to ERROR."""
+        self.receiver.refuse = True
+        self.db.execute("UPDATE events SET what = 'refused' WHERE id = 1")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.receiver.close()
+        print(self.log.read_text()[-4000:])  # shown by pytest when the test failed
+
+
+@contextmanager
+def ops_server(db: Any, tmp: Path, **kw: Any) -> Iterator[OpsServer]:
+    server = OpsServer(db, tmp, **kw)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def until(pred: Any, timeout: float, what: str) -> Any:
+    """``pred()`` once truthy, else AssertionError naming ``what``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

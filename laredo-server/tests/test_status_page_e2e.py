@@ -1,0 +1,202 @@
+"""The status page in Debian's headless Chromium against ``laredo serve`` on real PostgreSQL,
+and the metrics of the alert rules and the dashboard on that server's live ``/metrics``.
+
+The browser is the system's ``/usr/bin/chromium`` driven by Playwright (no browser download):
+``.ci/run`` installs it, so these tests skip on a developer machine without it and fail in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .opskit import TOKEN, OpsServer, http_status, ops_server, until
+from .test_deploy import dashboard_metrics, rule_metrics
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing: .ci/run installs it")
+    pytest.skip(f"{what} not installed")
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright package")
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        _missing("chromium (Debian package chromium)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def server(pg_database: Any, tmp_path: Path) -> Iterator[OpsServer]:
+    with ops_server(pg_database, tmp_path) as s:
+        yield s
+
+
+def cell(page: Any, row: str, field: str) -> Any:
+    return page.locator(f'{row} td[data-field="{field}"]')
+
+
+def value(page: Any, row: str, field: str) -> float:
+    raw = cell(page, row, field).get_attribute("data-value", timeout=5000)
+    return float(raw or 0)
+
+
+def state(page: Any, pipeline: str) -> str:
+    loc = page.locator(f'tr[data-pipeline="{pipeline}"] td[data-field="state"] .badge')
+    return str(loc.text_content(timeout=5000) or "")
+
+
+def body(page: Any, name: str) -> str:
+    """A ``data-`` attribute of the page's body (the page's CSP forbids Playwright's
+    ``wait_for_function``, which evaluates strings)."""
+    return str(page.locator("body").get_attribute(f"data-{name}") or "")
+
+
+def polls(page: Any) -> int:
+    return int(body(page, "polls") or 0)
+
+
+def next_poll(page: Any) -> None:
+    """Wait for the page's next refresh."""
+    n = polls(page)
+    until(lambda: polls(page) > n, 15, "the page to refresh")
+
+
+def page_state(page: Any, want: str) -> None:
+    until(lambda: body(page, "state") == want, 15, f"the page in state {want}")
+
+
+def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
+    server: OpsServer, browser: Any, tmp_path: Path
+) -> None:
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = ctx.new_page()
+    page.goto(server.base + "/?interval=500")
+
+    # reads are protected: without the token the page shows nothing but the reason
+    page_state(page, "unauthenticated")
+    assert "token" in page.locator("#banner").inner_text().lower()
+    assert page.locator("tr[data-pipeline]").count() == 0
+    assert http_status(server.base + "/") == 200
+
+    page.fill("#token", TOKEN)
+    page.click("#tokenform button[type=submit]")
+    page_state(page, "ok")
+    assert page.evaluate("sessionStorage.getItem('laredo.token')") == TOKEN
+
+    pipes = sorted(server.states())
+    assert len(pipes) == 3
+    until(
+        lambda: (next_poll(page), all(state(page, p) == "STREAMING" for p in pipes))[1],
+        60,
+        "every pipeline STREAMING on the page",
+    )
+    src = 'tr[data-source="pg"]'
+    server.touch_events()
+    assert value(page, src, "wal_retained") > 0
+
+    # lag rises while the source is paused, and falls after resume (and the next snapshot)
+    server.call("PauseSync", {"source_id": "pg"})
+    base = value(page, src, "lag_bytes")
+    for i in range(5):
+        server.db.execute(
+            "INSERT INTO accounts SELECT g, 'p' || g || '@x', g "
+            f"FROM generate_series({100_000 * (i + 1)}, {100_000 * (i + 1) + 999}) g"
+        )
+    peak = until(
+        lambda: (
+            (next_poll(page), value(page, src, "lag_bytes"))[1] > base + 100_000
+            and value(page, src, "lag_bytes")
+        ),
+        30,
+        "lag to rise on the page while paused",
+    )
+    acc = 'tr[data-pipeline="pg:public.accounts:indexed-memory"]'
+    until(lambda: state(page, "pg:public.accounts:indexed-memory") == "PAUSED", 15, "PAUSED")
+    server.call("ResumeSync", {"source_id": "pg"})
+    until(
+        lambda: (next_poll(page), value(page, src, "lag_bytes"))[1] < peak / 4,
+        60,
+        f"lag to fall on the page after resume (peak {peak})",
+    )
+    # the burst after resume is in the accounts pipeline's changes/s chart
+    line = page.locator(f'{acc} td[data-field="spark"] polyline')
+    ys = [float(p.split(",")[1]) for p in (line.get_attribute("points") or "").split()]
+    assert ys and min(ys) < 16, ys
+
+    # a pipeline whose receiver refuses changes: dead letter, then ERROR
+    server.fail_events()
+    until(
+        lambda: (next_poll(page), state(page, "events-http"))[1] == "ERROR",
+        60,
+        "the failing pipeline in ERROR on the page",
+    )
+    bad = 'tr[data-pipeline="events-http"]'
+    until(lambda: (next_poll(page), value(page, bad, "dead_letters"))[1] >= 1, 30, "dead letters")
+    assert cell(page, bad, "error").inner_text().strip()
+    assert state(page, "pg:public.accounts:indexed-memory") == "STREAMING"
+    assert page.locator("#snapshots dd[data-field=latest]").inner_text() not in ("", "none yet")
+
+    shot = tmp_path / "status-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    print(f"status page screenshot: {shot}")
+
+    # a new tab of the same session keeps nothing: the token lives in the tab only
+    other = browser.new_context().new_page()
+    other.goto(server.base + "/")
+    page_state(other, "unauthenticated")
+    ctx.close()
+
+
+def _names(text: str) -> set[str]:
+    return set(re.findall(r"^([a-z_][a-z0-9_]*)(?:\{| )", text, re.MULTILINE))
+
+
+def test_every_metric_of_the_rules_and_dashboard_is_exported(server: OpsServer) -> None:
+    """Run the engine until each event the rules and panels rely on happened once (a change
+    applied, a snapshot, a dead letter, an ERROR), then read the live ``/metrics``."""
+    until(lambda: "laredo_snapshot_last_size_bytes" in server.metrics(), 30, "a snapshot")
+    server.db.execute("UPDATE accounts SET n = n + 1 WHERE id <= 10")
+    server.fail_events()
+    until(lambda: server.states().get("events-http") == "PIPELINE_STATE_ERROR", 60, "ERROR")
+    wanted = rule_metrics() | dashboard_metrics()
+    text = until(lambda: (t := server.metrics()) and wanted <= _names(t) and t, 30, "every metric")
+    missing = wanted - _names(text)
+    assert not missing, missing
+    samples = dict(re.findall(r"^(laredo_source_wal_retained_bytes\{[^}]*\}) (\S+)$", text, re.M))
+    assert samples and all(float(v) > 0 for v in samples.values()), samples
+    assert re.search(r'^laredo_dead_letter_backlog\{pipeline="events-http".*\} [1-9]', text, re.M)
+    assert re.search(
+        r'^laredo_pipeline_state\{pipeline="events-http".*state="ERROR"\} 1', text, re.M
+    )
