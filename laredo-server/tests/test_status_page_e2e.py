@@ -167,6 +167,22 @@ def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
     assert state(page, "pg:public.accounts:indexed-memory") == "STREAMING"
     assert page.locator("#snapshots dd[data-field=latest]").inner_text() not in ("", "none yet")
 
+    # the last configuration reload and what it changed
+    reload = server.drop_orders()
+    assert reload["accepted"] and reload["generation"] == "2", reload
+    until(
+        lambda: (
+            (next_poll(page), page.locator("#config dd[data-field=generation]").inner_text())[1]
+            == "2"
+        ),
+        30,
+        "generation 2 on the page",
+    )
+    assert (
+        "pipeline_removed pg:public.orders:indexed-memory" in page.locator("#changes").inner_text()
+    )
+    assert page.locator('tr[data-pipeline="pg:public.orders:indexed-memory"]').count() == 0
+
     shot = tmp_path / "status-page.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
