@@ -40,7 +40,7 @@ sources {{
 tables = [
   {{ source = pg, schema = public, table = accounts,
      targets = [ {{ type = indexed-memory, lookup_fields = [email] }} ] }}
-  {{ source = pg, schema = public, table = orders, targets = [ {{ type = indexed-memory }} ] }}  # orders
+  {{ source = pg, table = orders, targets = [ {{ type = indexed-memory }} ] }} #orders
   {{ source = pg, schema = public, table = events,
      targets = [ {{ type = http-sync, id = events-http, base_url = "{receiver}",
                    batch_size = 1, flush_interval = 0, retry_count = 0,
@@ -155,7 +155,7 @@ class OpsServer:
     def drop_orders(self) -> dict[str, Any]:
         """Remove the orders table from the configuration file and reload it."""
         lines = self.cfg.read_text().splitlines()
-        self.cfg.write_text("\n".join(ln for ln in lines if not ln.endswith("# orders")) + "\n")
+        self.cfg.write_text("\n".join(ln for ln in lines if not ln.endswith("#orders")) + "\n")
         return self.call("ReloadConfig")
 
     def touch_events(self) -> None:

@@ -1,0 +1,161 @@
+"""The status page at ``/`` and the facts behind it, on a real server runtime (a TestSource,
+memory targets, a local snapshot store, a memory dead-letter store): the page, its CSP and
+headers; the GetStatus fields it reads; the operator metrics (conformant names)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import laredo
+from laredo.types import ChangeAction, ChangeEvent, ErrorInfo
+from laredo_server.status_facts import StatusFacts
+from laredo_server.status_page import PAGE_PATHS
+
+from .test_metric_names import lint_name
+from .testkit import USERS, Harness, wait_for
+
+
+def get(h: Harness, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{h.rt.listeners.health_port}{path}", method=method
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def status(h: Harness, token: str | None = None) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{h.rt.listeners.health_port}/laredo.v1.LaredoOAMService/GetStatus",
+        data=b"{}",
+        headers=headers,
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_the_page_is_served_with_a_csp_that_admits_only_its_own_code(harness: Harness) -> None:
+    code, headers, body = get(harness, "/")
+    assert code == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    html = body.decode()
+    assert "<title>Laredo status</title>" in html
+    csp = headers["Content-Security-Policy"]
+    for tag in ("script", "style"):
+        blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, re.DOTALL)
+        assert len(blocks) == 1
+        digest = base64.b64encode(hashlib.sha256(blocks[0].encode()).digest()).decode()
+        assert f"{tag}-src 'sha256-{digest}'" in csp
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp
+    assert "frame-ancestors 'none'" in csp and "unsafe" not in csp
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    # self-contained: nothing loaded from elsewhere
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "GetStatus" in html and "sessionStorage" in html and "Bearer " in html
+    for path in PAGE_PATHS:
+        assert get(harness, path + "/" if path else "/")[0] == 200
+    head = get(harness, "/", "HEAD")
+    assert head[0] == 200 and head[2] == b"" and int(head[1]["Content-Length"]) == len(body)
+    assert get(harness, "/nope")[0] == 404
+    assert get(harness, "/static/status.html")[0] == 404
+
+
+def test_the_page_needs_the_token_exactly_when_get_status_does(tmp_path: Path) -> None:
+    for protect, without in ((False, 200), (True, 401)):
+        h = Harness(tmp_path / str(protect), token="s3cret", protect_reads=protect).start()
+        try:
+            assert get(h, "/")[0] == 200  # the page itself holds no data
+            assert status(h)[0] == without
+            assert status(h, "s3cret")[0] == 200
+            assert status(h, "wrong")[0] == (401 if protect else 200)
+        finally:
+            h.stop()
+
+
+def test_get_status_counts_changes_errors_and_dead_letters(harness: Harness) -> None:
+    h = harness
+    err = ErrorInfo("boom", "ValueError")
+    change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 99})
+    h.dls.write("users", change, err, position="1")
+    h.dls.write("users", change, err, position="1")
+    h.rt.facts.on_change_error("users", USERS, ChangeAction.INSERT, err)
+    for i in range(30, 35):
+        h.source.insert(USERS, {"id": i, "name": "n", "email": f"n{i}@x", "team": 1})
+
+    def users() -> dict[str, Any]:
+        return next(p for p in status(h)[1]["pipelines"] if p["pipeline_id"] == "users")
+
+    wait_for(lambda: users().get("changes_applied") == "5")
+    u = users()
+    assert u["change_errors"] == "1" and u["dead_letters"] == "2"
+    orders = next(p for p in status(h)[1]["pipelines"] if p["pipeline_id"] == "orders")
+    assert "changes_applied" not in orders and "dead_letters" not in orders  # zero
+    src = status(h)[1]["sources"][0]
+    assert src["wal_retained_bytes"] == "-1"  # a TestSource has no slot
+    st = status(h)[1]
+    assert "last_reload" not in st  # not started from a configuration file
+
+
+def test_snapshot_facts_come_from_events_and_from_the_store(harness: Harness) -> None:
+    h = harness
+    assert h.rt.facts.latest_snapshot() is None
+    sid = h.rt.engine.create_snapshot()
+    snap = status(h)[1]["snapshot_status"]
+    assert snap["store_configured"] and snap["last_snapshot_id"] == sid
+    assert int(snap["last_snapshot_size_bytes"]) > 0 and int(snap["last_snapshot_at"]) > 0
+    # a server started later reads the latest snapshot from the store
+    fresh = StatusFacts(lambda: h.rt.engine)
+    latest = fresh.latest_snapshot()
+    assert latest is not None and latest.snapshot_id == sid
+    assert latest.size_bytes == int(snap["last_snapshot_size_bytes"])
+
+
+def test_operator_metrics_are_exported_with_conformant_names(harness: Harness) -> None:
+    h = harness
+    change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 99})
+    h.dls.write("users", change, ErrorInfo("boom", "ValueError"), position="1")
+    h.rt.facts.on_dead_letter_written("users", change, ErrorInfo("boom", "ValueError"))
+    h.rt.engine.create_snapshot()
+    text = get(h, "/metrics")[2].decode()
+    assert re.search(r'^laredo_dead_letter_backlog\{pipeline="users",[^}]*\} 1$', text, re.M)
+    assert re.search(r'^laredo_dead_letter_backlog\{pipeline="orders",[^}]*\} 0$', text, re.M)
+    age = float(re.findall(r"^laredo_snapshot_age_seconds (\S+)$", text, re.M)[0])
+    assert 0 <= age < 30
+    assert "laredo_snapshot_last_success_timestamp_seconds " in text
+    assert "laredo_snapshot_schedule_seconds" not in text  # no schedule configured
+    for name, kind, help_, _labels, _v in h.rt.facts.collect():
+        assert lint_name(name, kind, help_) == [], name
+
+
+def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: Path) -> None:
+    store = laredo.dead_letter_store("memory")
+    src = laredo.testing.TestSource()
+    src.add_table(USERS, laredo.testing.columns("id"), [])
+    eng = laredo.Engine(
+        sources={"s": src},
+        pipelines=[laredo.Pipeline("s", USERS, laredo.target("indexed-memory"), id="u")],
+        dead_letter_store=store,
+    )
+    facts = StatusFacts(lambda: eng)
+    change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 1})
+    err = ErrorInfo("boom", "ValueError")
+    assert facts.dead_letter_backlog() == {}
+    store.write("u", change, err)
+    assert facts.dead_letter_backlog() == {}  # cached
+    facts.on_dead_letter_written("u", change, err)
+    assert facts.dead_letter_backlog() == {"u": 1}
+    assert facts.counts("u").dead_letters_written == 1
