@@ -349,17 +349,48 @@ class ServerRuntime:
         return None
 
     # -- state -------------------------------------------------------------------------------
-    def pipeline_ready(self, p: PipelineInfo) -> bool:
-        """The pipeline is STREAMING or PAUSED and its source has finished the baseline."""
-        return p.state in _SERVING and self.engine.is_ready(p.source_id, p.table)
+    def ready_check(self) -> Callable[[PipelineInfo], bool]:
+        """``check(p)``: ``engine.is_ready(p.source_id, p.table)``, answered from one engine
+        scan per source while the whole source is ready (so a status of many pipelines takes
+        linear time); a check reflects the moment it was first asked."""
+        eng = self.engine
+        by_source: dict[str, bool] = {}
+        by_table: dict[tuple[str, TableIdentifier], bool] = {}
+
+        def check(p: PipelineInfo) -> bool:
+            whole = by_source.get(p.source_id)
+            if whole is None:
+                whole = by_source[p.source_id] = eng.is_ready(p.source_id)
+            if whole:
+                return True
+            key = (p.source_id, p.table)
+            if key not in by_table:
+                by_table[key] = eng.is_ready(p.source_id, p.table)
+            return by_table[key]
+
+        return check
+
+    def pipeline_ready(
+        self, p: PipelineInfo, check: Callable[[PipelineInfo], bool] | None = None
+    ) -> bool:
+        """The pipeline is STREAMING or PAUSED and its source has finished the baseline
+        (``check``: a :meth:`ready_check` shared by the pipelines of one status)."""
+        if p.state not in _SERVING:
+            return False
+        return check(p) if check is not None else self.engine.is_ready(p.source_id, p.table)
+
+    def pipeline_targets(self) -> dict[str, Any]:
+        """Every pipeline's target object by pipeline id."""
+        return {c.pipeline_id(): c.target for c in self.engine.pipeline_configs}
 
     def pipeline_map(self) -> dict[str, Any]:
         """Per pipeline id: state, readiness, error and rows (the /health/ready body)."""
         out = {}
+        check = self.ready_check()
         for p in self.engine.pipelines():
             out[p.id] = {
                 "state": p.state.value,
-                "ready": self.engine.is_ready(p.source_id, p.table) and p.state in _SERVING,
+                "ready": self.pipeline_ready(p, check),
                 "error": p.error,
                 "rows": p.row_count,
             }
@@ -389,7 +420,7 @@ class ServerRuntime:
             raise KeyError(f"no pipeline matches {what!r}")
         reasons = readiness_reasons(
             pipes,
-            lambda p: eng.is_ready(p.source_id, p.table),
+            self.ready_check(),
             started=self.started,
             shutting_down=self.draining or self.stopping.is_set(),
         )

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -63,15 +63,23 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
 
     # status -----------------------------------------------------------------------------
     def _pipeline_pb(
-        self, info: PipelineInfo, backlog: dict[str, int] | None = None
+        self,
+        info: PipelineInfo,
+        backlog: dict[str, int] | None = None,
+        check: Callable[[PipelineInfo], bool] | None = None,
+        targets: dict[str, Any] | None = None,
     ) -> oam.PipelineStatus:
+        """One pipeline's status; a status of many passes the dead-letter ``backlog``, a
+        ``check`` (``rt.ready_check()``) and ``targets`` (``rt.pipeline_targets()``) once."""
         if backlog is None:
             backlog = self.rt.facts.dead_letter_backlog()
         no_store = self.rt.engine.dead_letter_store is None
         return pipeline_status_pb(
             info,
-            ready=self.rt.pipeline_ready(info),
-            target=self.rt.pipeline_target(info.id),
+            ready=self.rt.pipeline_ready(info, check),
+            target=targets.get(info.id)
+            if targets is not None
+            else self.rt.pipeline_target(info.id),
             counts=self.rt.facts.counts(info.id),
             dead_letters=0 if no_store else -1 if backlog is None else backlog.get(info.id, 0),
         )
@@ -104,11 +112,12 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         rt = self.rt
         eng = rt.engine
         backlog = rt.facts.dead_letter_backlog()
+        check, targets = rt.ready_check(), rt.pipeline_targets()
         out = oam.GetStatusResponse(
             state=service_state_pb(rt.service_state()),
             ready=rt.is_ready(),
             sources=[self._source_pb(s) for s in eng.source_ids()],
-            pipelines=[self._pipeline_pb(p, backlog) for p in eng.pipelines()],
+            pipelines=[self._pipeline_pb(p, backlog, check, targets) for p in eng.pipelines()],
             started_at=ms(rt.started_at),
             last_change_at=ms(rt.hub.last_change_at),
             snapshot_status=self._snapshot_status_pb(),
