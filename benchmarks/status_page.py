@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from laredo_source_pg.embedded import EmbeddedPostgres
@@ -50,11 +51,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
 def measure(pid: int, seconds: float) -> float:
     """Percent of one core the process used over ``seconds``."""
     c0, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
     return 100.0 * (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+
+
+def poll_cost(pid: int, base: str, n: int) -> float:
+    """Server CPU seconds per ``GetStatus`` call, from ``n`` calls in a row."""
+    url = base + "/laredo.v1.LaredoOAMService/GetStatus"
+    headers = {"Content-Type": "application/json"}
+    c0 = cpu_seconds(pid)
+    for _ in range(n):
+        req = urllib.request.Request(url, data=b"{}", headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            r.read()
+    return (cpu_seconds(pid) - c0) / n
 
 
 def config(tables: list[str], health: int) -> str:
@@ -135,6 +155,7 @@ def main() -> int:
             threading.Thread(target=writer, daemon=True).start()
         time.sleep(5)  # settle after the baseline
         closed1 = measure(proc.pid, args.seconds)
+        t_closed = threads(proc.pid)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -149,9 +170,12 @@ def main() -> int:
             polls = int(page.locator("body").get_attribute("data-polls") or 0)
             browser.close()
         closed2 = measure(proc.pid, args.seconds)
+        t_after = threads(proc.pid)
+        per_poll = poll_cost(proc.pid, base, 100)
         closed = (closed1 + closed2) / 2
         cost = opened - closed
         print(f"pipelines on the page: {rows}; page polls while measured: {polls}")
+        print(f"server threads: {t_closed} before the page, {t_after} after it closed")
         print(f"{'phase':<22}{'server CPU (% of a core)':>26}")
         print(f"{'page closed (before)':<22}{closed1:>26.2f}")
         print(f"{'page open':<22}{opened:>26.2f}")
@@ -161,6 +185,10 @@ def main() -> int:
         print(
             f"one open page costs {cost:.2f}% of a core (limit 1%: {verdict}); "
             f"open/closed ratio {ratio:.2f}"
+        )
+        print(
+            f"one GetStatus poll costs the server {per_poll * 1000:.1f} ms of CPU "
+            f"(100 polls in a row): {100 * per_poll / 2.0:.2f}% of a core at one poll per 2 s"
         )
         return 0 if cost < 1.0 else 1
     finally:
