@@ -167,6 +167,13 @@ def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
     assert state(page, "pg:public.accounts:indexed-memory") == "STREAMING"
     assert page.locator("#snapshots dd[data-field=latest]").inner_text() not in ("", "none yet")
 
+    # with many pipelines, a filter narrows the table
+    page.fill("#filter", "error")
+    assert page.locator("tr[data-pipeline]:visible").count() == 1
+    assert page.locator('tr[data-pipeline="events-http"]').is_visible()
+    page.fill("#filter", "")
+    assert page.locator("tr[data-pipeline]:visible").count() == 3
+
     # the last configuration reload and what it changed
     reload = server.drop_orders()
     assert reload["accepted"] and reload["generation"] == "2", reload
