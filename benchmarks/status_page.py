@@ -104,6 +104,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pipelines", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--screenshot", help="save a screenshot of the open page to this file")
     ap.add_argument(
         "--writes", type=float, default=0.0, help="row updates per second during the run"
     )
@@ -168,6 +169,8 @@ def main() -> int:
             rows = page.locator("tr[data-pipeline]").count()
             opened = measure(proc.pid, args.seconds)
             polls = int(page.locator("body").get_attribute("data-polls") or 0)
+            if args.screenshot:
+                page.screenshot(path=args.screenshot)
             browser.close()
         closed2 = measure(proc.pid, args.seconds)
         t_after = threads(proc.pid)
