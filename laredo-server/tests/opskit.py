@@ -158,16 +158,30 @@ class OpsServer:
         self.cfg.write_text("\n".join(ln for ln in lines if not ln.endswith("#orders")) + "\n")
         return self.call("ReloadConfig")
 
+    def _change_events(self, what: str, done: Any) -> None:
+        # Changed again when not delivered: a change committed right after start-up has been
+        # seen to never reach the http-sync target (reported; not what these tests are about).
+        for attempt in range(3):
+            self.db.execute("UPDATE events SET what = %s WHERE id = 1", (f"{what}-{attempt}",))
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                if done():
+                    return
+                time.sleep(0.1)
+        raise AssertionError(f"the events change ({what}) never reached its pipeline")
+
     def touch_events(self) -> None:
         """Change a row of ``events`` the receiver accepts: the HTTP target has a durable
         position from then on (before its first change it holds the source's ACK back)."""
-        self.db.execute("UPDATE events SET what = 'accepted' WHERE id = 1")
+        self._change_events("accepted", lambda: "/sync/changes" in self.receiver.paths)
 
     def fail_events(self) -> None:
         """Change a row of ``events`` the receiver refuses: its HTTP pipeline dead-letters it
         and goes to ERROR."""
         self.receiver.refuse = True
-        self.db.execute("UPDATE events SET what = 'refused' WHERE id = 1")
+        self._change_events(
+            "refused", lambda: self.states().get("events-http") == "PIPELINE_STATE_ERROR"
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
