@@ -448,6 +448,10 @@ class ReplicationServer:
         with self.registry.lock:
             if target.table is not None and self.registry.targets.get(target.table) is target:
                 del self.registry.targets[target.table]
+        self.release()
+
+    def release(self) -> None:
+        """Give back one ``acquire``; the server stops with the last one."""
         with ReplicationServer._lock:
             self.refs -= 1
             if self.refs > 0:
