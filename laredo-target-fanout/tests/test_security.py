@@ -439,3 +439,21 @@ def test_fetch_snapshot_does_not_serve_an_engine_snapshot_from_a_shared_store(
         assert "retained" in (err.value.details() or "")
     finally:
         rig.stop()
+
+
+def test_fanout_cli_presents_credentials_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from laredo_target_fanout.cli import run
+
+    rig = Rig(grpc={"port": 0, "auth": {"token": TOKEN}})
+    try:
+        argv = ["status", "--address", rig.address, "--table", "public.users", "--json"]
+        monkeypatch.delenv("LAREDO_FANOUT_TOKEN", raising=False)
+        assert run(argv) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        monkeypatch.setenv("LAREDO_FANOUT_TOKEN", TOKEN)
+        assert run(argv) == 0
+        assert '"row_count": 100' in capsys.readouterr().out
+    finally:
+        rig.stop()
