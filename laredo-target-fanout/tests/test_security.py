@@ -457,3 +457,23 @@ def test_fanout_cli_presents_credentials_from_the_environment(
         assert '"row_count": 100' in capsys.readouterr().out
     finally:
         rig.stop()
+
+
+def test_preflight_check_warns_about_an_open_or_clear_text_port(tmp_path: Path) -> None:
+    from laredo.preflight import CheckRequest
+    from laredo_target_fanout._plugin import check_port_security
+    from laredo_target_fanout.options import ReplicationFanoutOptions
+
+    def codes(grpc_opts: dict[str, Any]) -> list[str]:
+        opts = ReplicationFanoutOptions.model_validate({"grpc": grpc_opts})
+        req = CheckRequest("target", "replication-fanout", "tables.0.targets.0", opts)
+        return [f.code for f in check_port_security(req)]
+
+    assert codes({"host": "0.0.0.0", "auth": {"allow_unauthenticated": True}}) == [
+        "FANOUT_UNAUTHENTICATED"
+    ]
+    assert codes({"host": "0.0.0.0", "auth": {"token": TOKEN}}) == ["FANOUT_TOKEN_WITHOUT_TLS"]
+    pki = make_pki(tmp_path)
+    tls = {"cert_file": str(pki["server_cert"]), "key_file": str(pki["server_key"])}
+    assert codes({"host": "0.0.0.0", "auth": {"token": TOKEN}, "tls": tls}) == []
+    assert codes({"host": "127.0.0.1"}) == []
