@@ -94,13 +94,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _last_change(folder: Path) -> float:
-    """The newest modification time of ``folder`` and everything in it."""
-    newest = folder.stat().st_mtime
+def _changed_since(folder: Path, cutoff: float) -> bool:
+    """Whether ``folder`` or anything in it was modified after ``cutoff`` (stops at the first
+    such entry, so a folder being written is not walked whole)."""
+    if folder.stat().st_mtime > cutoff:
+        return True
     for p in folder.rglob("*"):
         with contextlib.suppress(OSError):
-            newest = max(newest, p.stat().st_mtime)
-    return newest
+            if p.stat().st_mtime > cutoff:
+                return True
+    return False
 
 
 def _mkdirs(path: Path) -> None:
@@ -301,7 +304,7 @@ class LocalSnapshotStore(ManifestSnapshotStore):
         for entry in self.base.iterdir():
             if entry.name.startswith(TMP_PREFIX) and entry.is_dir():
                 try:
-                    if now - _last_change(entry) >= older_than:
+                    if not _changed_since(entry, now - older_than):
                         shutil.rmtree(entry)
                         removed.append(entry.name)
                 except OSError as exc:
