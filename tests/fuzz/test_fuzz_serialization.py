@@ -94,6 +94,7 @@ def _deep(n: int) -> list[Any]:
 @given(json_values)
 @example({"$type": "decimal", "value": "1e100000000"})
 @example({"$type": "uuid", "value": 5})
+@example({"$type": "ip_network", "value": True})
 @example({"$t": "uuid", "v": 5})
 @example({"$type": "map", "value": [[[[]], 1]]})
 @example({"$t": "timedelta", "v": [10**20]})
@@ -134,6 +135,11 @@ def test_encoded_values_decode_to_themselves(value: Any) -> None:
         assert isinstance(back, Decimal) and back.is_nan()
     else:
         assert back == value and type(back) is type(value)
+
+
+def test_an_ip_payload_must_be_text() -> None:
+    with pytest.raises(ValueError, match="expected a string"):
+        decode_value({"$type": "ip_address", "value": 1})
 
 
 def test_a_huge_decimal_is_rejected_not_expanded() -> None:

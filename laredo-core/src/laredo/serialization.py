@@ -319,6 +319,13 @@ def _decode_decimal(payload: Any) -> Decimal:
     )
 
 
+def _text(payload: Any) -> str:
+    """A payload that must be text (``ipaddress`` would also take an int, or a bool)."""
+    if type(payload) is not str:
+        raise TypeError(f"expected a string, got {type(payload).__name__}")
+    return payload
+
+
 # Decoders receive the tagged object whose payload is already decoded (bottom-up).
 _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "decimal": lambda t: _decode_decimal(t[VALUE]),
@@ -333,9 +340,9 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "bytes": lambda t: base64.b64decode(t[VALUE], validate=True),
     "json": lambda t: t[VALUE],
     "map": lambda t: _decode_map(t[VALUE]),
-    "ip_address": lambda t: ipaddress.ip_address(t[VALUE]),
-    "ip_interface": lambda t: ipaddress.ip_interface(t[VALUE]),
-    "ip_network": lambda t: ipaddress.ip_network(t[VALUE]),
+    "ip_address": lambda t: ipaddress.ip_address(_text(t[VALUE])),
+    "ip_interface": lambda t: ipaddress.ip_interface(_text(t[VALUE])),
+    "ip_network": lambda t: ipaddress.ip_network(_text(t[VALUE])),
 }
 
 
