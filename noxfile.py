@@ -6,6 +6,7 @@ installs once; ``./dev`` owns installation (pinned by ``constraints.txt``).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
@@ -71,6 +72,28 @@ def e2e(session: nox.Session) -> None:
 @nox.session
 def spark(session: nox.Session) -> None:
     _pytest(session, "-m", "spark")
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The decoders under hypothesis with a long budget (``tests/fuzz``; the normal test run
+    includes them with 100 examples each). ``LAREDO_FUZZ_EXAMPLES`` sets the examples per
+    test (default 20 000); inputs found are kept in ``.hypothesis/`` and replayed next time:
+    add each as an ``@example`` to its test."""
+    examples = os.environ.get("LAREDO_FUZZ_EXAMPLES", "20000")
+    session.run(
+        PY,
+        "-m",
+        "pytest",
+        "tests/fuzz",
+        "-m",
+        "fuzz",
+        "--hypothesis-show-statistics",
+        "--timeout=0",
+        *session.posargs,
+        external=True,
+        env={"LAREDO_FUZZ_EXAMPLES": examples},
+    )
 
 
 @nox.session

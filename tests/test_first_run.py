@@ -172,7 +172,7 @@ def test_minimal_config_serves_and_answers_status_and_query_with_no_flag(
 @pytest.fixture
 def replica_cluster() -> Iterator[EmbeddedPostgres]:
     """A cluster of its own with ``wal_level = replica`` (logical replication impossible)."""
-    with EmbeddedPostgres(settings={"wal_level": "replica"}) as pg:
+    with EmbeddedPostgres(settings={"wal_level": "replica"}, auth="trust") as pg:
         pg.execute("CREATE DATABASE app")
         pg.execute("CREATE ROLE app LOGIN")
         pg.execute("CREATE TABLE users (id int PRIMARY KEY, email text)", "app")

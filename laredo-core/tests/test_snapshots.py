@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import io
 import ipaddress
 import json
@@ -264,12 +265,19 @@ def test_corrupt_row_same_size_fails_while_reading_naming_file_and_line(tmp_path
     path.write_bytes(path.read_bytes().replace(b'{"id":5}', b'{"id":5!'))
     with pytest.raises(SnapshotError, match=r"part-00000\.jsonl: checksum mismatch"):
         store.load("s", ser)
-    # without a recorded checksum (another writer), the row parser still names file and line
+    # layout 2 requires the checksum: a manifest without one is rejected
     meta_path = tmp_path / "s" / "metadata.json"
     doc = json.loads(meta_path.read_text())
     for art in doc["artifacts"]:
         for part in art["parts"]:
             part["sha256"] = None
+    meta_path.write_text(json.dumps(doc))
+    with pytest.raises(SnapshotError, match="no valid sha256"):
+        store.load("s", ser)
+    # with the checksum of the damaged file recorded, the row parser still names file and line
+    for art in doc["artifacts"]:
+        for part in art["parts"]:
+            part["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     meta_path.write_text(json.dumps(doc))
     _, loaded = store.load("s", ser)
     with pytest.raises(SnapshotError) as err:

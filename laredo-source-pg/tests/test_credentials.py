@@ -283,7 +283,7 @@ def test_verify_full_against_a_local_ca_and_clear_errors_when_it_does_not_verify
     tls_cluster: tuple[EmbeddedPostgres, Path], tmp_path: Path
 ) -> None:
     pg, ca_file = tls_cluster
-    base = f"host=127.0.0.1 port={pg.port} user=postgres dbname=postgres"
+    base = pg.dsn("postgres")
     verified = f"{base} sslmode=verify-full sslrootcert={ca_file}"
     with Connections(opts(connection=verified)).connect() as conn:
         assert conn.execute(

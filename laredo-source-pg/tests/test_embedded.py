@@ -83,3 +83,28 @@ def test_pg_database_fixture_is_fresh_and_cleaned_up(
         f"SELECT count(*) FROM pg_replication_slots WHERE database = '{other.dbname}'"
     )
     assert slots == [(0,)]
+
+
+@pytest.mark.integration
+def test_default_cluster_asks_every_connection_for_the_password() -> None:
+    """L10 (issue 21): ``laredo quickstart``'s cluster does not trust other local users, over
+    TCP or the unix socket; only the random password of this process gets in."""
+    with EmbeddedPostgres() as pg:
+        assert pg.auth == "password" and pg.password and len(pg.password) >= 24
+        assert f"password={pg.password}" in pg.dsn() and f":{pg.password}@" in pg.uri()
+        for host in ("127.0.0.1", str(pg.socket_dir)):
+            for extra in ("", " password=wrong"):
+                with pytest.raises(psycopg.OperationalError, match="password"):
+                    psycopg.connect(
+                        f"host={host} port={pg.port} user=postgres dbname=postgres{extra}",
+                        connect_timeout=5,
+                    ).close()
+        with psycopg.connect(pg.socket_dsn()) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == ("postgres",)
+        assert pg.execute("SELECT 1") == [(1,)]
+    with EmbeddedPostgres(auth="trust") as trusting:  # opt-in, for fixtures
+        assert trusting.password is None and "password" not in trusting.dsn()
+        with psycopg.connect(
+            f"host=127.0.0.1 port={trusting.port} user=postgres dbname=postgres"
+        ) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)

@@ -507,3 +507,26 @@ def test_slot_invalidated_while_streaming_turns_into_a_rebaseline(
         assert not h.events
     finally:
         src.close()
+
+
+@pytest.mark.parametrize("create", [False, None, True])
+def test_reset_source_never_drops_a_publication_laredo_does_not_manage(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource], create: bool | None
+) -> None:
+    """M4 (issue 21): a hand-made publication shared with other consumers survives
+    ``reset_source(drop_publication=True)``, whatever ``publication.create`` says, and the
+    refusal comes before the slot is touched."""
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    db.execute(f'CREATE PUBLICATION "{db.publication}" FOR TABLE users')
+    src = make_source(slot_mode="stateful", publication={"create": create})
+    src.init(SourceConfig([USERS]))
+    src.baseline([USERS], lambda t, r: None)
+    with pytest.raises(ConfigError, match="not dropped"):
+        src.reset_source(drop_publication=True)
+    count = "SELECT count(*) FROM pg_publication WHERE pubname = %s"
+    assert db.scalar(count, (db.publication,)) == 1
+    assert _slot(db, db.slot_name) is not None  # nothing was reset
+    src.reset_source()  # without drop_publication: the slot goes, the publication stays
+    assert _slot(db, db.slot_name) is None
+    assert db.scalar(count, (db.publication,)) == 1

@@ -2,9 +2,9 @@
 
 * ``MemoryDeadLetterStore`` (plugin type ``memory``): in-process, lost on exit.
 * ``LocalDeadLetterStore`` (plugin type ``local``, option ``path``): one file per pipeline,
-  ``<path>/<pipeline id, percent-encoded>.jsonl``, one JSON entry per line
-  (:func:`laredo.serialization.encode_dead_letter`: values keep their Python types). Each write
-  is appended, flushed and fsynced before ``write`` returns.
+  ``<path>/<pipeline id, percent-encoded>.jsonl`` (files 0600, the folder 0700), one JSON
+  entry per line (:func:`laredo.serialization.encode_dead_letter`: values keep their Python
+  types). Each write is appended, flushed and fsynced before ``write`` returns.
 
 ``replay(pipeline_id, target)`` re-applies the entries oldest first through the target's
 ``on_insert`` / ``on_update`` / ``on_delete`` / ``on_truncate`` and removes each replayed entry.
@@ -35,6 +35,15 @@ from .serialization import decode_dead_letter, encode_dead_letter
 from .types import ChangeEvent, DeadLetter, ErrorInfo
 
 logger = logging.getLogger(__name__)
+
+
+def _private(path: str, flags: int) -> int:
+    """``open`` opener: the file is the owner's only (0600), whatever the umask; an existing
+    file is tightened too (dead letters hold whole rows)."""
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
 
 __all__ = [
     "DeadLetterError",
@@ -203,8 +212,8 @@ class LocalDeadLetterStore:
         path = self.path_for(pipeline_id)
         with self._lock:
             try:
-                self.base.mkdir(parents=True, exist_ok=True)
-                with open(path, "ab+") as f:
+                self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
+                with open(path, "ab+", opener=_private) as f:
                     if f.tell() > 0:
                         f.seek(-1, os.SEEK_END)
                         if f.read(1) != b"\n":
@@ -250,7 +259,7 @@ class LocalDeadLetterStore:
         for i, ln in enumerate(lines, 1):
             try:
                 out.append(decode_dead_letter(json.loads(ln), self.parse_position))
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 raise DeadLetterError(f"{path}: entry {i}: malformed dead letter: {exc}") from None
         return out
 
@@ -292,7 +301,7 @@ class LocalDeadLetterStore:
             path.unlink(missing_ok=True)
             return
         tmp = path.with_name(".tmp-" + path.name)
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8", opener=_private) as f:
             f.write("\n".join(lines) + "\n")
             f.flush()
             if self.fsync:

@@ -301,9 +301,34 @@ def _decode_float(text: str) -> float:
     return float(text.replace("Infinity", "inf"))
 
 
+_DECIMAL_LIMIT = 150_000
+"""Largest adjusted exponent (either sign) and text length of a decoded decimal. PostgreSQL's
+``numeric`` stays inside it (131072 digits before the point, 16383 after); a larger value is
+rejected, so no reader can be made to expand ``1e100000000`` into a huge integer."""
+
+
+def _decode_decimal(payload: Any) -> Decimal:
+    d = Decimal(payload)
+    exp = d.adjusted()
+    if -_DECIMAL_LIMIT <= exp <= _DECIMAL_LIMIT and (
+        type(payload) is not str or len(payload) <= _DECIMAL_LIMIT
+    ):
+        return d
+    raise ValueError(
+        f"decimal beyond the limit of {_DECIMAL_LIMIT} digits or exponent (exponent {exp})"
+    )
+
+
+def _text(payload: Any) -> str:
+    """A payload that must be text (``ipaddress`` would also take an int, or a bool)."""
+    if type(payload) is not str:
+        raise TypeError(f"expected a string, got {type(payload).__name__}")
+    return payload
+
+
 # Decoders receive the tagged object whose payload is already decoded (bottom-up).
 _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "decimal": lambda t: Decimal(t[VALUE]),
+    "decimal": lambda t: _decode_decimal(t[VALUE]),
     "float": lambda t: _decode_float(t[VALUE]),
     "timestamptz": _decode_timestamptz,
     "timestamp": lambda t: datetime.fromisoformat(t[VALUE]),
@@ -315,9 +340,9 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "bytes": lambda t: base64.b64decode(t[VALUE], validate=True),
     "json": lambda t: t[VALUE],
     "map": lambda t: _decode_map(t[VALUE]),
-    "ip_address": lambda t: ipaddress.ip_address(t[VALUE]),
-    "ip_interface": lambda t: ipaddress.ip_interface(t[VALUE]),
-    "ip_network": lambda t: ipaddress.ip_network(t[VALUE]),
+    "ip_address": lambda t: ipaddress.ip_address(_text(t[VALUE])),
+    "ip_interface": lambda t: ipaddress.ip_interface(_text(t[VALUE])),
+    "ip_network": lambda t: ipaddress.ip_network(_text(t[VALUE])),
 }
 
 
@@ -346,7 +371,7 @@ def _legacy_float(payload: str) -> float:
 
 # The 0.1 spelling {"$t": tag, "v": payload}; read until 0.3.
 _LEGACY_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "decimal": lambda d: Decimal(d["v"]),
+    "decimal": lambda d: _decode_decimal(d["v"]),
     "datetime": _legacy_datetime,
     "date": lambda d: date.fromisoformat(d["v"]),
     "time": lambda d: time.fromisoformat(d["v"]),
@@ -367,7 +392,7 @@ def _decode_tagged(d: dict[str, Any], tag: Any, table: dict[str, Callable[..., A
         )
     try:
         return decoder(d)
-    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError, AttributeError) as exc:
         payload = d.get(VALUE, d.get("v"))
         raise ValueError(f"malformed {tag!r} value {payload!r}: {exc}") from None
 
@@ -383,7 +408,7 @@ def object_hook(d: dict[str, Any]) -> Any:
         # the common tags inline (this runs once per tagged value on the read path)
         if tag == "decimal":
             try:
-                return Decimal(d[VALUE])
+                return _decode_decimal(d[VALUE])
             except (KeyError, ArithmeticError, TypeError, ValueError):
                 pass  # reported with context below
         elif tag == "timestamptz" and "zone" not in d:
@@ -397,16 +422,24 @@ def object_hook(d: dict[str, Any]) -> Any:
     return d
 
 
-def decode_value(obj: Any) -> Any:
-    """Inverse of :func:`encode_value` for an already parsed JSON value."""
+def _decode(obj: Any) -> Any:
     t = type(obj)
     if t is dict:
         if obj.get(TAG) == "json":
             return obj.get(VALUE)
-        return object_hook({k: decode_value(x) for k, x in obj.items()})
+        return object_hook({k: _decode(x) for k, x in obj.items()})
     if t is list:
-        return [decode_value(x) for x in obj]
+        return [_decode(x) for x in obj]
     return obj
+
+
+def decode_value(obj: Any) -> Any:
+    """Inverse of :func:`encode_value` for an already parsed JSON value. Raises only
+    ``ValueError`` for a value it cannot decode (too deeply nested included)."""
+    try:
+        return _decode(obj)
+    except RecursionError:
+        raise ValueError("not a laredo-json/1 value: nested too deeply") from None
 
 
 def decode_row(obj: Any) -> Row:
@@ -421,10 +454,14 @@ _DECODER = json.JSONDecoder(object_hook=object_hook)
 
 
 def loads_row(text: str | bytes) -> Row:
-    """Parse one encoded row from JSON text."""
+    """Parse one encoded row from JSON text; raises only ``ValueError`` (``UnicodeDecodeError``
+    and ``json.JSONDecodeError`` are ValueErrors) for text that is not one."""
     if isinstance(text, bytes | bytearray):
         text = text.decode("utf-8")
-    row = _DECODER.decode(text)
+    try:
+        row = _DECODER.decode(text)
+    except RecursionError:
+        raise ValueError("not a laredo-json/1 row: nested too deeply") from None
     if type(row) is not dict:
         raise ValueError(f"expected a JSON object for a row, got {type(row).__name__}")
     return row

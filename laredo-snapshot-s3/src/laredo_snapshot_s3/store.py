@@ -41,6 +41,7 @@ from laredo.errors import (
     SnapshotNotFoundError,
 )
 from laredo.snapshots.layout import METADATA, ManifestSnapshotStore
+from laredo.snapshots.manifest import check_part_path
 from laredo.types import TableIdentifier
 
 from ._s3io import MIN_PART_SIZE, S3UploadWriter, open_object
@@ -209,15 +210,23 @@ class S3Files:
         data: bytes = resp["Body"].read()
         return data
 
+    def _part_key(self, snapshot_id: str, path: str) -> str:
+        """The key of a committed part; ``SnapshotError`` when ``path`` would leave the
+        snapshot's prefix (``..``, absolute, backslash)."""
+        try:
+            return self._key(snapshot_id, check_part_path(path))
+        except ValueError as exc:
+            raise SnapshotError(f"{self.where}{snapshot_id}/: {exc}") from None
+
     def open_read(self, snapshot_id: str, path: str) -> IO[bytes]:
-        key = self._key(snapshot_id, path)
+        key = self._part_key(snapshot_id, path)
         try:
             return open_object(self.client, self.bucket, key)
         except Exception as exc:
             raise SnapshotError(f"reading s3://{self.bucket}/{key}: {exc}") from exc
 
     def size(self, snapshot_id: str, path: str) -> int | None:
-        return self._head_size(self._key(snapshot_id, path))
+        return self._head_size(self._part_key(snapshot_id, path))
 
     def snapshot_ids(self) -> builtins.list[str]:
         ids = []

@@ -151,18 +151,29 @@ def parse_change(doc: Any, key_columns: Mapping[TableIdentifier, Sequence[str]])
 def parse_record(
     data: bytes, key_columns: Mapping[TableIdentifier, Sequence[str]]
 ) -> list[ParsedChange]:
-    """A Kinesis record's data -> its changes, in order (raises :class:`BadRecord`)."""
+    """A Kinesis record's data -> its changes, in order. Raises only :class:`BadRecord`: any
+    error decoding the record (too deeply nested JSON included) makes it a bad record for the
+    dead letters, never an error that stops the source."""
     try:
         doc = json.loads(data)
     except UnicodeDecodeError as exc:
         raise BadRecord(f"record is not UTF-8: {exc}") from None
     except ValueError as exc:
         raise BadRecord(f"malformed JSON: {exc}") from None
-    if isinstance(doc, list):
-        if not doc:
-            raise BadRecord("empty JSON array: a record must hold at least one change")
-        return [parse_change(item, key_columns) for item in doc]
-    return [parse_change(doc, key_columns)]
+    except RecursionError:
+        raise BadRecord("malformed JSON: nested too deeply") from None
+    try:
+        if isinstance(doc, list):
+            if not doc:
+                raise BadRecord("empty JSON array: a record must hold at least one change")
+            return [parse_change(item, key_columns) for item in doc]
+        return [parse_change(doc, key_columns)]
+    except BadRecord:
+        raise
+    except Exception as exc:  # RecursionError included: never stop the source
+        text = str(exc)
+        text = text if len(text) <= 200 else text[:200] + "..."
+        raise BadRecord(f"cannot decode the record: {type(exc).__name__}: {text}") from None
 
 
 def encode_record(

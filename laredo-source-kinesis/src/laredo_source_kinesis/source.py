@@ -765,5 +765,10 @@ class KinesisSource:
                 ErrorInfo(reason, "BadRecord"),
                 position=position.to_string(),
             )
-        except Exception:
-            logger.exception("%s; and writing the dead letter failed", reason)
+        except Exception as dlq_exc:
+            # never skip a record that was not reported: the shard stops here, before any
+            # later record is delivered or acknowledged, and a restart reads it again
+            raise SourceError(
+                f"{reason}; writing it to the dead letters failed ({dlq_exc}); the source "
+                "stops without acknowledging it"
+            ) from dlq_exc

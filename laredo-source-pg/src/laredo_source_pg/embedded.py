@@ -6,6 +6,12 @@ runs ``initdb`` once into a template directory; every cluster after that copies 
 (about 0.25 s instead of 1 s). Each cluster listens on a free port of 127.0.0.1 and on a private
 unix socket directory, with ``wal_level=logical`` and room for many slots and senders.
 
+Authentication: by default (``auth="password"``) every connection, over TCP or the socket,
+must give the superuser's password, random per process (``password``; :meth:`dsn` and
+:meth:`uri` carry it), so other users of the machine cannot connect as superuser (and run
+``COPY ... TO PROGRAM`` as the account that started it). ``auth="trust"`` admits every local
+connection without a password (test fixtures whose roles have none).
+
 When the caller is root, the server runs as the ``postgres`` system user (``initdb`` and
 ``postgres`` refuse to run as root). ``fsync`` is off (harmless for throwaway data);
 ``synchronous_commit`` stays on because logical decoding only sees flushed WAL.
@@ -21,6 +27,7 @@ import contextlib
 import logging
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -30,7 +37,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from laredo.errors import LaredoError
 
@@ -165,6 +172,30 @@ class _RunAs:
                 os.lchown(os.path.join(root, name), self.uid, self.gid)
 
 
+_PASSWORD = secrets.token_urlsafe(24)
+"""The superuser's password in every cluster of this process (set by ``initdb`` in the
+template; URL- and libpq-safe characters)."""
+
+_HBA = {
+    "password": (
+        "local all all scram-sha-256\n"
+        "local replication all scram-sha-256\n"
+        "host all all 127.0.0.1/32 scram-sha-256\n"
+        "host replication all 127.0.0.1/32 scram-sha-256\n"
+        "host all all ::1/128 scram-sha-256\n"
+        "host replication all ::1/128 scram-sha-256\n"
+    ),
+    "trust": (
+        "local all all trust\n"
+        "local replication all trust\n"
+        "host all all 127.0.0.1/32 trust\n"
+        "host replication all 127.0.0.1/32 trust\n"
+        "host all all ::1/128 trust\n"
+        "host replication all ::1/128 trust\n"
+    ),
+}
+"""``pg_hba.conf`` of a cluster, per ``auth`` mode."""
+
 _template_lock = threading.Lock()
 _templates: dict[tuple[str, str | None], Path] = {}
 _live: set[EmbeddedPostgres] = set()
@@ -191,6 +222,10 @@ def _template(bindir: Path, run_as: _RunAs) -> Path:
             return existing
         root = Path(tempfile.mkdtemp(prefix="laredo-pg-template-"))
         data = root / "data"
+        pwfile = root / "pwfile"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_PASSWORD + "\n")
         run_as.chown_tree(root)
         cmd = [
             str(bindir / "initdb"),
@@ -198,8 +233,9 @@ def _template(bindir: Path, run_as: _RunAs) -> Path:
             str(data),
             "-U",
             "postgres",
+            f"--pwfile={pwfile}",
             "-A",
-            "trust",
+            "scram-sha-256",
             "-E",
             "UTF8",
             "--locale=C",
@@ -209,6 +245,7 @@ def _template(bindir: Path, run_as: _RunAs) -> Path:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, cwd=str(root), check=False, **run_as.kwargs()
         )
+        pwfile.unlink()
         if proc.returncode != 0:
             shutil.rmtree(root, ignore_errors=True)
             raise EmbeddedPostgresError(
@@ -226,6 +263,8 @@ class EmbeddedPostgres:
     race); ``stop()`` shuts the server down fast, ``close()`` also removes the directory.
     ``restart()`` keeps the data and port. ``dsn(dbname)`` gives a libpq key/value string for
     the superuser ``postgres`` over TCP (``host=127.0.0.1``); ``socket_dsn`` uses the socket.
+    ``auth``: ``"password"`` (default: every connection gives :attr:`password`) or
+    ``"trust"`` (no password asked of local connections; for tests only).
     """
 
     def __init__(
@@ -236,7 +275,13 @@ class EmbeddedPostgres:
         run_as: str | None = None,
         base_dir: str | os.PathLike[str] | None = None,
         start_timeout: float = 30.0,
+        auth: Literal["password", "trust"] = "password",
     ) -> None:
+        if auth not in _HBA:
+            raise ValueError(f"auth must be 'password' or 'trust', got {auth!r}")
+        self.auth = auth
+        self.password: str | None = _PASSWORD if auth == "password" else None
+        """The superuser's password (None with ``auth="trust"``)."""
         self.bindir = find_bindir(bindir)
         self.settings = dict(DEFAULT_SETTINGS)
         for key, value in (settings or {}).items():
@@ -282,6 +327,7 @@ class EmbeddedPostgres:
         conf += f"unix_socket_directories = '{sock}'\n"
         with open(data / "postgresql.conf", "a", encoding="utf-8") as fh:
             fh.write("\n# laredo embedded\n" + conf)
+        (data / "pg_hba.conf").write_text(_HBA[self.auth])
         self._run_as.chown_tree(root)
         self.root, self.data_dir, self.socket_dir = root, data, sock
         self.log_file = root / "postgres.log"
@@ -399,6 +445,8 @@ class EmbeddedPostgres:
     def dsn(self, dbname: str = "postgres", **params: Any) -> str:
         """A libpq key/value connection string over TCP to ``dbname`` as ``postgres``."""
         parts = {"host": self.host, "port": str(self.port), "user": self.user, "dbname": dbname}
+        if self.password is not None:
+            parts["password"] = self.password
         parts.update({k: str(v) for k, v in params.items()})
         return " ".join(f"{k}={_quote(v)}" for k, v in parts.items())
 
@@ -408,7 +456,8 @@ class EmbeddedPostgres:
 
     def uri(self, dbname: str = "postgres") -> str:
         """A ``postgresql://`` URI over TCP."""
-        return f"postgresql://{self.user}@{self.host}:{self.port}/{dbname}"
+        secret = f":{self.password}" if self.password is not None else ""
+        return f"postgresql://{self.user}{secret}@{self.host}:{self.port}/{dbname}"
 
     def execute(self, sql: str, dbname: str = "postgres") -> list[tuple[Any, ...]]:
         """Run one statement in autocommit mode; returns the rows (empty if none)."""

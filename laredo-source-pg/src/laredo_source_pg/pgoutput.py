@@ -260,7 +260,21 @@ class PgOutputDecoder:
 
     # -- decoding ------------------------------------------------------------------------
     def feed(self, buf: bytes) -> Transaction | None:
-        """Decode one pgoutput message; returns the transaction when this is its Commit."""
+        """Decode one pgoutput message; returns the transaction when this is its Commit.
+        A message it cannot parse (truncated, bad framing, bad UTF-8, a value its column's
+        loader rejects) raises ``DecodeError``, never another exception type."""
+        try:
+            return self._feed(buf)
+        except DecodeError:
+            raise
+        except (IndexError, struct.error, ValueError, OverflowError) as exc:
+            kind = chr(buf[0]) if buf else "empty"
+            raise DecodeError(
+                f"malformed pgoutput message {kind!r} ({len(buf)} bytes): "
+                f"{type(exc).__name__}: {str(exc)[:200]}"
+            ) from exc
+
+    def _feed(self, buf: bytes) -> Transaction | None:
         kind = buf[0]
         tx = self.tx
         if kind == 73:  # 'I'

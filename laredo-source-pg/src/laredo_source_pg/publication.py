@@ -384,8 +384,39 @@ class PublicationManager:
             return None
         return row[0] if row else None
 
+    def check_droppable(self) -> bool:
+        """Whether :meth:`drop` would drop something (False: the publication does not exist).
+        ``ConfigError``, naming the fix, when Laredo does not manage it: ``publication.create =
+        false`` (never touched) or no marker comment (another consumer may read it)."""
+        if self._options.publication.create is False:
+            raise ConfigError(
+                f"publication {self.name!r}: not dropped, publication.create = false means "
+                "Laredo never touches it; reset without drop_publication, or drop it by hand"
+            )
+        row = (
+            self._conns.query()
+            .execute(
+                "SELECT obj_description(p.oid, 'pg_publication') FROM pg_publication p "
+                "WHERE pubname = %s",
+                (self.name,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return False
+        if row[0] != MANAGED_COMMENT:
+            raise ConfigError(
+                f"publication {self.name!r}: not dropped, Laredo did not create it (its comment "
+                f"is not {MANAGED_COMMENT!r}) and other consumers may read it; reset without "
+                "drop_publication, or drop it by hand"
+            )
+        return True
+
     def drop(self) -> None:
-        """``DROP PUBLICATION IF EXISTS``."""
+        """Drop the publication, only when Laredo manages it (see :meth:`check_droppable`,
+        whose ``ConfigError`` it raises before dropping anything)."""
+        if not self.check_droppable():
+            return
         self._conns.query().execute(
             sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(self.name))
         )

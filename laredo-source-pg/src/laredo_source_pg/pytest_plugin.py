@@ -94,7 +94,7 @@ def _unique(prefix: str) -> str:
 def pg_cluster() -> Iterator[EmbeddedPostgres]:
     """A PostgreSQL cluster for the whole session (one per xdist worker)."""
     try:
-        cluster = EmbeddedPostgres()
+        cluster = EmbeddedPostgres(auth="trust")  # test roles log in without a password
     except PostgresNotFoundError as exc:
         if os.environ.get("LAREDO_REQUIRE_PG"):
             raise

@@ -375,7 +375,12 @@ class PostgresSource:
             time.sleep(0.02)
 
     def reset_source(self, drop_publication: bool = False) -> None:
-        """Drop the replication slot (and the publication if asked); the next start baselines."""
+        """Drop the replication slot (and the publication if asked); the next start baselines.
+        ``drop_publication`` drops only a publication Laredo manages (created by it, and not
+        under ``publication.create = false``); for any other, ``ConfigError`` before anything
+        is dropped or stopped."""
+        if drop_publication:
+            self._publication.check_droppable()
         self.stop_stream()
         self._wait_stream_ended(10)
         self._conns.close_repl()

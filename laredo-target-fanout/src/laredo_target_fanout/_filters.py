@@ -19,16 +19,37 @@ from laredo.errors import ConfigError
 __all__ = ["Predicate", "RowMatcher", "compile_filters", "normalize_filters"]
 
 
+MAX_DECIMAL_EXPONENT = 200_000
+"""Largest ``|adjusted exponent|`` of a Decimal filter value (PostgreSQL's ``numeric`` reaches
+1e131072); a larger one is rejected (INVALID_ARGUMENT), never expanded."""
+
+
 def _norm(v: Any) -> Any:
     """Comparison form: bools stay apart from numbers; numbers compare by value (an integral
-    Decimal as its int, any other Decimal as a float64, as the protocol specifies)."""
+    Decimal as itself, which equals and hashes like the int of the same value; any other
+    Decimal as a float64, as the protocol specifies). Never builds an integer from a Decimal,
+    so its cost does not grow with the exponent."""
     if isinstance(v, bool):
         return ("bool", v)
     if isinstance(v, Decimal):
-        if not v.is_finite():
-            return float(v)
-        return int(v) if v == v.to_integral_value() else float(v)
+        if v.is_nan():
+            return float("nan")
+        if v.is_infinite() or v == v.to_integral_value():
+            return v
+        return float(v)
     return v
+
+
+def _check_value(v: Any) -> str | None:
+    """Why a filter value cannot be used (None: it can)."""
+    if isinstance(v, Decimal) and v.is_finite():
+        exp = v.adjusted()
+        if abs(exp) > MAX_DECIMAL_EXPONENT:
+            return (
+                f"decimal value has exponent {exp}, beyond the limit of "
+                f"{MAX_DECIMAL_EXPONENT} (PostgreSQL's numeric reaches 131072)"
+            )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +104,10 @@ def normalize_filters(filters: Any) -> list[Predicate]:
             problems.append(f"{where} ({p.field}): prefix needs a string, got {p.value!r}")
         elif p.op == "in" and not isinstance(p.value, list | tuple | set | frozenset):
             problems.append(f"{where} ({p.field}): in needs a list of values, got {p.value!r}")
+        elif bad := next(
+            filter(None, map(_check_value, p.value if p.op == "in" else [p.value])), None
+        ):
+            problems.append(f"{where} ({p.field}): {bad}")
         else:
             out.append(p)
     if problems:

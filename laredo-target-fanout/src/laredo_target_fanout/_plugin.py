@@ -1,5 +1,6 @@
 """laredo-target-fanout's plugin registration: the ``replication-fanout`` target, the
-``fanout`` cascade source and the ``laredo fanout ...`` CLI commands.
+``fanout`` cascade source, the port-security preflight check and the ``laredo fanout ...`` CLI
+commands.
 
 The factories wire the parts; gRPC is imported only when one of them is called."""
 
@@ -8,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import laredo
+from laredo.preflight import CheckRegistry, CheckRequest, Finding
 from laredo.registry import Registry
 
 from .cli import register as register_cli
-from .options import FanOutSourceOptions, ReplicationFanoutOptions
+from .options import FanOutSourceOptions, GrpcOptions, ReplicationFanoutOptions, is_loopback
 from .target import FanOutTarget
 
 
@@ -48,6 +50,48 @@ def laredo_register_sources(registry: Registry) -> None:
         options=FanOutSourceOptions,
         description="a replication-fanout server's table as a source (cascade)",
         takes_options=True,
+    )
+
+
+def check_port_security(request: CheckRequest) -> list[Finding]:
+    """``laredo check`` / startup: a fan-out port reachable from other machines that serves
+    without a token (``FANOUT_UNAUTHENTICATED``) or sends its token in clear
+    (``FANOUT_TOKEN_WITHOUT_TLS``)."""
+    options = request.options
+    grpc_opts = getattr(options, "grpc", None)
+    if not isinstance(grpc_opts, GrpcOptions) or is_loopback(grpc_opts.host):
+        return []
+    auth, where = grpc_opts.auth, f"{request.where}.grpc"
+    if auth.token is None and auth.token_file is None:
+        return [
+            Finding.warning(
+                "FANOUT_UNAUTHENTICATED",
+                f"the fan-out port {grpc_opts.host}:{grpc_opts.port} serves every row without "
+                "a token (allow_unauthenticated = true)",
+                "set grpc.auth.token or grpc.auth.token_file and give it to the clients",
+                where=f"{where}.auth",
+            )
+        ]
+    if grpc_opts.tls is None:
+        return [
+            Finding.warning(
+                "FANOUT_TOKEN_WITHOUT_TLS",
+                f"the fan-out port {grpc_opts.host}:{grpc_opts.port} checks a token but has no "
+                "TLS: the token and the rows travel in clear",
+                "set grpc.tls { cert_file, key_file } (and client_ca_file for mutual TLS)",
+                where=f"{where}.tls",
+            )
+        ]
+    return []
+
+
+@laredo.hookimpl
+def laredo_register_checks(registry: CheckRegistry) -> None:
+    registry.add(
+        "target",
+        "replication-fanout",
+        check_port_security,
+        description="a fan-out port off loopback has a token and TLS",
     )
 
 

@@ -82,7 +82,11 @@ def encode_value_bytes(value: Any) -> bytes:
 
 
 def decode_value(data: bytes) -> Any:
-    return _VALUE_DECODER.decode(data.decode("utf-8"))
+    """One typed-JSON value; raises only ``ValueError`` for bytes that are not one."""
+    try:
+        return _VALUE_DECODER.decode(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("not a laredo-json/1 value: nested too deeply") from None
 
 
 def columns_to_pb(columns: Iterable[ColumnDefinition]) -> list[Any]:

@@ -1,5 +1,9 @@
 """``laredo fanout status|clients|snapshots``: inspect a fan-out server over gRPC.
 
+Credentials come from the environment (never the command line, where ``ps`` shows them):
+``LAREDO_FANOUT_TOKEN`` (the port's ``grpc.auth`` token), ``LAREDO_FANOUT_TLS_CA`` (a PEM CA
+file: TLS), ``LAREDO_FANOUT_TLS_CERT`` and ``LAREDO_FANOUT_TLS_KEY`` (a client certificate).
+
 ``register(app)`` (called from the ``laredo_register_cli_commands`` hook) accepts the ``laredo``
 CLI's command group: a ``typer.Typer`` (gets a ``fanout`` sub-app) or a ``click.Group`` (gets a
 ``fanout`` group). The commands themselves are plain functions returning text, so any front end
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,10 +36,30 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _credentials() -> Any:
+    """``Credentials`` from the ``LAREDO_FANOUT_*`` environment variables."""
+    from .calls import Credentials  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
+
+    def read(var: str) -> bytes | None:
+        path = os.environ.get(var)
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    token = os.environ.get("LAREDO_FANOUT_TOKEN") or None
+    return Credentials(
+        read("LAREDO_FANOUT_TLS_CA"),
+        read("LAREDO_FANOUT_TLS_CERT"),
+        read("LAREDO_FANOUT_TLS_KEY"),
+        token,
+    )
+
+
 def status_text(address: str, table: str, as_json: bool = False) -> str:
     from .client import replication_status  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
-    st = replication_status(address, table)
+    st = replication_status(address, table, _credentials())
     data = {
         "table": f"{st.schema}.{st.table}",
         "journal_id": st.journal_id,
@@ -54,7 +79,7 @@ def status_text(address: str, table: str, as_json: bool = False) -> str:
 def clients_text(address: str, table: str, as_json: bool = False) -> str:
     from .client import replication_status  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
-    st = replication_status(address, table)
+    st = replication_status(address, table, _credentials())
     rows = [
         [
             c.client_id,
@@ -80,7 +105,7 @@ def clients_text(address: str, table: str, as_json: bool = False) -> str:
 def snapshots_text(address: str, table: str, limit: int = 0, as_json: bool = False) -> str:
     from .client import list_snapshots  # noqa: PLC0415 - lazy: grpc; the CLI hook must stay cheap
 
-    snaps = list_snapshots(address, table, limit)
+    snaps = list_snapshots(address, table, limit, _credentials())
     rows = [
         [
             s.snapshot_id,

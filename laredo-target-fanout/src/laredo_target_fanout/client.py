@@ -3,6 +3,10 @@
 ``FanOutClient("host:4002", "public.users", lookup_fields=["email"], indexes=[...],
 local_snapshot_path="users.replica", client_id="svc-a-1", filters=[...])``
 
+* Credentials: ``token`` (the server's ``grpc.auth`` token, sent on every call),
+  ``root_certificates`` (PEM CA: TLS, the server is verified) and ``client_cert`` /
+  ``client_key`` (PEM, for a server that requires client certificates).
+
 * ``start()`` returns at once; a background thread connects, receives a full snapshot or only
   the delta after its local state, then follows the live tail. ``await_ready(timeout)`` waits
   until the replica has caught up with the server once.
@@ -52,17 +56,32 @@ from laredo.types import (
 from laredo_target_memory import IndexedTarget
 
 from . import _wire
-from ._filters import Predicate, normalize_filters
+from ._filters import normalize_filters
 from ._proto import replication_pb2 as pb
+from .calls import (
+    STATUS,
+    Credentials,
+    build_request,
+    fetch_snapshot,
+    list_snapshots,
+    open_channel,
+    replication_status,
+    sync_stub,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FanOutClient", "GapError", "ResyncRequired", "build_request", "sync_stub"]
-
-SYNC = "/laredo.replication.v1.LaredoReplicationService/Sync"
-LIST_SNAPSHOTS = "/laredo.replication.v1.LaredoReplicationService/ListSnapshots"
-FETCH_SNAPSHOT = "/laredo.replication.v1.LaredoReplicationService/FetchSnapshot"
-STATUS = "/laredo.replication.v1.LaredoReplicationService/GetReplicationStatus"
+__all__ = [
+    "Credentials",
+    "FanOutClient",
+    "GapError",
+    "ResyncRequired",
+    "build_request",
+    "fetch_snapshot",
+    "list_snapshots",
+    "replication_status",
+    "sync_stub",
+]
 
 _A = _wire.ACTION_FROM_PB
 _LOCAL_VERSION = 1
@@ -79,54 +98,6 @@ class ResyncRequired(TransientError):
     """The server cannot continue this replica without a snapshot: reconnect for one."""
 
 
-def sync_stub(channel: grpc.Channel) -> Any:
-    return channel.unary_stream(
-        SYNC,
-        request_serializer=pb.SyncRequest.SerializeToString,
-        response_deserializer=pb.SyncResponse.FromString,
-    )
-
-
-def build_request(
-    table: TableIdentifier,
-    client_id: str = "",
-    *,
-    last_sequence: int = 0,
-    journal_id: str = "",
-    position: str = "",
-    snapshot_id: str = "",
-    filters: Sequence[Predicate] = (),
-    max_batch: int = 0,
-    applied_at_position: int = 0,
-) -> Any:
-    return pb.SyncRequest(
-        schema=table.schema,
-        table=table.table,
-        last_known_sequence=last_sequence,
-        journal_id=journal_id,
-        last_known_source_position=position,
-        last_snapshot_id=snapshot_id,
-        client_id=client_id,
-        filters=_wire.predicates_to_pb(filters),
-        max_batch=max_batch,
-        applied_at_position=applied_at_position,
-    )
-
-
-def open_channel(address: str, root_certificates: bytes | None = None) -> grpc.Channel:
-    """A channel with its own connection (a local subchannel pool: a new channel never reuses
-    the connection of another one, e.g. to a server that is draining)."""
-    opts = [
-        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-        ("grpc.use_local_subchannel_pool", 1),
-    ]
-    if root_certificates is not None:
-        return grpc.secure_channel(
-            address, grpc.ssl_channel_credentials(root_certificates), options=opts
-        )
-    return grpc.insecure_channel(address, options=opts)
-
-
 class FanOutClient:
     """A replica of one table from a fan-out server; see the module docstring."""
 
@@ -141,6 +112,9 @@ class FanOutClient:
         filters: Any = None,
         lookup_fields: Sequence[str] | str = (),
         root_certificates: bytes | None = None,
+        client_cert: bytes | None = None,
+        client_key: bytes | None = None,
+        token: str | None = None,
         max_batch: int = 0,
         reconnect_initial: float = 0.5,
         reconnect_max: float = 30.0,
@@ -161,7 +135,7 @@ class FanOutClient:
         self._indexes = list(indexes or ())
         self._lookup_fields = lookup_fields
         self.replica = IndexedTarget(lookup_fields=lookup_fields, indexes=self._indexes)
-        self._root_certificates = root_certificates
+        self._credentials = Credentials(root_certificates, client_cert, client_key, token)
         self._max_batch = max_batch
         self._backoff0 = reconnect_initial
         self._backoff_max = reconnect_max
@@ -388,7 +362,7 @@ class FanOutClient:
     def _stream_once(self) -> bool:
         """One Sync call until it ends; True when it got past the handshake."""
         if self._channel is None:
-            self._channel = open_channel(self.address, self._root_certificates)
+            self._channel = open_channel(self.address, self._credentials)
         stub = sync_stub(self._channel)
         req = build_request(
             self.table,
@@ -481,7 +455,7 @@ class FanOutClient:
     def _other_server_ready(self) -> bool:
         request = pb.GetReplicationStatusRequest(schema=self.table.schema, table=self.table.table)
         try:
-            with open_channel(self.address, self._root_certificates) as ch:
+            with open_channel(self.address, self._credentials) as ch:
                 status = ch.unary_unary(
                     STATUS,
                     request_serializer=pb.GetReplicationStatusRequest.SerializeToString,
@@ -644,54 +618,3 @@ class FanOutClient:
             "reconnects": self.reconnects,
             "last_error": self.last_error,
         }
-
-
-def list_snapshots(address: str, table: TableIdentifier | str, limit: int = 0) -> list[Any]:
-    t = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
-    with open_channel(address) as ch:
-        fn = ch.unary_unary(
-            LIST_SNAPSHOTS,
-            request_serializer=pb.ListSnapshotsRequest.SerializeToString,
-            response_deserializer=pb.ListSnapshotsResponse.FromString,
-        )
-        return list(
-            fn(
-                pb.ListSnapshotsRequest(schema=t.schema, table=t.table, limit=limit), timeout=10
-            ).snapshots
-        )
-
-
-def replication_status(address: str, table: TableIdentifier | str) -> Any:
-    t = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
-    with open_channel(address) as ch:
-        fn = ch.unary_unary(
-            STATUS,
-            request_serializer=pb.GetReplicationStatusRequest.SerializeToString,
-            response_deserializer=pb.GetReplicationStatusResponse.FromString,
-        )
-        return fn(pb.GetReplicationStatusRequest(schema=t.schema, table=t.table), timeout=10)
-
-
-def fetch_snapshot(
-    address: str, table: TableIdentifier | str, snapshot_id: str
-) -> tuple[Any, list[Row]]:
-    """``(SnapshotBegin, rows)`` of a retained snapshot."""
-    t = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
-    with open_channel(address) as ch:
-        fn = ch.unary_stream(
-            FETCH_SNAPSHOT,
-            request_serializer=pb.FetchSnapshotRequest.SerializeToString,
-            response_deserializer=pb.SyncResponse.FromString,
-        )
-        begin = None
-        rows: list[Row] = []
-        for msg in fn(
-            pb.FetchSnapshotRequest(schema=t.schema, table=t.table, snapshot_id=snapshot_id),
-            timeout=60,
-        ):
-            kind = msg.WhichOneof("msg")
-            if kind == "snapshot_begin":
-                begin = msg.snapshot_begin
-            elif kind == "snapshot_rows":
-                rows.extend(_wire.decode_row(r) for r in msg.snapshot_rows.rows)
-        return begin, rows

@@ -14,11 +14,12 @@ one place (``status_code``). Only the plugin factory and the package import this
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,13 +30,20 @@ from laredo.types import SyncMode, TableIdentifier
 from . import _wire
 from ._filters import compile_filters, normalize_filters
 from ._proto import replication_pb2 as pb
-from .options import GrpcOptions
+from .options import GrpcOptions, is_loopback, listener_problem
 from .sessions import ClientSession, Exhausted, Replaced, Unavailable
 from .target import FanOutTarget
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SERVICE_NAME", "ReplicationServer", "Serving", "make_handler", "status_code"]
+__all__ = [
+    "SERVICE_NAME",
+    "ReplicationServer",
+    "Serving",
+    "check_token",
+    "make_handler",
+    "status_code",
+]
 
 SERVICE_NAME = "laredo.replication.v1.LaredoReplicationService"
 
@@ -58,12 +66,42 @@ def _serialize(msg: Any) -> bytes:
     return out
 
 
-class _Registry:
-    """Tables served by one gRPC server."""
+def check_token(context: Any, token: bytes) -> None:
+    """Abort with UNAUTHENTICATED unless the call carries ``authorization: Bearer <token>``
+    (compared in constant time). The reply never says which tables the server holds."""
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == "authorization":
+            given = value[7:] if value[:7].lower() == "bearer " else value
+            if hmac.compare_digest(given.strip().encode(), token):
+                return
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid replication token")
+    context.abort(
+        grpc.StatusCode.UNAUTHENTICATED,
+        "this fan-out port needs a token: send metadata 'authorization: Bearer <token>' "
+        "(FanOutClient(token=...), the fanout source's token/token_file)",
+    )
 
-    def __init__(self) -> None:
+
+def _guarded(fn: Callable[[Any, Any], Any], token: bytes | None) -> Callable[[Any, Any], Any]:
+    """``fn`` behind the token check (``fn`` itself without a token)."""
+    if token is None:
+        return fn
+
+    def guarded(request: Any, context: Any) -> Any:
+        check_token(context, token)
+        return fn(request, context)
+
+    return guarded
+
+
+class _Registry:
+    """Tables served by one gRPC server. ``authenticated``: every caller proved the token, so
+    error replies may name the tables served."""
+
+    def __init__(self, authenticated: bool = False) -> None:
         self.targets: dict[TableIdentifier, FanOutTarget] = {}
         self.lock = threading.Lock()
+        self.authenticated = authenticated
 
     def find(self, schema: str, table: str, context: Any) -> FanOutTarget:
         if not table:
@@ -73,9 +111,10 @@ class _Registry:
             target = self.targets.get(t)
             known = ", ".join(sorted(map(str, self.targets))) or "none"
         if target is None:
+            listed = f" (tables: {known})" if self.authenticated else ""
             context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"no replication-fanout target for table {t} on this server (tables: {known})",
+                f"no replication-fanout target for table {t} on this server{listed}",
             )
         assert target is not None
         return target
@@ -216,10 +255,11 @@ class _Servicer:
         snap = target.get_snapshot(request.snapshot_id)
         if snap is None:
             known = ", ".join(s.snapshot_id for s in target.snapshots()) or "none"
+            listed = f" (retained: {known})" if self.registry.authenticated else ""
             context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"snapshot {request.snapshot_id!r} is not retained for {target.table} "
-                f"(retained: {known})",
+                f"snapshot {request.snapshot_id[:100]!r} is not retained for "
+                f"{target.table}{listed}",
             )
         assert snap is not None
         yield from _wire.snapshot_messages(snap, None, target.grpc_options.max_batch)
@@ -257,29 +297,31 @@ class _Servicer:
         return resp
 
 
-def make_handler(registry: _Registry) -> Any:
-    """The generic RPC handler of the replication service over ``registry``'s targets."""
+def make_handler(registry: _Registry, token: str | None = None) -> Any:
+    """The generic RPC handler of the replication service over ``registry``'s targets; with a
+    ``token``, every RPC checks it first (before any request field is looked at)."""
     s = _Servicer(registry)
+    key = token.encode() if token is not None else None
     return grpc.method_handlers_generic_handler(
         SERVICE_NAME,
         {
             "Sync": grpc.unary_stream_rpc_method_handler(
-                s.sync,
+                _guarded(s.sync, key),
                 request_deserializer=pb.SyncRequest.FromString,
                 response_serializer=_serialize,
             ),
             "ListSnapshots": grpc.unary_unary_rpc_method_handler(
-                s.list_snapshots,
+                _guarded(s.list_snapshots, key),
                 request_deserializer=pb.ListSnapshotsRequest.FromString,
                 response_serializer=_serialize,
             ),
             "FetchSnapshot": grpc.unary_stream_rpc_method_handler(
-                s.fetch_snapshot,
+                _guarded(s.fetch_snapshot, key),
                 request_deserializer=pb.FetchSnapshotRequest.FromString,
                 response_serializer=_serialize,
             ),
             "GetReplicationStatus": grpc.unary_unary_rpc_method_handler(
-                s.get_status,
+                _guarded(s.get_status, key),
                 request_deserializer=pb.GetReplicationStatusRequest.FromString,
                 response_serializer=_serialize,
             ),
@@ -295,11 +337,15 @@ class ReplicationServer:
 
     def __init__(self, options: GrpcOptions) -> None:
         self.options = options
-        self.registry = _Registry()
+        problem = listener_problem(options.host, options.auth, "replication-fanout grpc")
+        if problem is not None:  # options built without validation (model_construct)
+            raise ConfigError(problem)
+        token = options.auth.secret()
+        self.registry = _Registry(authenticated=token is not None)
         workers = max(64, (options.max_clients or 200) + 16)
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fanout-grpc"),
-            handlers=(make_handler(self.registry),),
+            handlers=(make_handler(self.registry, token),),
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.keepalive_time_ms", 30_000),
@@ -337,6 +383,22 @@ class ReplicationServer:
         self._server.start()
         self.refs = 0
         logger.info("replication fan-out gRPC service listening on %s:%d", options.host, self.port)
+        if not is_loopback(options.host):
+            if token is None:
+                logger.warning(
+                    "replication fan-out port %s:%d is UNAUTHENTICATED "
+                    "(grpc.auth.allow_unauthenticated = true): anyone who can reach it can read "
+                    "every row of its tables; set grpc.auth.token or token_file",
+                    options.host,
+                    self.port,
+                )
+            elif tls is None:
+                logger.warning(
+                    "replication fan-out port %s:%d checks a token but has no TLS: the token "
+                    "and the rows travel in clear; set grpc.tls",
+                    options.host,
+                    self.port,
+                )
 
     @classmethod
     def serving(cls, options: GrpcOptions | None = None) -> Serving:
@@ -351,6 +413,18 @@ class ReplicationServer:
         with cls._lock:
             key = (options.host, options.port)
             server = cls._servers.get(key) if options.port else None
+            if server is not None and server.options != options:
+                differ = [
+                    k
+                    for k in type(options).model_fields
+                    if getattr(options, k) != getattr(server.options, k)
+                ]
+                raise ConfigError(
+                    f"replication-fanout: targets on {options.host}:{options.port} have "
+                    f"different grpc options ({', '.join(f'grpc.{k}' for k in differ)}); "
+                    "targets that share a port must use the same grpc section (tls, auth, "
+                    "...), or give each its own grpc.port"
+                )
             if server is None:
                 server = cls(options)
                 if options.port:
@@ -374,6 +448,10 @@ class ReplicationServer:
         with self.registry.lock:
             if target.table is not None and self.registry.targets.get(target.table) is target:
                 del self.registry.targets[target.table]
+        self.release()
+
+    def release(self) -> None:
+        """Give back one ``acquire``; the server stops with the last one."""
         with ReplicationServer._lock:
             self.refs -= 1
             if self.refs > 0:

@@ -216,12 +216,20 @@ class SnapshotKeeper:
             self._thread = None
 
     def load(self, snapshot_id: str, table: TableIdentifier | None) -> FanOutSnapshot | None:
-        """A snapshot of ``table`` from the store, or None (no store, not found, unreadable)."""
+        """A snapshot of ``table`` from the store, or None (no store, not found, unreadable,
+        or not a fan-out snapshot of ``table``: an engine snapshot in a shared store is never
+        served, and is not read to find out)."""
         if self.store is None:
             return None
         try:
+            desc = self.store.describe(snapshot_id)
+            if "fanout_journal_id" not in (desc.user_meta or {}) or not any(
+                t.table == table and t.target_type == TARGET_TYPE for t in desc.tables
+            ):
+                return None
             meta, tables = self.store.load(snapshot_id, self.serializer)
-        except Exception:
+        except Exception as exc:
+            logger.debug("fan-out snapshot %s is not loadable: %s", snapshot_id, exc)
             return None
         rows: tuple[Row, ...] = ()
         info = meta.tables[0] if meta.tables else None

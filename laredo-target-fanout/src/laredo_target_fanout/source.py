@@ -35,7 +35,8 @@ from laredo.types import (
 from . import _wire
 from ._filters import normalize_filters
 from ._proto import replication_pb2 as pb
-from .client import build_request, open_channel, sync_stub
+from .calls import Credentials, build_request, open_channel, sync_stub
+from .options import read_token_file
 from .positions import compare_sequences, sequence_from_string, sequence_to_string
 
 logger = logging.getLogger(__name__)
@@ -43,8 +44,21 @@ logger = logging.getLogger(__name__)
 __all__ = ["FanOutSource"]
 
 
+def _read(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"fanout source: cannot read {path!r}: {exc.strerror or exc}") from None
+
+
 class FanOutSource:
-    """Reads one table from a fan-out server (``address`` = ``host:port``)."""
+    """Reads one table from a fan-out server (``address`` = ``host:port``), presenting the
+    port's ``token`` (or ``token_file``) and, for a server that requires one, a client
+    certificate (``client_cert_file``, ``client_key_file``); ``root_certificates_file``
+    turns TLS on."""
 
     def __init__(
         self,
@@ -54,6 +68,10 @@ class FanOutSource:
         client_id: str = "",
         filters: Any = None,
         root_certificates_file: str | None = None,
+        token: Any = None,
+        token_file: str | None = None,
+        client_cert_file: str | None = None,
+        client_key_file: str | None = None,
         reconnect_initial: float = 0.2,
         reconnect_max: float = 10.0,
     ) -> None:
@@ -65,10 +83,13 @@ class FanOutSource:
         )
         self.client_id = client_id
         self.filters = normalize_filters(filters)
-        self._root = None
-        if root_certificates_file:
-            with open(root_certificates_file, "rb") as f:
-                self._root = f.read()
+        if hasattr(token, "get_secret_value"):
+            token = token.get_secret_value()
+        if token_file:
+            token = read_token_file(token_file, "fanout source token_file")
+        self._credentials = Credentials(
+            _read(root_certificates_file), _read(client_cert_file), _read(client_key_file), token
+        )
         self._backoff0 = reconnect_initial
         self._backoff_max = reconnect_max
         self._channel: grpc.Channel | None = None
@@ -87,7 +108,7 @@ class FanOutSource:
     # -- connection helpers -------------------------------------------------------------------
     def _open(self, last_seq: int = 0, journal_id: str = "") -> Any:
         if self._channel is None:
-            self._channel = open_channel(self.address, self._root)
+            self._channel = open_channel(self.address, self._credentials)
         assert self.table is not None
         req = build_request(
             self.table,

@@ -504,7 +504,15 @@ class ManifestSnapshotStore:
         data = self.files.read_metadata(snapshot_id)
         try:
             return decode_manifest(json.loads(data), self.files.layout1_name)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            IndexError,
+            ArithmeticError,
+            RecursionError,
+        ) as exc:
             where = f"{self.files.where.rstrip('/')}/{snapshot_id}/{METADATA}"
             raise SnapshotError(f"{where}: malformed snapshot metadata: {exc}") from None
 

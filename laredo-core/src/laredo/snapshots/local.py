@@ -8,7 +8,9 @@ Layout (v2, see :mod:`laredo.snapshots.manifest`), one directory per snapshot::
 Parts are staged in ``<path>/.tmp-<snapshot_id>/``; publishing writes ``metadata.json`` there,
 fsyncs, and renames the directory into place: a snapshot is listed only once complete, and a
 crash mid-write leaves only a ``.tmp-`` directory that is never listed (removed by the next save
-of that id or by :meth:`LocalSnapshotStore.remove_stale_temp`). Each part's size and SHA-256 are
+of that id, and once an hour old when a store is opened or pruned). Files are created 0600 and
+directories 0700; a part path in a manifest must resolve inside its snapshot's directory, and
+only a regular file is read. Each part's size and SHA-256 are
 in the manifest, so ``load`` rejects a truncated, corrupted or replaced part before handing out a
 row. Layout-1 snapshots (``<schema>.<table>.<ext>`` files next to ``metadata.json``) still load.
 In names, ``%``, ``/``, ``.`` and other unsafe characters of schema and table names are
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -35,6 +39,7 @@ from laredo.errors import SnapshotError, SnapshotNotFoundError
 from laredo.types import TableIdentifier
 
 from .layout import METADATA, ManifestSnapshotStore, check_snapshot_id, table_stem
+from .manifest import check_part_path
 
 __all__ = [
     "METADATA",
@@ -63,17 +68,60 @@ def table_file_name(table: TableIdentifier, ext: str) -> str:
     return f"{table_stem(table)}.{ext}"
 
 
+_FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
+FILE_MODE = 0o600
+"""Snapshot files hold whole rows: only the owner may read them (directories: 0700)."""
+DIR_MODE = 0o700
+STALE_TEMP_AFTER = 3600.0
+"""A ``.tmp-`` folder in which nothing changed this long (seconds) was left by a crash: it is
+removed when a store is opened and after each prune (a concurrent writer's is younger)."""
+
+
 def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries durable. A file system that cannot fsync a directory is
+    tolerated; any other failure raises ``SnapshotError`` (the rename may not be durable, so
+    the save must not be reported, and retention must not delete the previous snapshot)."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
+    except OSError as exc:
+        raise SnapshotError(f"cannot open {path} to make it durable: {exc}") from exc
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno not in _FSYNC_UNSUPPORTED:
+            raise SnapshotError(f"cannot fsync {path}: {exc}") from exc
     finally:
         os.close(fd)
+
+
+def _changed_since(folder: Path, cutoff: float) -> bool:
+    """Whether ``folder`` or anything in it was modified after ``cutoff`` (stops at the first
+    such entry, so a folder being written is not walked whole)."""
+    if folder.stat().st_mtime > cutoff:
+        return True
+    for p in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if p.stat().st_mtime > cutoff:
+                return True
+    return False
+
+
+def _mkdirs(path: Path) -> None:
+    """``mkdir -p`` with mode 0700 for every directory it creates (pathlib gives the parents
+    it creates the umask's default)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for d in reversed(missing):
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
+
+
+def _create(path: Path) -> IO[bytes]:
+    """A new file opened for writing, mode 0600 whatever the umask (truncated if it exists)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return os.fdopen(fd, "wb")
 
 
 class LocalFiles:
@@ -89,12 +137,27 @@ class LocalFiles:
     def _staging(self, snapshot_id: str) -> Path:
         return self.base / f"{TMP_PREFIX}{snapshot_id}"
 
+    def resolve_part(self, snapshot_id: str, path: str) -> Path:
+        """The file of a committed part, which must resolve (symbolic links followed) inside
+        the snapshot's directory; ``SnapshotError`` otherwise."""
+        folder = self.base / snapshot_id
+        try:
+            target = (folder / check_part_path(path)).resolve()
+            inside = target.is_relative_to(folder.resolve())
+        except (ValueError, OSError) as exc:
+            raise SnapshotError(f"{folder}: {exc}") from None
+        if not inside:
+            raise SnapshotError(
+                f"{folder}: part {path[:200]!r} resolves outside the snapshot's directory"
+            )
+        return target
+
     @contextlib.contextmanager
     def open_write(self, snapshot_id: str, path: str) -> Iterator[IO[bytes]]:
         target = self._staging(snapshot_id) / path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _mkdirs(target.parent)
         try:
-            with open(target, "wb") as f:
+            with _create(target) as f:
                 yield f
                 f.flush()
                 if self.fsync:
@@ -146,8 +209,8 @@ class LocalFiles:
 
     def publish(self, snapshot_id: str, metadata: bytes) -> None:
         root = self._staging(snapshot_id)
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / METADATA, "wb") as f:
+        _mkdirs(root)
+        with _create(root / METADATA) as f:
             f.write(metadata)
             f.flush()
             if self.fsync:
@@ -176,13 +239,17 @@ class LocalFiles:
             raise SnapshotError(f"{path}: unreadable snapshot metadata: {exc}") from None
 
     def open_read(self, snapshot_id: str, path: str) -> IO[bytes]:
-        return open(self.base / snapshot_id / path, "rb")
+        target = self.resolve_part(snapshot_id, path)
+        if not target.is_file():  # never a FIFO or a device: a read could hang or never end
+            raise SnapshotError(f"{target}: not a regular file")
+        return open(target, "rb")
 
     def size(self, snapshot_id: str, path: str) -> int | None:
         try:
-            return (self.base / snapshot_id / path).stat().st_size
+            st = self.resolve_part(snapshot_id, path).stat()
         except OSError:
             return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
 
     def snapshot_ids(self) -> builtins.list[str]:
         if not self.base.is_dir():
@@ -207,17 +274,29 @@ class LocalSnapshotStore(ManifestSnapshotStore):
         self.base = Path(path)
         self.fsync = fsync
         super().__init__(LocalFiles(self.base, fsync))
+        self.remove_stale_temp()
+
+    def prune(self, keep: int, table: TableIdentifier | None = None) -> builtins.list[str]:
+        """Delete all but the newest ``keep`` snapshots; then remove stale staging folders."""
+        removed = super().prune(keep, table)
+        self.remove_stale_temp()
+        return removed
 
     def __repr__(self) -> str:
         return f"LocalSnapshotStore({str(self.base)!r})"
 
     def part_file(self, snapshot_id: str, path: str) -> Path:
-        """The local file of a committed snapshot's part (for readers that split files)."""
+        """The local file of a committed snapshot's part (for readers that split files);
+        ``SnapshotError`` when the path leaves the snapshot's directory."""
         check_snapshot_id(snapshot_id)
-        return self.base / snapshot_id / path
+        files = self.files
+        assert isinstance(files, LocalFiles)
+        return files.resolve_part(snapshot_id, path)
 
-    def remove_stale_temp(self, older_than: float = 3600.0) -> builtins.list[str]:
-        """Remove ``.tmp-`` directories left by crashed writes older than ``older_than`` s."""
+    def remove_stale_temp(self, older_than: float = STALE_TEMP_AFTER) -> builtins.list[str]:
+        """Remove the ``.tmp-`` folders (staging of a save, trash of a delete) that crashed
+        writes and deletes left: those in which nothing changed for ``older_than`` seconds (a
+        younger one may be a concurrent writer's, e.g. a Spark task's). Failures are logged."""
         removed: builtins.list[str] = []
         now = time.time()
         if not self.base.is_dir():
@@ -225,7 +304,7 @@ class LocalSnapshotStore(ManifestSnapshotStore):
         for entry in self.base.iterdir():
             if entry.name.startswith(TMP_PREFIX) and entry.is_dir():
                 try:
-                    if now - entry.stat().st_mtime >= older_than:
+                    if not _changed_since(entry, now - older_than):
                         shutil.rmtree(entry)
                         removed.append(entry.name)
                 except OSError as exc:

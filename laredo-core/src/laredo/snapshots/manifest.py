@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "Manifest",
     "SnapshotArtifact",
     "SnapshotPart",
+    "check_part_path",
     "decode_artifact",
     "decode_manifest",
     "encode_artifact",
@@ -167,16 +169,44 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def check_part_path(path: Any) -> str:
+    """``path`` when it is a relative part path that stays inside its snapshot's directory or
+    key prefix: ``/``-separated, no empty, ``.`` or ``..`` component, not absolute, no
+    backslash or NUL. Else ``ValueError`` (a manifest must not point a part anywhere else)."""
+    if (
+        not isinstance(path, str)
+        or not path
+        or path.startswith("/")
+        or "\\" in path
+        or "\0" in path
+        or any(c in ("", ".", "..") for c in path.split("/"))
+    ):
+        raise ValueError(
+            f"part path {str(path)[:200]!r} leaves the snapshot (absolute, '..', '.', an empty "
+            "component or a backslash)"
+        )
+    return path
+
+
 def _decode_part(doc: Any) -> SnapshotPart:
     if not isinstance(doc, dict) or not isinstance(doc.get("path"), str):
-        raise ValueError(f"bad part entry {doc!r}")
+        raise ValueError(f"bad part entry {str(doc)[:200]}")
+    path = check_part_path(doc["path"])
     sha = doc.get("sha256")
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        raise ValueError(
+            f"part {path[:200]!r} has no valid sha256 (layout 2 records the SHA-256 of every "
+            "part; the manifest was edited or damaged)"
+        )
     return SnapshotPart(
-        path=doc["path"],
+        path=path,
         format=str(doc.get("format", "")),
         rows=_int(doc.get("rows", 0), "part rows"),
         size_bytes=_int(doc.get("size_bytes", 0), "part size_bytes"),
-        sha256=sha if isinstance(sha, str) else None,
+        sha256=sha,
     )
 
 
@@ -192,7 +222,7 @@ def _layout1_artifacts(
         size = rec.get("size_bytes", rec.get("size", 0))
         sha = rec.get("sha256")
         part = SnapshotPart(
-            path=str(rec.get("file") or default_name(info.table, meta.format)),
+            path=check_part_path(str(rec.get("file") or default_name(info.table, meta.format))),
             format=meta.format,
             rows=info.row_count,
             size_bytes=size if type(size) is int else 0,

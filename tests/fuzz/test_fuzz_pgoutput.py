@@ -1,0 +1,110 @@
+"""The pgoutput decoder (``laredo_source_pg.pgoutput``) raises only ``DecodeError`` on any
+sequence of messages, well-formed or not."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from laredo.types import TableIdentifier
+from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder
+
+pytestmark = pytest.mark.fuzz
+
+LOADERS = {23: int, 25: lambda b: bytes(b).decode(), 16: lambda b: bytes(b) == b"t"}
+
+
+def _decoder() -> PgOutputDecoder:
+    return PgOutputDecoder(
+        lambda oid: LOADERS.get(oid, LOADERS[25]),
+        lambda s, n: TableIdentifier(s, n) if n in ("t", "u") else None,
+        {TableIdentifier("public", "t"): (("id", 23), ("body", 25))},
+        chunk_size=3,
+    )
+
+
+def _s(text: str) -> bytes:
+    return text.encode() + b"\0"
+
+
+names = st.sampled_from(["t", "u", "other", ""]) | st.text(max_size=4).filter(
+    lambda t: "\0" not in t
+)
+oids = st.sampled_from([23, 25, 16, 1700])
+
+
+@st.composite
+def relation(draw: Any) -> bytes:
+    cols = draw(st.lists(st.tuples(st.booleans(), names, oids), max_size=4))
+    out = b"R" + struct.pack(">I", draw(st.integers(0, 3)))
+    out += _s(draw(st.sampled_from(["public", ""]))) + _s(draw(names))
+    out += bytes([draw(st.sampled_from(b"dnfi"))]) + struct.pack(">h", draw(st.integers(-1, 5)))
+    for key, name, oid in cols:
+        out += bytes([int(key)]) + _s(name) + struct.pack(">Ii", oid, -1)
+    return out
+
+
+value = st.sampled_from([b"1", b"-7", b"x", b"", b"\xff", b"9" * 5000])
+
+
+@st.composite
+def tuple_data(draw: Any) -> bytes:
+    kinds = draw(st.lists(st.sampled_from([b"t", b"n", b"u", b"b", b"?"]), max_size=5))
+    out = struct.pack(">h", draw(st.integers(-1, 6)))
+    for k in kinds:
+        out += k
+        if k == b"t":
+            v = draw(value)
+            out += struct.pack(">I", draw(st.sampled_from([len(v), len(v) + 3, 2**31]))) + v
+    return out
+
+
+@st.composite
+def change(draw: Any) -> bytes:
+    kind = draw(st.sampled_from([b"I", b"U", b"D"]))
+    out = kind + struct.pack(">I", draw(st.integers(0, 3)))
+    for _ in range(draw(st.integers(1, 2))):
+        out += draw(st.sampled_from([b"N", b"K", b"O", b"X"])) + draw(tuple_data())
+    return out
+
+
+begin = st.builds(
+    lambda a, b, c: b"B" + struct.pack(">QqI", a, b, c),
+    st.integers(0, 2**64 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 2**32 - 1),
+)
+commit = st.builds(
+    lambda a, b: b"C" + struct.pack(">bQQq", 0, a, b, 0),
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 2**64 - 1),
+)
+truncate = st.builds(
+    lambda n, o, ids: b"T" + struct.pack(">Ib", n, o) + b"".join(struct.pack(">I", i) for i in ids),
+    st.integers(0, 5),
+    st.integers(0, 3),
+    st.lists(st.integers(0, 3), max_size=3),
+)
+raw = st.binary(min_size=1, max_size=40) | st.sampled_from(b"BCRIUDTOYMS").flatmap(
+    lambda k: st.binary(max_size=30).map(lambda tail: bytes([k]) + tail)
+)
+message = begin | commit | relation() | change() | truncate | raw
+
+
+@settings.get_profile("laredo-fuzz")
+@given(st.lists(message, min_size=1, max_size=12))
+@example([b"I"])
+@example([b"B" + struct.pack(">QqI", 1, 0, 1), b"R\0\0\0\1public"])
+@example([b"B" + struct.pack(">QqI", 1, 0, 1), b"I\0\0\0\1N"])
+@example([b"R" + struct.pack(">I", 1) + b"public\0t\0d" + struct.pack(">h", 1) + b"\1id\0"])
+@example([b"R\x00\x00\x00\x01public\x00t\x00\xff" + struct.pack(">h", 0)])
+def test_feed_raises_only_decode_error(messages: list[bytes]) -> None:
+    d = _decoder()
+    for m in messages:
+        try:
+            d.feed(m)
+        except DecodeError:
+            d.reset_session()  # what the stream does: a new session re-sends relations
