@@ -22,6 +22,7 @@ from laredo import Engine, Pipeline, PipelineInfo
 from laredo.errors import EngineStateError, SnapshotError
 from laredo.observers import CompositeObserver
 from laredo.replay import SnapshotReplay
+from laredo.secrets import mask_text
 from laredo.types import PipelineState, SnapshotDescriptor, TableIdentifier
 
 from . import __version__
@@ -146,9 +147,11 @@ def readiness_reasons(
     *,
     started: bool,
     shutting_down: bool,
+    detail: bool = True,
 ) -> list[str]:
     """Why the server (for ``pipes``) is not ready; empty when it is. A pipeline is ready when
-    it is STREAMING or PAUSED and ``is_ready`` (its source's baseline is done) holds."""
+    it is STREAMING or PAUSED and ``is_ready`` (its source's baseline is done) holds.
+    ``detail``: include each failed pipeline's error text (masked); False: only "ERROR"."""
     reasons: list[str] = []
     if shutting_down:
         reasons.append("server is shutting down")
@@ -156,7 +159,8 @@ def readiness_reasons(
         reasons.append("engine not started")
     for p in pipes:
         if p.state is PipelineState.ERROR:
-            reasons.append(f"pipeline {p.id}: ERROR: {p.error or 'failed'}")
+            text = f": {mask_text(p.error or 'failed')}" if detail else ""
+            reasons.append(f"pipeline {p.id}: ERROR{text}")
         elif p.state not in _SERVING:
             reasons.append(f"pipeline {p.id}: {p.state.value}")
         elif not is_ready(p):
@@ -194,6 +198,7 @@ class ServerRuntime:
         drain: float = 0.0,
         grace_period: float = 30.0,
         source_types: dict[str, str] | None = None,
+        max_streams: int = 8,
     ) -> None:
         self.factory = factory
         self.admin_token = admin_token
@@ -202,6 +207,11 @@ class ServerRuntime:
         self.drain = drain
         self.grace_period = grace_period
         self.source_types = dict(source_types or {})
+        self.max_streams = max_streams
+        self.streams = threading.BoundedSemaphore(max_streams)
+        """Slots for long-lived calls (streams, WaitForPosition), gRPC and Connect together."""
+        self.security_warnings: list[str] = []
+        """Listeners serving RPCs to any address without a token (shown by GetStatus)."""
         self.version = __version__
         self.stopping = threading.Event()
         self.draining = False
@@ -345,16 +355,16 @@ class ServerRuntime:
         """The pipeline is STREAMING or PAUSED and its source has finished the baseline."""
         return p.state in _SERVING and self.engine.is_ready(p.source_id, p.table)
 
-    def pipeline_map(self) -> dict[str, Any]:
-        """Per pipeline id: state, readiness, error and rows (the /health/ready body)."""
-        out = {}
+    def pipeline_map(self, detail: bool = True) -> dict[str, Any]:
+        """Per pipeline id: state, readiness, error (masked) and rows (the /health/ready
+        body); without ``detail`` only state and readiness."""
+        out: dict[str, Any] = {}
         for p in self.engine.pipelines():
-            out[p.id] = {
-                "state": p.state.value,
-                "ready": self.engine.is_ready(p.source_id, p.table) and p.state in _SERVING,
-                "error": p.error,
-                "rows": p.row_count,
-            }
+            ready = self.engine.is_ready(p.source_id, p.table) and p.state in _SERVING
+            out[p.id] = {"state": p.state.value, "ready": ready}
+            if detail:
+                out[p.id]["error"] = mask_text(p.error) if p.error else p.error
+                out[p.id]["rows"] = p.row_count
         return out
 
     def readiness(
@@ -362,9 +372,11 @@ class ServerRuntime:
         source: str | None = None,
         table: str | None = None,
         pipeline_id: str | None = None,
+        detail: bool = True,
     ) -> tuple[bool, list[str]]:
         """``(ready, reasons)`` for the whole server or the pipelines of a source, table or
-        pipeline id; ``KeyError`` when nothing matches."""
+        pipeline id; ``KeyError`` when nothing matches. ``detail``: see
+        :func:`readiness_reasons`."""
         eng = self.engine
         if source and source not in eng.source_ids():
             raise KeyError(f"unknown source {source!r} (sources: {', '.join(eng.source_ids())})")
@@ -384,6 +396,7 @@ class ServerRuntime:
             lambda p: eng.is_ready(p.source_id, p.table),
             started=self.started,
             shutting_down=self.draining or self.stopping.is_set(),
+            detail=detail,
         )
         return (not reasons), reasons
 

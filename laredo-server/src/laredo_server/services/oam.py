@@ -94,6 +94,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             ),
             version=rt.version,
             config_generation=rt.config_generation,
+            security_warnings=rt.security_warnings,
         )
 
     @rpc()
