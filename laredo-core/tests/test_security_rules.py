@@ -122,3 +122,47 @@ def test_problems_never_contain_the_token() -> None:
 def test_the_auth_block_forbids_unknown_keys() -> None:
     with pytest.raises(ValueError, match="tokn"):
         AuthConfig.model_validate({"tokn": "x"})
+
+
+# -- M10: a slot that can never advance is reported -------------------------------------------
+
+
+def _stalled(snapshot: dict[str, object], durable: bool = False, resumable: bool = True) -> list:
+    from laredo.config import EngineConfig
+    from laredo.config.checks import stalled_slot_findings
+
+    model = EngineConfig.model_validate(
+        {
+            "sources": {"pg": {"type": "postgresql"}},
+            "tables": [{"source": "pg", "table": "users", "targets": [{"type": "m"}]}],
+            "snapshot": snapshot,
+        }
+    )
+    return stalled_slot_findings(
+        model, resumable=lambda _sid: resumable, durable=lambda _i, _j: durable
+    )
+
+
+def test_a_stateful_slot_with_memory_targets_and_no_schedule_is_warned_naming_the_key() -> None:
+    (found,) = _stalled({"store": "local"})
+    assert found.severity.value == "warning" and found.code == "SLOT_NEVER_ADVANCES"
+    assert found.where == "snapshot.schedule" and "snapshot.schedule" in found.fix
+    assert "tables.0.targets.0" in found.message and "never" in found.message
+    (shutdown_only,) = _stalled({"store": "local", "on_shutdown": True})
+    assert "only at a clean shutdown" in shutdown_only.message
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "durable", "resumable"),
+    [
+        ({"store": "local", "schedule": "15m"}, False, True),  # scheduled snapshots advance it
+        ({}, False, True),  # no store: volatile targets acknowledge what they applied
+        ({"store": "local"}, True, True),  # durable targets acknowledge what they hold
+        ({"store": "local"}, False, False),  # an ephemeral slot: nothing is kept
+        ({"store": "local", "enabled": False}, False, True),
+    ],
+)
+def test_configurations_whose_slot_advances_are_not_warned(
+    snapshot: dict[str, object], durable: bool, resumable: bool
+) -> None:
+    assert _stalled(snapshot, durable, resumable) == []
