@@ -371,7 +371,40 @@ def test_mtls_on_grpc_a_plain_connect_call_never_reaches_a_service(
 def test_reset_source_on_a_running_server_rebaselines_in_place(
     pg: tuple[Any, str], tmp_path: Path
 ) -> None:
+    """It used to end the reader silently: the new row never arrived, readiness stayed 200."""
     db, base = pg
+    cfg = write(
+        tmp_path,
+        base + f"grpc {{ port = {free_port()} }}\n" + f"health {{ port = {free_port()} }}\n",
+    )
+    s = Served(cfg)
+    try:
+        http = f"http://127.0.0.1:{s.health_port}"
+        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
+        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
+
+        def count() -> int:
+            r = run_laredo(*addr, "query", "count", "public.accounts")
+            return int(r.stdout.strip() or -1)
+
+        assert wait_for(lambda: count() == 50, 30)
+        r = run_laredo(*addr, "reset-source", "pg", "-y")
+        assert r.returncode == 0, r.stderr
+        db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
+        # replication goes on after the reset: the new row arrives, and readiness is 200 again
+        assert wait_for(lambda: count() == 51, 60), s.text()[-3000:]
+        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 30)
+        db.execute("DELETE FROM accounts WHERE id = 1")
+        assert wait_for(lambda: count() == 50, 60), s.text()[-3000:]
+        assert "re-baselining in place" in s.text()
+    finally:
+        assert s.stop() == 0, s.text()[-3000:]
+
+
+def test_an_open_listener_and_a_slot_that_never_advances_are_warned(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    _, base = pg
     cfg = write(
         tmp_path,
         base
@@ -385,27 +418,11 @@ def test_reset_source_on_a_running_server_rebaselines_in_place(
     s = Served(cfg)
     try:
         http = f"http://127.0.0.1:{s.health_port}"
-        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
         assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
-        # the open listener is a WARNING at start and in `laredo status`
-        status = run_laredo(*addr, "status")
+        # the open listener is a WARNING at start, in GetStatus and in `laredo status`
+        status = run_laredo("--address", f"127.0.0.1:{s.grpc_port}", "status")
         assert "WITHOUT authentication" in status.stdout, status.stdout
-        assert "grpc.auth.allow_unauthenticated" in s.text()
-        assert "SLOT_NEVER_ADVANCES" in s.text()
-
-        def count() -> int:
-            r = run_laredo(*addr, "query", "count", "public.accounts")
-            return int(r.stdout.strip() or -1)
-
-        assert wait_for(lambda: count() == 50, 30)
-        r = run_laredo(*addr, "reset-source", "pg", "-y")
-        assert r.returncode == 0, r.stderr
-        assert "re-baseline now" in r.stdout + r.stderr
-        db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
-        # replication goes on after the reset: the new row arrives, and readiness is 200 again
-        assert wait_for(lambda: count() == 51, 60), s.text()[-3000:]
-        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 30)
-        db.execute("DELETE FROM accounts WHERE id = 1")
-        assert wait_for(lambda: count() == 50, 60), s.text()[-3000:]
+        assert "WARNING" in s.text() and "grpc.auth.allow_unauthenticated = true" in s.text()
+        assert "SLOT_NEVER_ADVANCES" in s.text() and "snapshot.schedule" in s.text()
     finally:
         assert s.stop() == 0, s.text()[-3000:]

@@ -21,12 +21,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import queue
 import select
 import socket
 import ssl
 import threading
 from collections.abc import Generator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
@@ -67,8 +67,9 @@ def _tls_context(tls: TlsConfig) -> ssl.SSLContext:
 
 
 class _PooledHTTPServer(HTTPServer):
-    """An HTTP server with a fixed pool of worker threads: the accept loop waits for a free
-    worker, so connections can never multiply threads."""
+    """An HTTP server with a fixed pool of daemon worker threads: the accept loop waits for a
+    free worker, so connections can never multiply threads, and a stuck client never holds
+    up the process's exit."""
 
     def __init__(
         self,
@@ -80,9 +81,11 @@ class _PooledHTTPServer(HTTPServer):
         self.limits = limits
         self.ssl_context = ssl_context
         self._slots = threading.BoundedSemaphore(limits.max_connections)
-        self._pool = ThreadPoolExecutor(limits.max_connections, thread_name_prefix="laredo-http")
+        self._work_queue: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
         self._closing = threading.Event()
         super().__init__(addr, handler)
+        for k in range(limits.max_connections):
+            threading.Thread(target=self._worker, name=f"laredo-http-{k}", daemon=True).start()
 
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = self.socket.accept()
@@ -94,13 +97,16 @@ class _PooledHTTPServer(HTTPServer):
             if self._closing.is_set():
                 self.shutdown_request(request)
                 return
-        try:
-            self._pool.submit(self._work, request, client_address)
-        except RuntimeError:  # the pool is shut down
-            self._slots.release()
-            self.shutdown_request(request)
+        self._work_queue.put((request, client_address))
 
-    def _work(self, request: socket.socket, client_address: Any) -> None:
+    def _worker(self) -> None:
+        while (job := self._work_queue.get()) is not None:
+            try:
+                self._serve_one(*job)
+            finally:
+                self._slots.release()
+
+    def _serve_one(self, request: socket.socket, client_address: Any) -> None:
         conn: socket.socket = request
         try:
             if self.ssl_context is not None:
@@ -112,12 +118,12 @@ class _PooledHTTPServer(HTTPServer):
             self.handle_error(conn, client_address)
         finally:
             self.shutdown_request(conn)
-            self._slots.release()
 
     def server_close(self) -> None:
         self._closing.set()
         super().server_close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for _ in range(self.limits.max_connections):
+            self._work_queue.put(None)
 
 
 def _peer_connected(conn: socket.socket) -> bool:
