@@ -18,6 +18,7 @@ from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
 from laredo.errors import grpc_status_name
+from laredo.secrets import mask_text
 
 from ..runtime import ServerRuntime
 
@@ -55,12 +56,13 @@ class RpcStatusError(Exception):
 
 
 def abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
-    """End the call with the status code for ``exc`` (``context.abort`` raises)."""
+    """End the call with the status code for ``exc`` (``context.abort`` raises); the message
+    goes out masked (:func:`laredo.secrets.mask_text`)."""
     if isinstance(exc, RpcStatusError):
-        context.abort(exc.code, str(exc))
+        context.abort(exc.code, mask_text(str(exc)))
     code = getattr(grpc.StatusCode, grpc_status_name(exc), grpc.StatusCode.INTERNAL)
     msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    context.abort(code, msg or type(exc).__name__)
+    context.abort(code, mask_text(msg) or type(exc).__name__)
     raise exc  # pragma: no cover - abort raises
 
 
