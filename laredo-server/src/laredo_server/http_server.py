@@ -12,8 +12,9 @@ text for a caller without the token when ``protect_reads`` is set). A Connect ca
 before its body is read when it lacks the token its method needs, lacks a verified client
 certificate (``health.tls.client_ca_file``) or announces more than ``max_body`` bytes; a gzip
 body stops inflating at ``max_body``. At most ``max_connections`` requests are served at once
-(further connections wait in the listen backlog), each socket read or write times out after
-``timeout`` seconds, and TLS handshakes run in the worker threads, never in the accept loop.
+(further connections wait in the listen backlog). A connection has :data:`HEAD_TIMEOUT`
+seconds for its TLS handshake and request head, then each socket read or write times out
+after ``timeout`` seconds; TLS handshakes run in the worker threads, never in the accept loop.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ __all__ = ["HttpFrontend", "HttpLimits"]
 
 PATHS = ["/health/live", "/health/ready", "/health/startup", "/metrics"]
 
+HEAD_TIMEOUT = 5.0
+"""Seconds a connection may take to send its request line and headers (at most
+``health.timeout``): an idle connection holds a worker no longer."""
+
 
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
@@ -53,7 +58,7 @@ class HttpLimits:
     ``health.max_connections``, ``health.timeout``)."""
 
     max_body: int = DEFAULT_MAX_BODY
-    max_connections: int = 32
+    max_connections: int = 64
     timeout: float = 30.0
 
 
@@ -73,6 +78,8 @@ class _PooledHTTPServer(HTTPServer):
     free worker, so connections can never multiply threads, and a stuck client never holds
     up the process's exit."""
 
+    request_queue_size = 128  # the listen backlog: connections waiting for a worker
+
     def __init__(
         self,
         addr: tuple[str, int],
@@ -91,7 +98,7 @@ class _PooledHTTPServer(HTTPServer):
 
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = self.socket.accept()
-        sock.settimeout(self.limits.timeout)
+        sock.settimeout(min(HEAD_TIMEOUT, self.limits.timeout))
         return sock, addr
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -196,7 +203,12 @@ def _handler(
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "laredo/" + __version__
-        timeout = limits.timeout
+        timeout = min(HEAD_TIMEOUT, limits.timeout)  # until the request head is in
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()
+            self.connection.settimeout(limits.timeout)  # the body, and what is sent back
+            return ok
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("http: " + format, *args)

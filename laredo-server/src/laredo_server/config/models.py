@@ -71,10 +71,11 @@ class HealthConfig(_Section):
     that CA (probes and metrics do not)."""
     max_body: int = Field(default=4 << 20, ge=1024)
     """Largest Connect request body, in bytes, before and after decompression (413 beyond)."""
-    max_connections: int = Field(default=32, ge=2)
-    """Requests served at once; more wait in the listen backlog."""
+    max_connections: int = Field(default=64, ge=2)
+    """Connections served at once (one thread each); more wait in the listen backlog."""
     timeout: Duration = 30.0
-    """Seconds a connection may take to send its request (and each read of it)."""
+    """Seconds each read of a request body, or write of an answer, may take. The request line
+    and headers (TLS handshake included) must arrive within 5 s."""
 
 
 class MetricsConfig(_Section):
