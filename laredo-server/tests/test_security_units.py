@@ -192,3 +192,29 @@ def test_max_workers_must_exceed_max_streams() -> None:
     )
     with pytest.raises(ConfigError, match=r"grpc\.max_workers: 8 must be more than"):
         load_string(conf, env={})
+
+
+def test_error_text_goes_out_masked(tmp_path: Path) -> None:
+    """A source error that embeds a password (a third-party source may not mask it) is masked
+    in /health/ready and GetStatus (L14)."""
+    from laredo_server._proto.laredo_proto.v1 import oam_pb2, oam_pb2_grpc
+
+    h = Harness(tmp_path).start()
+    try:
+        h.source.fail_stream(RuntimeError("lost postgresql://app:hunter2@db/app?sslpassword=k3y"))
+        port = h.rt.listeners.health_port
+        assert wait_for(lambda: not h.rt.is_ready(), 10)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/health/ready")
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        conn.close()
+        assert resp.status == 503 and "postgresql://app:***@db/app" in body
+        stub = oam_pb2_grpc.LaredoOAMServiceStub(h.channel)  # type: ignore[no-untyped-call]
+        st = stub.GetStatus(oam_pb2.GetStatusRequest(), timeout=5)
+        text = str(st)
+        assert "app:***@db" in text
+        for secret in ("hunter2", "k3y"):
+            assert secret not in body and secret not in text
+    finally:
+        h.stop()
