@@ -40,7 +40,10 @@ def test_include_conf_d_order_env_and_set_precedence(tmp_path: Path) -> None:
     main = write(tmp_path / "laredo.conf", 'include "grpc.conf"\n' + BASE)
     write(tmp_path / "grpc.conf", "grpc { port = 1000 }\nhealth { port = 9000 }")
     write(tmp_path / "conf.d" / "20-b.conf", "grpc { port = 3000 }")
-    write(tmp_path / "conf.d" / "10-a.conf", 'grpc { port = 2000, host = "0.0.0.0" }')
+    write(
+        tmp_path / "conf.d" / "10-a.conf",
+        'grpc { port = 2000, host = "0.0.0.0", auth { allow_unauthenticated = true } }',
+    )
     write(tmp_path / "conf.d" / "ignored.txt", "grpc { port = 9 }")
     # include < conf.d (name order: 20-b wins over 10-a); objects merge (host from 10-a)
     loaded = load_config(main, env={})

@@ -101,7 +101,9 @@ def all_rpcs() -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp("connect")).start()
+    # streams are opened and dropped back to back here; a dropped stream frees its
+    # grpc.max_streams slot only within 0.25 s, so allow more than the default 8 at once
+    h = Harness(tmp_path_factory.mktemp("connect"), max_streams=64).start()
     yield h
     h.stop()
 

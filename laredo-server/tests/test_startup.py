@@ -77,7 +77,7 @@ def test_the_startup_summary_says_where_everything_listens_and_what_to_try(
     assert model is not None
     line = listening_line(model, Listeners(4100, None), [])
     assert "HTTP off (health.enabled = false)" in line
-    assert line.endswith("next: laredo --address localhost:4100 --token TOKEN status")
+    assert line.endswith("next: LAREDO_TOKEN=... laredo --address localhost:4100 status")
     model = load_string(QUICK + "grpc { port = 0 }", env={}).model
     assert model is not None
     line = listening_line(model, Listeners(None, 8081), [])

@@ -17,10 +17,13 @@ from ._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from .config import TlsConfig
 from .runtime import ServerRuntime
 from .services import OAM_SERVICE, QUERY_SERVICE
+from .services._rpc import UNAUTHENTICATED_HINT, token_matches
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GrpcFrontend", "server_credentials"]
+__all__ = ["GrpcFrontend", "PluginTokenInterceptor", "server_credentials"]
+
+_OWN_SERVICES = (OAM_SERVICE, QUERY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
@@ -32,6 +35,42 @@ def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
     )
+
+
+class PluginTokenInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """The admin token check for services plugins add (``laredo_register_services``): any
+    method outside the OAM, Query, health and reflection services needs the token whenever
+    one is configured (the built-in services check it themselves, per method)."""
+
+    def __init__(self, rt: ServerRuntime) -> None:
+        self.rt = rt
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = continuation(details)
+        service = str(details.method).lstrip("/").split("/", 1)[0]
+        token = self.rt.token_required(admin=True)
+        if handler is None or service in _OWN_SERVICES or token is None:
+            return handler
+        ok = token_matches(details.invocation_metadata, token)
+        if ok:
+            return handler
+        why = "invalid admin token" if ok is False else UNAUTHENTICATED_HINT
+
+        def deny(_request: Any, context: grpc.ServicerContext) -> Any:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, why)
+
+        kind = (handler.request_streaming, handler.response_streaming)
+        make = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[kind]
+        return make(
+            deny,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
 
 class GrpcFrontend:
@@ -63,6 +102,7 @@ class GrpcFrontend:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="grpc"),
             options=[("grpc.so_reuseport", 0)],
+            interceptors=[PluginTokenInterceptor(self.rt)],
         )
         oam_pb2_grpc.add_LaredoOAMServiceServicer_to_server(  # type: ignore[no-untyped-call]
             self.servicers[OAM_SERVICE], server

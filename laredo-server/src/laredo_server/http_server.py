@@ -6,33 +6,210 @@ every pipeline streams or is paused with its baseline done; 503 while draining),
 ``/health/startup`` and ``/metrics``; ``POST /<service>/<method>`` calls a service
 (Connect protocol, :mod:`laredo_server.httpjson`). A failing handler answers 500 and never
 kills the thread.
+
+Guarantees: probes and metrics never need credentials (``/health/ready`` leaves out error
+text for a caller without the token when ``protect_reads`` is set). A Connect call is refused
+before its body is read when it lacks the token its method needs, lacks a verified client
+certificate (``health.tls.client_ca_file``) or announces more than ``max_body`` bytes; a gzip
+body stops inflating at ``max_body``. At most ``max_connections`` requests are served at once
+(further connections wait in the listen backlog). A connection has :data:`HEAD_TIMEOUT`
+seconds for its TLS handshake and request head, then each socket read or write times out
+after ``timeout`` seconds; TLS handshakes run in the worker threads, never in the accept loop.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
+import queue
+import select
+import socket
+import ssl
 import threading
+import time
 from collections.abc import Generator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from . import __version__
-from .httpjson import handle
+from .config import TlsConfig
+from .httpjson import DEFAULT_MAX_BODY, HTTP_STATUS, BodyTooLarge, handle, method_of
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
+from .services._rpc import UNAUTHENTICATED_HINT, is_admin, token_matches
 from .status_page import serve_page
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HttpFrontend"]
+__all__ = ["HttpFrontend", "HttpLimits"]
 
 PATHS = ["/health/live", "/health/ready", "/health/startup", "/metrics"]
 
+HEAD_TIMEOUT = 5.0
+"""Seconds a connection may take to send its request line and headers (at most
+``health.timeout``): an idle connection holds a worker no longer."""
 
-def _handler(rt: ServerRuntime, servicers: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What one client may take from the HTTP port (``health.max_body``,
+    ``health.max_connections``, ``health.timeout``)."""
+
+    max_body: int = DEFAULT_MAX_BODY
+    max_connections: int = 64
+    timeout: float = 30.0
+
+
+def _tls_context(tls: TlsConfig) -> ssl.SSLContext:
+    """Server TLS; with ``client_ca_file`` a client certificate is verified when presented
+    (CERT_OPTIONAL, so probes work without one) and Connect calls require it."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    if tls.client_ca_file:
+        ctx.load_verify_locations(tls.client_ca_file)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+class _PooledHTTPServer(HTTPServer):
+    """An HTTP server with a fixed pool of daemon worker threads: the accept loop waits for a
+    free worker, so connections can never multiply threads, and a stuck client never holds
+    up the process's exit."""
+
+    request_queue_size = 128  # the listen backlog: connections waiting for a worker
+
+    def __init__(
+        self,
+        addr: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        limits: HttpLimits,
+        ssl_context: ssl.SSLContext | None,
+    ) -> None:
+        self.limits = limits
+        self.ssl_context = ssl_context
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._work_queue: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
+        self._closing = threading.Event()
+        super().__init__(addr, handler)
+        for k in range(limits.max_connections):
+            threading.Thread(target=self._worker, name=f"laredo-http-{k}", daemon=True).start()
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = self.socket.accept()
+        sock.settimeout(min(HEAD_TIMEOUT, self.limits.timeout))
+        return sock, addr
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        while not self._slots.acquire(timeout=0.5):
+            if self._closing.is_set():
+                self.shutdown_request(request)
+                return
+        self._work_queue.put((request, client_address))
+
+    def _worker(self) -> None:
+        while (job := self._work_queue.get()) is not None:
+            try:
+                self._serve_one(*job)
+            finally:
+                self._slots.release()
+
+    def _serve_one(self, request: socket.socket, client_address: Any) -> None:
+        conn: socket.socket = request
+        try:
+            if self.ssl_context is not None:
+                conn = self.ssl_context.wrap_socket(request, server_side=True)
+            self.finish_request(conn, client_address)
+        except (OSError, ssl.SSLError) as exc:
+            logger.debug("http connection from %s: %s", client_address, exc)
+        except Exception:
+            self.handle_error(conn, client_address)
+        finally:
+            self.shutdown_request(conn)
+
+    def shutdown_request(self, request: Any) -> None:
+        """Close after a lingering read: a client still sending a body we refused reads our
+        answer instead of a connection reset (at most 16 MiB or 2 s of its data is
+        discarded)."""
+        with contextlib.suppress(OSError, ValueError):
+            request.shutdown(socket.SHUT_WR)
+            end = time.monotonic() + 2.0
+            drained = 0
+            wait = 0.0  # nothing pending now: close at once (the usual case)
+            while drained < (16 << 20) and time.monotonic() < end:
+                if not select.select([request], [], [], wait)[0]:
+                    break
+                wait = max(0.0, end - time.monotonic())
+                data = request.recv(65536)
+                if not data:
+                    break
+                drained += len(data)
+        request.close()
+
+    def server_close(self) -> None:
+        self._closing.set()
+        super().server_close()
+        for _ in range(self.limits.max_connections):
+            self._work_queue.put(None)
+
+
+def _peer_connected(conn: socket.socket) -> bool:
+    """The client has not closed the connection. After its request a Connect client sends
+    nothing more, so a readable socket means EOF (plain: peeked; TLS: assumed)."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        if not readable:
+            return True
+        if isinstance(conn, ssl.SSLSocket):
+            return False
+        return bool(conn.recv(1, socket.MSG_PEEK))
+    except (OSError, ValueError):
+        return False
+
+
+def _read_chunked(rfile: Any, limit: int) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body, refused (``BodyTooLarge``) as soon as it goes
+    past ``limit`` bytes; ``ValueError`` when it is malformed."""
+    out = bytearray()
+    while True:
+        line = rfile.readline(1026)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ValueError("bad chunked body") from None
+        if size < 0:
+            raise ValueError("bad chunked body")
+        if size == 0:
+            while rfile.readline(1026) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return bytes(out)
+        if len(out) + size > limit:
+            raise BodyTooLarge(limit)
+        chunk = rfile.read(size)
+        if len(chunk) != size:
+            raise ValueError("truncated chunked body")
+        out += chunk
+        rfile.readline(3)
+
+
+def _handler(
+    rt: ServerRuntime,
+    servicers: dict[str, Any],
+    *,
+    connect: bool,
+    client_certs: bool,
+    limits: HttpLimits,
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "laredo/" + __version__
+        timeout = min(HEAD_TIMEOUT, limits.timeout)  # until the request head is in
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()
+            self.connection.settimeout(limits.timeout)  # the body, and what is sent back
+            return ok
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("http: " + format, *args)
@@ -46,10 +223,89 @@ def _handler(rt: ServerRuntime, servicers: dict[str, Any]) -> type[BaseHTTPReque
             if self.command != "HEAD":
                 self.wfile.write(data)
 
+        def _refuse(self, status: int, code: str, message: str) -> None:
+            """A Connect error, sent without reading the request body (closes the
+            connection)."""
+            self.close_connection = True
+            data = json.dumps({"code": code, "message": message}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _refusal(self, path: str) -> tuple[int, str, str] | None:
+            """Why this call may not go on, checked before its body is read."""
+            if not connect:
+                return (
+                    404,
+                    "unimplemented",
+                    "RPCs are not served on this port (health.connect = false)",
+                )
+            if client_certs and not self.connection.getpeercert():
+                return (
+                    HTTP_STATUS["unauthenticated"],
+                    "unauthenticated",
+                    "this port requires a client certificate (health.tls.client_ca_file)",
+                )
+            token = rt.token_required(is_admin(method_of(servicers, path)))
+            if token is not None:
+                ok = token_matches(dict(self.headers), token)
+                if not ok:
+                    why = "invalid admin token" if ok is False else UNAUTHENTICATED_HINT
+                    return HTTP_STATUS["unauthenticated"], "unauthenticated", why
+            if self._chunked():
+                return None  # read chunk by chunk, up to max_body (see _body)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                return 400, "invalid_argument", "bad Content-Length"
+            if length < 0:
+                return 400, "invalid_argument", "bad Content-Length"
+            if length > limits.max_body:
+                return (
+                    413,
+                    "resource_exhausted",
+                    f"request body of {length} bytes is larger than {limits.max_body} "
+                    "(health.max_body)",
+                )
+            return None
+
+        def _chunked(self) -> bool:
+            return "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+
+        def _body(self) -> bytes | None:
+            """The request body; None (after answering 413/400) when a chunked body goes past
+            ``max_body`` or is malformed."""
+            if not self._chunked():
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+            try:
+                return _read_chunked(self.rfile, limits.max_body)
+            except BodyTooLarge as exc:
+                self._refuse(413, "resource_exhausted", str(exc))
+            except ValueError as exc:
+                self._refuse(400, "invalid_argument", str(exc))
+            return None
+
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            reply = handle(servicers, self.path.split("?", 1)[0], dict(self.headers), body)
+            path = self.path.split("?", 1)[0]
+            refused = self._refusal(path)
+            if refused is not None:
+                self._refuse(*refused)
+                return
+            body = self._body()
+            if body is None:
+                return
+            reply = handle(
+                servicers,
+                path,
+                dict(self.headers),
+                body,
+                max_body=limits.max_body,
+                alive=functools.partial(_peer_connected, self.connection),
+            )
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             if reply.length is not None:
@@ -79,8 +335,14 @@ def _handler(rt: ServerRuntime, servicers: dict[str, Any]) -> type[BaseHTTPReque
                     }
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/health/ready":
-                    ok, reasons = rt.readiness()
-                    body = {"ready": ok, "reasons": reasons, "pipelines": rt.pipeline_map()}
+                    token = rt.token_required(admin=False)
+                    detail = token is None or bool(token_matches(dict(self.headers), token))
+                    ok, reasons = rt.readiness(detail=detail)
+                    body = {
+                        "ready": ok,
+                        "reasons": reasons,
+                        "pipelines": rt.pipeline_map(detail),
+                    }
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/health/startup":
                     ok = rt.started
@@ -92,14 +354,15 @@ def _handler(rt: ServerRuntime, servicers: dict[str, Any]) -> type[BaseHTTPReque
                     self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
             except Exception as exc:  # never kill the probe thread
                 logger.warning("http %s failed: %s", path, exc)
-                self._send(500, json.dumps({"error": str(exc)}))
+                self._send(500, json.dumps({"error": type(exc).__name__}))
 
     return Handler
 
 
 class HttpFrontend:
-    """Serves health, metrics and the HTTP+JSON gateway on ``host:port`` (0: any free port; the
-    bound one goes to ``rt.listeners.health_port``)."""
+    """Serves health, metrics and (with ``connect``) the Connect gateway on ``host:port`` (0:
+    any free port; the bound one goes to ``rt.listeners.health_port``), over TLS with
+    ``tls``."""
 
     def __init__(
         self,
@@ -108,29 +371,41 @@ class HttpFrontend:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        connect: bool = True,
+        tls: TlsConfig | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
         self.rt = rt
         self.servicers = servicers
         self.host = host
         self.port = port
-        self._httpd: ThreadingHTTPServer | None = None
+        self.connect = connect
+        self.tls = tls
+        self.limits = limits or HttpLimits()
+        self._httpd: _PooledHTTPServer | None = None
 
     def start(self) -> None:
+        handler = _handler(
+            self.rt,
+            self.servicers,
+            connect=self.connect,
+            client_certs=bool(self.tls and self.tls.client_ca_file),
+            limits=self.limits,
+        )
+        ctx = _tls_context(self.tls) if self.tls is not None else None
         try:
-            httpd = ThreadingHTTPServer(
-                (self.host, self.port or 0), _handler(self.rt, self.servicers)
-            )
+            httpd = _PooledHTTPServer((self.host, self.port or 0), handler, self.limits, ctx)
         except OSError as exc:
             raise OSError(
                 f"cannot listen for HTTP on {self.host}:{self.port} ({exc.strerror or exc}); "
                 "set health.port to a free port, or health.enabled = false"
             ) from exc
-        httpd.daemon_threads = True
         self._httpd = httpd
         port = httpd.server_address[1]
         self.rt.listeners.health_port = port
         threading.Thread(target=httpd.serve_forever, name="laredo-http", daemon=True).start()
-        logger.info("health and metrics on http://%s:%s", self.host, port)
+        scheme = "https" if ctx is not None else "http"
+        logger.info("health and metrics on %s://%s:%s", scheme, self.host, port)
 
     def stop(self, grace: float) -> None:
         """Keep answering: probes and metrics stay up while the engine stops."""

@@ -22,7 +22,6 @@ connect-es, ``buf curl --protocol connect``) reach every RPC:
 
 from __future__ import annotations
 
-import gzip
 import json
 import struct
 import time
@@ -39,7 +38,9 @@ from ._proto.laredo_proto.v1 import oam_pb2, query_pb2
 
 __all__ = [
     "CODECS",
+    "DEFAULT_MAX_BODY",
     "HTTP_STATUS",
+    "BodyTooLarge",
     "Codec",
     "HttpAbort",
     "HttpContext",
@@ -72,6 +73,10 @@ _MODULES = {
     "laredo.v1.LaredoOAMService": oam_pb2,
     "laredo.v1.LaredoQueryService": query_pb2,
 }
+
+DEFAULT_MAX_BODY = 4 << 20
+"""Largest request body (and message, after decompression) unless configured
+(``health.max_body``)."""
 
 END_STREAM = 0x02
 COMPRESSED = 0x01
@@ -135,8 +140,14 @@ def connect_code(code: grpc.StatusCode) -> str:
 class HttpContext:
     """The subset of ``grpc.ServicerContext`` the services use."""
 
-    def __init__(self, headers: Mapping[str, str], deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        headers: Mapping[str, str],
+        deadline: float | None = None,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
         self._md = [(k.lower(), v) for k, v in headers.items()]
+        self._alive = alive
         self._active = True
         self._callbacks: list[Any] = []
         self._deadline = deadline
@@ -167,7 +178,10 @@ class HttpContext:
         return "http"
 
     def is_active(self) -> bool:
-        return self._active and not self.expired()
+        """Not closed, before the deadline, and the client is still connected."""
+        if not self._active or self.expired():
+            return False
+        return self._alive is None or self._alive()
 
     def add_callback(self, cb: Any) -> bool:
         self._callbacks.append(cb)
@@ -220,14 +234,40 @@ def _header(headers: Mapping[str, str], name: str) -> str:
     return ""
 
 
-def _decompress(data: bytes, encoding: str) -> bytes:
+class BodyTooLarge(Exception):
+    """A request body is larger than the limit, before or after decompression."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"request body larger than {limit} bytes (after decompression); "
+            "raise health.max_body if that is expected"
+        )
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """Every gzip member of ``data``; stops at ``limit`` bytes of output (a gzip bomb is
+    never inflated in full)."""
+    out = bytearray()
+    rest = data
+    while rest:
+        d = zlib.decompressobj(wbits=31)
+        out += d.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit:
+            raise BodyTooLarge(limit)
+        if not d.eof:
+            raise ValueError("bad gzip body: truncated")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _decompress(data: bytes, encoding: str, limit: int = DEFAULT_MAX_BODY) -> bytes:
     enc = encoding.strip().lower()
     if enc in ("", "identity"):
         return data
     if enc == "gzip":
         try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
+            return _gunzip(data, limit)
+        except zlib.error as exc:
             raise ValueError(f"bad gzip body: {exc}") from None
     raise LookupError(f"unsupported compression {encoding!r} (use gzip or identity)")
 
@@ -244,10 +284,26 @@ def _allowed(streaming: bool) -> str:
     return " or ".join(names)
 
 
+def method_of(servicers: Mapping[str, Any], path: str) -> Any:
+    """The servicer method ``POST path`` calls (None: no such RPC)."""
+    _, _, rest = path.partition("/")
+    service, _, method = rest.partition("/")
+    servicer = servicers.get(service)
+    return getattr(servicer, method, None) if servicer is not None and method else None
+
+
 def handle(
-    servicers: Mapping[str, Any], path: str, headers: Mapping[str, str], body: bytes
+    servicers: Mapping[str, Any],
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    alive: Callable[[], bool] | None = None,
 ) -> Reply:
-    """The answer to ``POST /<service>/<method>`` (see the module docstring)."""
+    """The answer to ``POST /<service>/<method>`` (see the module docstring); a body that
+    inflates past ``max_body`` bytes is refused (413) without inflating the rest. ``alive``
+    tells whether the client is still connected (a stream ends when it left)."""
     _, _, rest = path.partition("/")
     service, _, method = rest.partition("/")
     module = _MODULES.get(service)
@@ -266,15 +322,26 @@ def handle(
         )
     request_cls = getattr(module, mdesc.input_type.name)
     fn: Callable[..., Any] = getattr(servicer, method)
-    ctx = HttpContext(headers, _deadline(headers))
+    ctx = HttpContext(headers, _deadline(headers), alive)
     if streaming:
         return Reply(
             200,
             codec.content_type,
-            _stream(fn, ctx, codec, request_cls=request_cls, headers=headers, body=body),
+            _stream(
+                fn,
+                ctx,
+                codec,
+                request_cls=request_cls,
+                headers=headers,
+                body=body,
+                max_body=max_body,
+            ),
         )
     try:
-        request = codec.decode(_decompress(body, _header(headers, "content-encoding")), request_cls)
+        raw = _decompress(body, _header(headers, "content-encoding"), max_body)
+        request = codec.decode(raw, request_cls)
+    except BodyTooLarge as exc:
+        return _error(413, "resource_exhausted", str(exc))
     except LookupError as exc:
         return _error(HTTP_STATUS["unimplemented"], "unimplemented", str(exc))
     except (json_format.ParseError, DecodeError, UnicodeDecodeError, ValueError) as exc:
@@ -291,7 +358,7 @@ def handle(
 
 
 def _read_request(
-    codec: Codec, request_cls: type[Any], headers: Mapping[str, str], body: bytes
+    codec: Codec, request_cls: type[Any], headers: Mapping[str, str], body: bytes, max_body: int
 ) -> Any:
     if len(body) < 5:
         raise ValueError("missing the enveloped request message")
@@ -300,7 +367,8 @@ def _read_request(
     if len(payload) != n:
         raise ValueError(f"truncated envelope: {len(payload)} of {n} bytes")
     if flags & COMPRESSED:
-        payload = _decompress(payload, _header(headers, "connect-content-encoding") or "gzip")
+        encoding = _header(headers, "connect-content-encoding") or "gzip"
+        payload = _decompress(payload, encoding, max_body)
     return codec.decode(payload, request_cls)
 
 
@@ -312,13 +380,16 @@ def _stream(
     request_cls: type[Any],
     headers: Mapping[str, str],
     body: bytes,
+    max_body: int,
 ) -> Iterator[bytes]:
     """The envelopes of a server-streaming call; every error goes in the end-of-stream
     message (the HTTP status is already 200)."""
     end: dict[str, Any] = {}
     try:
         try:
-            request = _read_request(codec, request_cls, headers, body)
+            request = _read_request(codec, request_cls, headers, body, max_body)
+        except BodyTooLarge as exc:
+            raise HttpAbort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)) from None
         except LookupError as exc:
             raise HttpAbort(grpc.StatusCode.UNIMPLEMENTED, str(exc)) from None
         except (json_format.ParseError, DecodeError, UnicodeDecodeError, ValueError) as exc:

@@ -22,6 +22,7 @@ from laredo import Engine, Pipeline, PipelineInfo
 from laredo.errors import EngineStateError, SnapshotError
 from laredo.observers import CompositeObserver
 from laredo.replay import SnapshotReplay
+from laredo.secrets import mask_text
 from laredo.types import PipelineState, SnapshotDescriptor, TableIdentifier
 
 from . import __version__
@@ -150,9 +151,11 @@ def readiness_reasons(
     *,
     started: bool,
     shutting_down: bool,
+    detail: bool = True,
 ) -> list[str]:
     """Why the server (for ``pipes``) is not ready; empty when it is. A pipeline is ready when
-    it is STREAMING or PAUSED and ``is_ready`` (its source's baseline is done) holds."""
+    it is STREAMING or PAUSED and ``is_ready`` (its source's baseline is done) holds.
+    ``detail``: include each failed pipeline's error text (masked); False: only "ERROR"."""
     reasons: list[str] = []
     if shutting_down:
         reasons.append("server is shutting down")
@@ -160,7 +163,8 @@ def readiness_reasons(
         reasons.append("engine not started")
     for p in pipes:
         if p.state is PipelineState.ERROR:
-            reasons.append(f"pipeline {p.id}: ERROR: {p.error or 'failed'}")
+            text = f": {mask_text(p.error or 'failed')}" if detail else ""
+            reasons.append(f"pipeline {p.id}: ERROR{text}")
         elif p.state not in _SERVING:
             reasons.append(f"pipeline {p.id}: {p.state.value}")
         elif not is_ready(p):
@@ -198,6 +202,7 @@ class ServerRuntime:
         drain: float = 0.0,
         grace_period: float = 30.0,
         source_types: dict[str, str] | None = None,
+        max_streams: int = 8,
     ) -> None:
         self.factory = factory
         self.admin_token = admin_token
@@ -206,6 +211,11 @@ class ServerRuntime:
         self.drain = drain
         self.grace_period = grace_period
         self.source_types = dict(source_types or {})
+        self.max_streams = max_streams
+        self.streams = threading.BoundedSemaphore(max_streams)
+        """Slots for long-lived calls (streams, WaitForPosition), gRPC and Connect together."""
+        self.security_warnings: list[str] = []
+        """Listeners serving RPCs to any address without a token (shown by GetStatus)."""
         self.version = __version__
         self.stopping = threading.Event()
         self.draining = False
@@ -383,17 +393,16 @@ class ServerRuntime:
         """Every pipeline's target object by pipeline id."""
         return {c.pipeline_id(): c.target for c in self.engine.pipeline_configs}
 
-    def pipeline_map(self) -> dict[str, Any]:
-        """Per pipeline id: state, readiness, error and rows (the /health/ready body)."""
-        out = {}
+    def pipeline_map(self, detail: bool = True) -> dict[str, Any]:
+        """Per pipeline id: state, readiness, error (masked) and rows (the /health/ready
+        body); without ``detail`` only state and readiness."""
+        out: dict[str, Any] = {}
         check = self.ready_check()
         for p in self.engine.pipelines():
-            out[p.id] = {
-                "state": p.state.value,
-                "ready": self.pipeline_ready(p, check),
-                "error": p.error,
-                "rows": p.row_count,
-            }
+            out[p.id] = {"state": p.state.value, "ready": self.pipeline_ready(p, check)}
+            if detail:
+                out[p.id]["error"] = mask_text(p.error) if p.error else p.error
+                out[p.id]["rows"] = p.row_count
         return out
 
     def readiness(
@@ -401,9 +410,11 @@ class ServerRuntime:
         source: str | None = None,
         table: str | None = None,
         pipeline_id: str | None = None,
+        detail: bool = True,
     ) -> tuple[bool, list[str]]:
         """``(ready, reasons)`` for the whole server or the pipelines of a source, table or
-        pipeline id; ``KeyError`` when nothing matches."""
+        pipeline id; ``KeyError`` when nothing matches. ``detail``: see
+        :func:`readiness_reasons`."""
         eng = self.engine
         if source and source not in eng.source_ids():
             raise KeyError(f"unknown source {source!r} (sources: {', '.join(eng.source_ids())})")
@@ -423,6 +434,7 @@ class ServerRuntime:
             self.ready_check(),
             started=self.started,
             shutting_down=self.draining or self.stopping.is_set(),
+            detail=detail,
         )
         return (not reasons), reasons
 

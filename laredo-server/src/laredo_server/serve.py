@@ -24,9 +24,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .config import Built, ServerConfig, TlsConfig, build_engine
+from laredo.errors import ConfigError
+
+from .config import (
+    Built,
+    ServerConfig,
+    TlsConfig,
+    build_engine,
+    listener_problems,
+    open_listener_warnings,
+)
 from .grpc_server import GrpcFrontend
-from .http_server import HttpFrontend
+from .http_server import HttpFrontend, HttpLimits
 from .reload import ConfigReloader
 from .runtime import EngineFactory, ServerRuntime
 from .services import make_servicers
@@ -50,12 +59,26 @@ def attach_frontends(
     reflection: bool = True,
     tls: TlsConfig | None = None,
     max_workers: int = 16,
+    connect: bool = True,
+    health_tls: TlsConfig | None = None,
+    http_limits: HttpLimits | None = None,
 ) -> ServerRuntime:
-    """Give ``rt`` its HTTP (health, metrics, HTTP+JSON) and gRPC front ends, sharing one set
-    of servicers; a port of None leaves that front end out. Returns ``rt``."""
+    """Give ``rt`` its HTTP (health, metrics, with ``connect`` the Connect gateway) and gRPC
+    front ends, sharing one set of servicers; a port of None leaves that front end out.
+    Returns ``rt``."""
     servicers = make_servicers(rt)
     if health_port is not None:
-        rt.add_frontend(HttpFrontend(rt, servicers, host=health_host, port=health_port))
+        rt.add_frontend(
+            HttpFrontend(
+                rt,
+                servicers,
+                host=health_host,
+                port=health_port,
+                connect=connect,
+                tls=health_tls,
+                limits=http_limits,
+            )
+        )
     if grpc_port is not None:
         rt.add_frontend(
             GrpcFrontend(
@@ -78,7 +101,11 @@ def runtime_from_config(
 
     With ``load`` (re-reads the configuration as at start), the runtime can reload its
     configuration (``SIGHUP``, ``ReloadConfig``); engines it rebuilds later (a snapshot
-    restore) use the configuration running then."""
+    restore) use the configuration running then. ``ConfigError`` when a listener would serve
+    RPCs unprotected (:func:`laredo_server.config.listener_problems`)."""
+    problems = listener_problems(model)
+    if problems:
+        raise ConfigError(problems)
     reloader: ConfigReloader | None = None
 
     def factory(observers: Sequence[Any], store_override: Any) -> Built:
@@ -101,7 +128,9 @@ def runtime_from_config(
         drain=model.shutdown.drain,
         grace_period=model.shutdown.grace_period,
         source_types={sid: s.type for sid, s in model.sources.items()},
+        max_streams=g.max_streams if g is not None else 8,
     )
+    rt.security_warnings = open_listener_warnings(model)
     rt.metrics.deprecated_names = model.observability.metrics.deprecated_names
     if load is not None:
         reloader = ConfigReloader(rt, model, load, timeout=model.shutdown.grace_period)
@@ -115,6 +144,13 @@ def runtime_from_config(
         reflection=g.reflection if g is not None else True,
         tls=g.tls if g is not None else None,
         max_workers=g.max_workers if g is not None else 16,
+        connect=model.health.connect,
+        health_tls=model.health.tls,
+        http_limits=HttpLimits(
+            max_body=model.health.max_body,
+            max_connections=model.health.max_connections,
+            timeout=model.health.timeout,
+        ),
     )
 
 
@@ -135,7 +171,13 @@ def serve(
     ``load``: re-reads the configuration; ``SIGHUP`` then reloads it (see
     :mod:`laredo_server.reload`).
     """
-    rt = runtime_from_config(model, load)
+    try:
+        rt = runtime_from_config(model, load)
+    except ConfigError as exc:
+        logger.error("server refused to start: %s", exc)
+        return 1
+    for warning in rt.security_warnings:
+        logger.warning("%s", warning)
     if checks:
         log_preflight(model)
     stop = stop_event or threading.Event()

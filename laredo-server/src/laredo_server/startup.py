@@ -69,8 +69,10 @@ def next_command(model: ServerConfig, listeners: Listeners) -> str:
         flags = f" --address {address}" if address else ""
         if g.tls is not None:
             flags += " --tls --tls-ca CA_FILE"
+            if g.tls.client_ca_file:
+                flags += " --tls-cert CERT_FILE --tls-key KEY_FILE"
         if g.auth.protect_reads:
-            flags += " --token TOKEN"
+            return f"LAREDO_TOKEN=... laredo{flags} status"
         return f"laredo{flags} status"
     if listeners.health_port:
         host = model.health.host

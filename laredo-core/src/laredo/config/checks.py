@@ -4,7 +4,7 @@ models plugins registered) and references between sections, every problem with i
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError
 from ..plugins import registry
+from ..preflight import Finding
 from ..secrets import is_secret_key, show_value
 from .models import PIPELINE_KEYS, EngineConfig, pipeline_id
 
@@ -24,6 +25,7 @@ __all__ = [
     "plugin_problems",
     "reference_problems",
     "spec_problems",
+    "stalled_slot_findings",
     "structure_problems",
 ]
 
@@ -259,3 +261,52 @@ def load_engine_config(tree: Mapping[str, Any]) -> EngineConfig:
     if problems or model is None:
         raise ConfigError([str(p) for p in problems] or ["invalid configuration"])
     return model
+
+
+def stalled_slot_findings(
+    model: EngineConfig,
+    *,
+    resumable: Callable[[str], bool | None],
+    durable: Callable[[int, int], bool | None],
+) -> list[Finding]:
+    """A WARNING per source whose replication position can never advance while the server
+    runs: it resumes from a position (a stateful slot, ``resumable(source id)``), a target it
+    feeds is volatile (``durable(table index, target index)`` is False: in memory), and a
+    snapshot store is configured without ``snapshot.schedule``. Such a target acknowledges
+    only up to its last snapshot, so without scheduled snapshots the slot keeps every WAL
+    segment on the primary until its disk fills. None from a callable: unknown, not
+    reported."""
+    snap = model.snapshot
+    if snap is None or not snap.enabled or not snap.store or snap.schedule:
+        return []
+    out: list[Finding] = []
+    for sid in model.sources:
+        if not resumable(sid):
+            continue
+        volatile = [
+            f"tables.{i}.targets.{j}"
+            for i, t in enumerate(model.tables)
+            if t.source == sid
+            for j in range(len(t.targets))
+            if durable(i, j) is False
+        ]
+        if not volatile:
+            continue
+        when = (
+            "only at a clean shutdown (snapshot.on_shutdown)"
+            if snap.on_shutdown
+            else "never (no snapshot is ever taken on its own)"
+        )
+        out.append(
+            Finding.warning(
+                "SLOT_NEVER_ADVANCES",
+                f"source {sid} resumes from its replication position, and its in-memory "
+                f"target(s) {', '.join(volatile)} acknowledge only up to the last snapshot: with "
+                f"a snapshot store and no snapshot.schedule the position advances {when}, so "
+                "the source database keeps every change since (PostgreSQL: WAL fills the "
+                "primary's disk)",
+                "set snapshot.schedule (e.g. schedule = 15m), or remove the snapshot store",
+                where="snapshot.schedule",
+            )
+        )
+    return out

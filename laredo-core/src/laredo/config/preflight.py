@@ -33,11 +33,12 @@ from ..preflight import (
 )
 from ..secrets import mask_text
 from ..types import TableIdentifier
+from .checks import stalled_slot_findings
 from .models import EngineConfig, PluginSpec, TableConfig, TargetConfig
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["check_requests", "run_checks", "table_uses"]
+__all__ = ["check_requests", "config_findings", "run_checks", "table_uses"]
 
 _OPAQUE = object()
 """A field that cannot be traced back (a transform that does not declare its mapping)."""
@@ -187,20 +188,55 @@ def _run_one(request: CheckRequest, entry: Any) -> list[Finding]:
     return [f if f.where else dataclasses.replace(f, where=request.where) for f in found]
 
 
+def _ask(kind: str, spec: PluginSpec | TargetConfig, question: str) -> bool | None:
+    """Build the plugin of ``spec`` (constructors do no I/O by contract), ask it
+    ``question()`` and close it; None when that is not possible."""
+    try:
+        made = registry(kind).build(spec.type, **spec.options())
+    except Exception:
+        return None
+    try:
+        return bool(getattr(made, question)())
+    except Exception:
+        return None
+    finally:
+        close = getattr(made, "close", None) if kind == "source" else None
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                logger.debug("closing the %s built for a check failed", kind, exc_info=True)
+
+
+def config_findings(model: EngineConfig) -> list[Finding]:
+    """The findings about how the sections work together (no plugin check needed): a slot
+    that can never advance (:func:`laredo.config.checks.stalled_slot_findings`)."""
+    snap = model.snapshot
+    if snap is None or not snap.enabled or not snap.store or snap.schedule:
+        return []  # the only finding needs this; do not build plugins for nothing
+    return stalled_slot_findings(
+        model,
+        resumable=lambda sid: _ask("source", model.sources[sid], "supports_resume"),
+        durable=lambda i, j: _ask("target", model.tables[i].targets[j], "is_durable"),
+    )
+
+
 def run_checks(
     model: EngineConfig, *, timeout: float = 10.0, checks: CheckRegistry | None = None
 ) -> CheckReport:
     """Run every registered check of the plugins ``model`` configures, concurrently (at most
-    8 at a time); findings come back in configuration order. ``checks`` defaults to the
-    installed plugins' (``laredo_register_checks``)."""
+    8 at a time), after the checks of the configuration as a whole
+    (:func:`config_findings`); findings come back in configuration order. ``checks`` defaults
+    to the installed plugins' (``laredo_register_checks``)."""
     jobs = [
         (request, entry)
         for request, entries in check_requests(model, timeout=timeout, checks=checks)
         for entry in entries
     ]
+    own = config_findings(model)
     if not jobs:
-        return CheckReport((), ())
+        return CheckReport(tuple(own), ("configuration",) if own else ())
     with ThreadPoolExecutor(max_workers=min(8, len(jobs)), thread_name_prefix="check") as pool:
         results = list(pool.map(lambda job: _run_one(*job), jobs))
     checked = tuple(dict.fromkeys(f"{r.where} ({r.name})" for r, _ in jobs))
-    return CheckReport(tuple(f for found in results for f in found), checked)
+    return CheckReport((*own, *(f for found in results for f in found)), checked)

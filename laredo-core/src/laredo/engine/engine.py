@@ -355,14 +355,21 @@ class Engine(EngineQueries):
         with contextlib.suppress(Exception):
             reader.source.resume()
 
-    def reset_source(self, source_id: str, drop_publication: bool = False) -> None:
-        """Drop and recreate the source's replication state (slot); the next start baselines."""
+    def reset_source(self, source_id: str, drop_publication: bool = False) -> bool:
+        """Drop the source's replication state (slot). On a running source its pipelines then
+        re-baseline in place (BASELINING, not ready, until done) and True is returned; on a
+        stopped one the next start baselines (False)."""
         src = self.sources.get(source_id)
         if src is None:
             raise KeyError(f"unknown source {source_id!r}")
         if not isinstance(src, Resettable):
             raise EngineStateError(f"source {source_id!r} ({type(src).__name__}) cannot be reset")
+        reader = self._readers.get(source_id)
+        if reader is not None and reader.thread is not None and reader.thread.is_alive():
+            reader.reset_in_place(lambda: src.reset_source(drop_publication))
+            return True
         src.reset_source(drop_publication)
+        return False
 
     # -- hot reload -------------------------------------------------------------------------
     def add_pipeline(

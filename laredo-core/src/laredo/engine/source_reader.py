@@ -76,6 +76,8 @@ class SourceReader:
         self._ack_lock = threading.Lock()
         self._progress = threading.Condition()  # notified whenever a pipeline makes progress
         self._stop = threading.Event()
+        self._resetting = threading.Event()  # a reset stopped the stream: re-baseline after it
+        self._reset_done = threading.Event()
         try:
             og = source.ordering_guarantee()
         except Exception:
@@ -280,6 +282,19 @@ class SourceReader:
             self.last_ack = best
         self.ctx.observer.on_ack_advanced(self.id, best)
 
+    def reset_in_place(self, reset: Callable[[], None]) -> None:
+        """Run ``reset`` (the source drops its replication state, which ends its stream) and
+        let the reader re-baseline every pipeline in place once it returned, instead of the
+        reader ending with the stream: readiness drops to BASELINING until the new baseline
+        is applied, never a silent stop. Errors of ``reset`` propagate (the re-baseline still
+        runs)."""
+        self._reset_done.clear()
+        self._resetting.set()
+        try:
+            reset()
+        finally:
+            self._reset_done.set()
+
     # -- the reader thread --------------------------------------------------------------------
     def start(self) -> None:
         self.thread = threading.Thread(
@@ -400,7 +415,18 @@ class SourceReader:
         while not self._stop.is_set():
             try:
                 self.source.stream(position, self)
-                return
+                if self._stop.is_set() or not self._resetting.is_set():
+                    return
+                self._reset_done.wait()  # the source finishes dropping its state first
+                self._resetting.clear()
+                logger.warning("source %s: reset while running; re-baselining in place", self.id)
+                obs.on_rebaseline_triggered(self.id)
+                try:
+                    position = self._baseline(rebaseline=True)
+                except BaselineFailed as failed:
+                    self.fail_all(str(failed))
+                    return
+                self.stream_start = position
             except ReBaselineRequired as exc:
                 if self._stop.is_set():
                     return

@@ -1,7 +1,9 @@
 """The ``laredo`` command line: run the server, check configs, and operate a running server.
 
 Global options: ``--address`` (``LAREDO_ADDRESS``, default ``localhost:4001``), ``--token``
-(``LAREDO_TOKEN``), ``--output table|json|yaml``, ``--timeout``, ``--tls``/``--tls-ca``; before
+(``LAREDO_TOKEN``; prefer it to ``--token``, which other users see in ``ps``), ``--output
+table|json|yaml``, ``--timeout``, ``--tls``/``--tls-ca`` and a client certificate for mutual
+TLS, ``--tls-cert``/``--tls-key`` (``LAREDO_TLS_CERT``/``LAREDO_TLS_KEY``); before
 the command or after it (``laredo status --address A -o json``), unless that command has an
 option of the same name (``laredo wait ... --timeout 30s`` is the wait's own). Errors print one
 line on stderr and exit non-zero: 1 for a failed call or a not-ready answer, 2 for usage and
@@ -109,7 +111,12 @@ def global_options(
         str, typer.Option("--address", "-a", envvar="LAREDO_ADDRESS", help="server host:port")
     ] = DEFAULT_ADDRESS,
     token: Annotated[
-        str | None, typer.Option("--token", envvar="LAREDO_TOKEN", help="admin bearer token")
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="LAREDO_TOKEN",
+            help="admin bearer token (prefer the LAREDO_TOKEN variable: ps shows options)",
+        ),
     ] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
     timeout: Annotated[float, typer.Option("--timeout", help="seconds per call")] = 10.0,
@@ -120,6 +127,18 @@ def global_options(
             "--tls-ca", envvar="LAREDO_TLS_CA", help="CA certificate file (implies --tls)"
         ),
     ] = None,
+    tls_cert: Annotated[
+        str | None,
+        typer.Option(
+            "--tls-cert",
+            envvar="LAREDO_TLS_CERT",
+            help="client certificate file for mutual TLS (with --tls-key; implies --tls)",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        str | None,
+        typer.Option("--tls-key", envvar="LAREDO_TLS_KEY", help="private key file of --tls-cert"),
+    ] = None,
 ) -> None:
     cli = CliState(
         Options(
@@ -127,13 +146,17 @@ def global_options(
             token=token,
             output=output,
             timeout=timeout,
-            tls=tls or tls_ca is not None,
+            tls=tls or tls_ca is not None or tls_cert is not None,
             tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
     )
     ctx.obj = cli
     if output not in ("table", "json", "yaml"):
         cli.fail(f"--output must be table, json or yaml, not {output!r}", code=2)
+    if (tls_cert is None) != (tls_key is None):
+        cli.fail("--tls-cert and --tls-key go together (a client certificate and its key)", code=2)
 
 
 def create_app() -> typer.Typer:
@@ -171,7 +194,19 @@ def add_plugin_commands(app: typer.Typer) -> None:
 app = create_app()
 """The application with the built-in commands (``main`` adds plugin commands when needed)."""
 
-_VALUE_OPTS = frozenset({"--address", "-a", "--token", "--output", "-o", "--timeout", "--tls-ca"})
+_VALUE_OPTS = frozenset(
+    {
+        "--address",
+        "-a",
+        "--token",
+        "--output",
+        "-o",
+        "--timeout",
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+    }
+)
 _FLAG_OPTS = frozenset({"--tls"})
 
 

@@ -55,6 +55,8 @@ class Options:
     timeout: float = 10.0
     tls: bool = False
     tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
 
 class Client:
@@ -75,8 +77,18 @@ class Client:
         self._grpc = grpc
         opts = cli.options
         if opts.tls:
-            ca = Path(opts.tls_ca).read_bytes() if opts.tls_ca else None
-            creds = grpc.ssl_channel_credentials(root_certificates=ca)
+            try:
+                ca = Path(opts.tls_ca).read_bytes() if opts.tls_ca else None
+                cert = Path(opts.tls_cert).read_bytes() if opts.tls_cert else None
+                key = Path(opts.tls_key).read_bytes() if opts.tls_key else None
+            except OSError as exc:
+                cli.fail(
+                    f"cannot read {exc.filename}: {exc.strerror} (--tls-ca/--tls-cert/--tls-key)",
+                    code=2,
+                )
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=ca, private_key=key, certificate_chain=cert
+            )
             self.channel = grpc.secure_channel(opts.address, creds)
         else:
             self.channel = grpc.insecure_channel(opts.address)

@@ -55,6 +55,8 @@ def status(
         f"config generation {resp.config_generation or 1}",
         highlight=False,
     )
+    for warning in resp.security_warnings:
+        cli.out.print(f"[bold yellow]WARNING[/bold yellow] {warning}", highlight=False)
     cli.table(
         "sources",
         ["source", "type", "state", "ready", "acked", "current", "lag bytes", "error"],

@@ -55,6 +55,7 @@ from laredo.secrets import MASK, mask_secrets, mask_text
 from laredo.units import Duration, Size, parse_duration, parse_size
 
 from .dump import dump_config
+from .listeners import listener_problems, open_listener_warnings
 from .loaded import LoadedConfig
 from .loader import ENV_PREFIX, load_config, load_string, parse_value
 from .models import (
@@ -99,10 +100,12 @@ __all__ = [
     "ValidationConfig",
     "build_engine",
     "dump_config",
+    "listener_problems",
     "load_config",
     "load_string",
     "mask_secrets",
     "mask_text",
+    "open_listener_warnings",
     "parse_duration",
     "parse_size",
     "parse_value",

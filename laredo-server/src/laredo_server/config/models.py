@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
+from laredo.auth import AuthConfig
 from laredo.config import EngineConfig, EngineSettings, PluginSpec
 from laredo.units import Duration
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..addresses import DEFAULT_GRPC_PORT
 
@@ -37,14 +37,6 @@ class TlsConfig(_Section):
     """When set, clients must present a certificate signed by this CA (mutual TLS)."""
 
 
-class AuthConfig(_Section):
-    token: SecretStr | None = None
-    token_file: str | None = None
-    """Read the token from this file (stripped) instead of writing it in the config."""
-    protect_reads: bool = False
-    """Also require the token for read-only RPCs (status, queries, lists)."""
-
-
 class GrpcConfig(_Section):
     """``grpc { port = 4001, host = "127.0.0.1", ... }``: the OAM and Query services."""
 
@@ -54,15 +46,36 @@ class GrpcConfig(_Section):
     tls: TlsConfig | None = None
     auth: AuthConfig = AuthConfig()
     reflection: bool = True
-    max_workers: int = Field(default=16, ge=1)
+    max_workers: int = Field(default=16, ge=2)
+    """Threads serving calls; must be more than ``max_streams``, so that unary calls (admin
+    RPCs included) always find one."""
+    max_streams: int = Field(default=8, ge=1)
+    """Long-lived calls (WatchStatus, Subscribe, WaitForPosition) served at once, over gRPC
+    and Connect together; one more is refused with RESOURCE_EXHAUSTED."""
     watch_buffer: int = Field(default=16_384, ge=16)
     """Events buffered per WatchStatus/Subscribe stream before the client is told it lost some."""
 
 
 class HealthConfig(_Section):
+    """``health { port = 8080, host = "127.0.0.1", connect = true, tls { ... } }``: probes,
+    metrics and the Connect gateway to the services."""
+
     enabled: bool = True
     port: int = Field(default=8080, ge=0, le=65535)
     host: str = "127.0.0.1"
+    connect: bool = True
+    """Serve the OAM and Query RPCs (Connect protocol) on this port too; the token of
+    ``grpc.auth`` applies. False: probes and metrics only."""
+    tls: TlsConfig | None = None
+    """Serve HTTPS. With ``client_ca_file``, Connect calls need a client certificate signed by
+    that CA (probes and metrics do not)."""
+    max_body: int = Field(default=4 << 20, ge=1024)
+    """Largest Connect request body, in bytes, before and after decompression (413 beyond)."""
+    max_connections: int = Field(default=64, ge=2)
+    """Connections served at once (one thread each); more wait in the listen backlog."""
+    timeout: Duration = 30.0
+    """Seconds each read of a request body, or write of an answer, may take. The request line
+    and headers (TLS handshake included) must arrive within 5 s."""
 
 
 class MetricsConfig(_Section):
@@ -107,14 +120,11 @@ class ServerConfig(EngineConfig):
         return self.grpc is not None and self.grpc.port != 0
 
     def admin_token(self) -> str | None:
+        """The token of ``grpc.auth`` (None: none configured); ``ConfigError`` when it is
+        empty or its file cannot be read."""
         if self.grpc is None:
             return None
-        auth = self.grpc.auth
-        if auth.token is not None:
-            return auth.token.get_secret_value()
-        if auth.token_file:
-            return Path(auth.token_file).read_text().strip()
-        return None
+        return self.grpc.auth.resolve("grpc.auth")
 
     def engine_settings(self) -> EngineSettings:
         """Observer plugins, the stop deadline and the lag interval of the server's sections."""

@@ -3,8 +3,6 @@ the server's own sections here, every problem in one ``ConfigError`` with ``file
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from laredo.config import (
     Problem,
     plugin_problems,
@@ -14,6 +12,7 @@ from laredo.config import (
 )
 from laredo.errors import ConfigError
 
+from .listeners import listener_problems
 from .loaded import LoadedConfig
 from .models import ServerConfig
 
@@ -39,26 +38,13 @@ def _observer_problems(loaded: LoadedConfig) -> list[Problem]:
 
 
 def _server_problems(model: ServerConfig) -> list[str]:
-    out: list[str] = []
-    if model.grpc is not None:
-        a = model.grpc.auth
-        if a.token is not None and a.token_file:
-            out.append("grpc.auth: give token or token_file, not both")
-        if a.token_file and not Path(a.token_file).is_file():
-            out.append(f"grpc.auth.token_file: {a.token_file}: file not found")
-        if a.protect_reads and a.token is None and not a.token_file:
-            out.append("grpc.auth.protect_reads: needs grpc.auth.token or token_file")
-        tls = model.grpc.tls
-        if tls is not None:
-            for name in ("cert_file", "key_file", "client_ca_file"):
-                p = getattr(tls, name)
-                if p and not Path(p).is_file():
-                    out.append(f"grpc.tls.{name}: {p}: file not found")
-        if model.health.enabled and model.grpc.port and model.grpc.port == model.health.port:
-            out.append(
-                f"grpc.port: same port as health.port ({model.health.port}; grpc.port "
-                "defaults to 4001); use two ports, or grpc.port = 0 to turn gRPC off"
-            )
+    out = listener_problems(model)
+    g = model.grpc
+    if g is not None and model.health.enabled and g.port and g.port == model.health.port:
+        out.append(
+            f"grpc.port: same port as health.port ({model.health.port}; grpc.port "
+            "defaults to 4001); use two ports, or grpc.port = 0 to turn gRPC off"
+        )
     return out
 
 

@@ -9,20 +9,34 @@ INVALID_ARGUMENT, ...). The context may be a gRPC one or the HTTP+JSON gateway's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
 from laredo.errors import grpc_status_name
+from laredo.secrets import mask_text
 
 from ..runtime import ServerRuntime
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RpcStatusError", "abort", "authorize", "check_token", "rpc", "stream"]
+__all__ = [
+    "RpcStatusError",
+    "abort",
+    "authorize",
+    "check_token",
+    "is_admin",
+    "long_call",
+    "rpc",
+    "stream",
+    "token_matches",
+]
+
+_ADMIN_ATTR = "laredo_admin"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,29 +56,43 @@ class RpcStatusError(Exception):
 
 
 def abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
-    """End the call with the status code for ``exc`` (``context.abort`` raises)."""
+    """End the call with the status code for ``exc`` (``context.abort`` raises); the message
+    goes out masked (:func:`laredo.secrets.mask_text`)."""
     if isinstance(exc, RpcStatusError):
-        context.abort(exc.code, str(exc))
+        context.abort(exc.code, mask_text(str(exc)))
     code = getattr(grpc.StatusCode, grpc_status_name(exc), grpc.StatusCode.INTERNAL)
     msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    context.abort(code, msg or type(exc).__name__)
+    context.abort(code, mask_text(msg) or type(exc).__name__)
     raise exc  # pragma: no cover - abort raises
+
+
+def token_matches(metadata: Mapping[str, str] | Any, token: str) -> bool | None:
+    """Whether ``authorization: Bearer <token>`` in ``metadata`` (pairs or a mapping) matches
+    ``token`` (constant time); None when the call carries no authorization at all."""
+    pairs = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
+    for key, value in pairs:
+        if str(key).lower() == "authorization":
+            value = str(value)
+            given = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
+            return hmac.compare_digest(given.strip().encode(), token.encode())
+    return None
+
+
+UNAUTHENTICATED_HINT = (
+    "this RPC needs the admin token: send metadata 'authorization: Bearer <token>' "
+    "(laredo --token / LAREDO_TOKEN)"
+)
 
 
 def check_token(context: grpc.ServicerContext, token: str) -> None:
     """Abort with UNAUTHENTICATED unless the call carries ``authorization: Bearer <token>``
     (compared in constant time)."""
-    for key, value in context.invocation_metadata() or ():
-        if key.lower() == "authorization":
-            given = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
-            if hmac.compare_digest(given.strip().encode(), token.encode()):
-                return
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid admin token")
-    context.abort(
-        grpc.StatusCode.UNAUTHENTICATED,
-        "this RPC needs the admin token: send metadata 'authorization: Bearer <token>' "
-        "(laredo --token / LAREDO_TOKEN)",
-    )
+    ok = token_matches(context.invocation_metadata(), token)
+    if ok:
+        return
+    if ok is False:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid admin token")
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_HINT)
 
 
 def authorize(rt: ServerRuntime, context: grpc.ServicerContext, admin: bool) -> None:
@@ -72,6 +100,27 @@ def authorize(rt: ServerRuntime, context: grpc.ServicerContext, admin: bool) -> 
     token = rt.token_required(admin)
     if token is not None:
         check_token(context, token)
+
+
+def is_admin(method: object) -> bool:
+    """The method was declared ``@rpc(admin=True)``; unknown methods count as admin."""
+    return bool(getattr(method, _ADMIN_ATTR, True))
+
+
+@contextlib.contextmanager
+def long_call(rt: ServerRuntime) -> Iterator[None]:
+    """Hold one of the ``grpc.max_streams`` slots for a long-lived call; RESOURCE_EXHAUSTED
+    at once when none is free, so that long calls never take every worker thread."""
+    if not rt.streams.acquire(blocking=False):
+        raise RpcStatusError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"{rt.max_streams} long-lived calls (streams, WaitForPosition) are already "
+            "running, the most grpc.max_streams allows; retry later",
+        )
+    try:
+        yield
+    finally:
+        rt.streams.release()
 
 
 def rpc(admin: bool = False) -> Callable[[F], F]:
@@ -89,6 +138,7 @@ def rpc(admin: bool = False) -> Callable[[F], F]:
                 logger.debug("%s failed", fn.__name__, exc_info=True)
                 abort(context, exc)
 
+        setattr(wrapper, _ADMIN_ATTR, admin)
         return cast(F, wrapper)
 
     return deco
@@ -102,12 +152,14 @@ def stream(admin: bool = False) -> Callable[[F], F]:
         def wrapper(self: Service, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             authorize(self.rt, context, admin)
             try:
-                yield from fn(self, request, context)
+                with long_call(self.rt):
+                    yield from fn(self, request, context)
             except grpc.RpcError:
                 raise
             except Exception as exc:
                 abort(context, exc)
 
+        setattr(wrapper, _ADMIN_ATTR, admin)
         return cast(F, wrapper)
 
     return deco

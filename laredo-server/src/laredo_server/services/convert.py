@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, overload
 
 from laredo import PipelineInfo, SourceRunInfo
+from laredo.secrets import mask_text
 from laredo.serialization import (
     RowEncoder,
     encode_change,
@@ -212,7 +213,7 @@ def pipeline_status_pb(
         row_count=info.row_count or 0,
         buffer_depth=info.buffer_depth,
         buffer_capacity=info.buffer_capacity,
-        error=info.error or "",
+        error=mask_text(info.error or ""),
         applied_position=info.applied_position or "",
         durable_position=info.durable_position or "",
         indexes=indexes_pb(target) if target is not None else [],
@@ -235,7 +236,7 @@ def source_status_pb(
         source_type=info.source_type,
         state=info.state,
         ready=ready,
-        error=info.error or "",
+        error=mask_text(info.error or ""),
         current_position=info.current_position or "",
         acked_position=info.acked_position or "",
         lag_bytes=int(info.lag_bytes or 0),
@@ -364,7 +365,7 @@ def status_event_pb(ev: StatusEvent, dropped_before: int = 0) -> oam.StatusEvent
                     pipeline_id=ev.pipeline_id,
                     old_state=pipeline_state_pb(ev.old),
                     new_state=pipeline_state_pb(ev.new),
-                    error=ev.error,
+                    error=mask_text(ev.error),
                 ),
             )
         case ServiceStateChanged():

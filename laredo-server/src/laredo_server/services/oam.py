@@ -123,6 +123,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             snapshot_status=self._snapshot_status_pb(),
             version=rt.version,
             config_generation=rt.config_generation,
+            security_warnings=rt.security_warnings,
         )
         last = rt.reloader.last if rt.reloader is not None else None
         if last is not None and rt.reloader is not None:
@@ -280,11 +281,15 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
                 f"ResetSource drops the replication state of {sid!r}; set confirm=true "
                 "(laredo reset-source asks for it)"
             )
-        self.rt.engine.reset_source(sid, drop_publication=request.drop_publication)
+        running = self.rt.engine.reset_source(sid, drop_publication=request.drop_publication)
         what = " and publication" if request.drop_publication else ""
+        after = (
+            "its pipelines re-baseline now (not ready until done)"
+            if running
+            else "the next start re-baselines"
+        )
         return oam.ResetSourceResponse(
-            accepted=True,
-            message=f"source {sid}: replication slot{what} reset; the next start re-baselines",
+            accepted=True, message=f"source {sid}: replication slot{what} reset; {after}"
         )
 
     @rpc(admin=True)

@@ -31,7 +31,7 @@ from ..capabilities import (
     VersionedTarget,
 )
 from ..runtime import ServerRuntime
-from ._rpc import RpcStatusError, rpc, stream
+from ._rpc import RpcStatusError, long_call, rpc, stream
 from .convert import (
     decode_json_value,
     decode_page_token,
@@ -201,7 +201,8 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
             timeout = min(timeout, max(0.0, remaining - 0.05))
         timeout = min(timeout, MAX_WAIT)
         engine = self.rt.engine
-        reached = engine.wait_for(request.source_id, request.position, timeout)
+        with long_call(self.rt):
+            reached = engine.wait_for(request.source_id, request.position, timeout)
         applied = engine.applied_position(request.source_id)
         return qry.WaitForPositionResponse(reached=reached, applied_position=applied or "")
 

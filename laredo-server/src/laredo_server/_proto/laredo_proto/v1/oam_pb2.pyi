@@ -142,7 +142,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation", "last_reload", "last_reload_at")
+    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation", "last_reload", "last_reload_at", "security_warnings")
     STATE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +154,7 @@ class GetStatusResponse(_message.Message):
     CONFIG_GENERATION_FIELD_NUMBER: _ClassVar[int]
     LAST_RELOAD_FIELD_NUMBER: _ClassVar[int]
     LAST_RELOAD_AT_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_WARNINGS_FIELD_NUMBER: _ClassVar[int]
     state: ServiceState
     ready: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceStatus]
@@ -165,7 +166,8 @@ class GetStatusResponse(_message.Message):
     config_generation: int
     last_reload: ReloadConfigResponse
     last_reload_at: int
-    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ..., last_reload: _Optional[_Union[ReloadConfigResponse, _Mapping]] = ..., last_reload_at: _Optional[int] = ...) -> None: ...
+    security_warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ..., last_reload: _Optional[_Union[ReloadConfigResponse, _Mapping]] = ..., last_reload_at: _Optional[int] = ..., security_warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetTableStatusRequest(_message.Message):
     __slots__ = ("schema", "table")

@@ -1,0 +1,168 @@
+"""The security rules core owns: linear-time masking and the secret shapes it covers (review
+M1, M8), and the fail-closed listener policy of :mod:`laredo.auth` (H1, H3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from laredo.auth import AuthConfig, auth_problems, is_loopback
+from laredo.errors import ConfigError
+from laredo.secrets import MASK, MAX_TEXT, is_secret_key, mask_secrets, mask_text
+
+# -- M1: masking is linear and bounded --------------------------------------------------------
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("unit", ["a", "a://", "a:", "?a=", "password=", "@", "a://b:", "ab1+."])
+def test_one_megabyte_masks_quickly_whatever_it_repeats(unit: str) -> None:
+    """Before the fix ``mask_text('a' * 100_000)`` took ~20 s (the scheme was rescanned from
+    every position): one megabyte of any repeated shape now masks well inside the timeout."""
+    text = unit * (1_000_000 // len(unit))
+    out = mask_text(text)
+    assert len(out) < MAX_TEXT + 100  # cut at the cap, the cut marked
+    assert "more characters cut" in out
+
+
+def test_text_under_the_cap_is_not_cut() -> None:
+    text = "x" * 1000 + " postgresql://u:s3cr3t@db/app"
+    assert mask_text(text) == "x" * 1000 + f" postgresql://u:{MASK}@db/app"
+
+
+# -- M8: the secret shapes the rule covers ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["X-API-Key", "Api-Key", "Ocp-Apim-Subscription-Key", "private-key", "x-session-key"]
+)
+def test_hyphenated_key_header_names_are_secret(key: str) -> None:
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["primary_key", "key", "lookup_key", "partition_key", "keys"])
+def test_ordinary_key_options_stay_visible(key: str) -> None:
+    assert not is_secret_key(key)
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("host=db sslpassword=k3y user=a", f"host=db sslpassword={MASK} user=a"),
+        ("https://h/p?token=k3y&page=2", f"https://h/p?token={MASK}&page=2"),
+        ("https://h/p?a=1&api_key=k3y", f"https://h/p?a=1&api_key={MASK}"),
+        ("https://h/p?sig=k3y#frag", f"https://h/p?sig={MASK}#frag"),
+        ("https://h/p?access_token=k3y", f"https://h/p?access_token={MASK}"),
+    ],
+)
+def test_sslpassword_and_url_query_tokens_are_masked(text: str, masked: str) -> None:
+    assert mask_text(text) == masked
+
+
+def test_every_header_value_is_masked_whatever_its_name() -> None:
+    tree = {"targets": [{"type": "http", "headers": {"X-Tenant": "acme", "X-API-Key": "k3y"}}]}
+    out = mask_secrets(tree)
+    assert out["targets"][0]["headers"] == {"X-Tenant": MASK, "X-API-Key": MASK}
+    assert "k3y" not in repr(out)
+
+
+# -- H1, H3: the fail-closed policy -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
+def test_loopback_hosts(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "10.0.0.5", "db.internal", "[::]"])
+def test_hosts_that_are_not_loopback(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def test_any_address_without_a_token_is_refused_naming_the_keys() -> None:
+    problems = auth_problems(AuthConfig(), key="grpc.auth", host="0.0.0.0", serves="gRPC")
+    assert len(problems) == 1
+    for name in ("grpc.auth.token", "grpc.auth.token_file", "grpc.auth.allow_unauthenticated"):
+        assert name in problems[0]
+
+
+def test_loopback_without_a_token_is_fine() -> None:
+    assert auth_problems(AuthConfig(), key="grpc.auth", host="127.0.0.1", serves="gRPC") == []
+
+
+def test_allow_unauthenticated_opens_the_any_address() -> None:
+    auth = AuthConfig(allow_unauthenticated=True)
+    assert auth_problems(auth, key="grpc.auth", host="0.0.0.0", serves="gRPC") == []
+
+
+@pytest.mark.parametrize("token", ["", "   ", "\n"])
+def test_an_empty_token_is_an_error_not_no_token(token: str) -> None:
+    auth = AuthConfig.model_validate({"token": token, "protect_reads": True})
+    with pytest.raises(ConfigError, match=r"grpc\.auth\.token: is empty"):
+        auth.resolve("grpc.auth")
+    problems = auth_problems(auth, key="grpc.auth", host="127.0.0.1", serves="gRPC")
+    assert problems == ["grpc.auth.token: is empty; set a non-empty token (or remove the key)"]
+
+
+def test_an_empty_token_file_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "token"
+    f.write_text("  \n")
+    auth = AuthConfig(token_file=str(f), protect_reads=True)
+    with pytest.raises(ConfigError, match="is empty; write the token into it"):
+        auth.resolve("grpc.auth")
+    f.write_text("s3cr3t\n")
+    assert auth.resolve("grpc.auth") == "s3cr3t"
+
+
+def test_problems_never_contain_the_token() -> None:
+    auth = AuthConfig.model_validate({"token": "s3cr3t", "allow_unauthenticated": True})
+    problems = auth_problems(auth, key="grpc.auth", host="0.0.0.0", serves="gRPC")
+    assert problems and not any("s3cr3t" in p for p in problems)
+
+
+def test_the_auth_block_forbids_unknown_keys() -> None:
+    with pytest.raises(ValueError, match="tokn"):
+        AuthConfig.model_validate({"tokn": "x"})
+
+
+# -- M10: a slot that can never advance is reported -------------------------------------------
+
+
+def _stalled(snapshot: dict[str, object], durable: bool = False, resumable: bool = True) -> list:
+    from laredo.config import EngineConfig
+    from laredo.config.checks import stalled_slot_findings
+
+    model = EngineConfig.model_validate(
+        {
+            "sources": {"pg": {"type": "postgresql"}},
+            "tables": [{"source": "pg", "table": "users", "targets": [{"type": "m"}]}],
+            "snapshot": snapshot,
+        }
+    )
+    return stalled_slot_findings(
+        model, resumable=lambda _sid: resumable, durable=lambda _i, _j: durable
+    )
+
+
+def test_a_stateful_slot_with_memory_targets_and_no_schedule_is_warned_naming_the_key() -> None:
+    (found,) = _stalled({"store": "local"})
+    assert found.severity.value == "warning" and found.code == "SLOT_NEVER_ADVANCES"
+    assert found.where == "snapshot.schedule" and "snapshot.schedule" in found.fix
+    assert "tables.0.targets.0" in found.message and "never" in found.message
+    (shutdown_only,) = _stalled({"store": "local", "on_shutdown": True})
+    assert "only at a clean shutdown" in shutdown_only.message
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "durable", "resumable"),
+    [
+        ({"store": "local", "schedule": "15m"}, False, True),  # scheduled snapshots advance it
+        ({}, False, True),  # no store: volatile targets acknowledge what they applied
+        ({"store": "local"}, True, True),  # durable targets acknowledge what they hold
+        ({"store": "local"}, False, False),  # an ephemeral slot: nothing is kept
+        ({"store": "local", "enabled": False}, False, True),
+    ],
+)
+def test_configurations_whose_slot_advances_are_not_warned(
+    snapshot: dict[str, object], durable: bool, resumable: bool
+) -> None:
+    assert _stalled(snapshot, durable, resumable) == []

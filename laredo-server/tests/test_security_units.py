@@ -1,0 +1,220 @@
+"""Security rules of the server's listeners, in process on real sockets (the end-to-end tests
+on PostgreSQL are in test_security.py): plugin services need the token (L9), the HTTP port's
+body limits hold whatever the framing (M6), long calls are limited over Connect too (M7), and
+the configuration rejects what would bypass client certificates (H2)."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import laredo
+import pytest
+from laredo.errors import ConfigError
+from laredo_server.config import load_string
+from laredo_server.httpjson import envelope
+
+from .testkit import Harness, wait_for
+
+TOKEN = "unit-token"
+OAM = "laredo.v1.LaredoOAMService"
+
+
+class EchoPlugin:
+    """A plugin adding the service ``test.Echo`` through ``laredo_register_services``."""
+
+    @laredo.hookimpl
+    def laredo_register_services(self, server: Any) -> None:
+        handler = grpc.method_handlers_generic_handler(
+            "test.Echo",
+            {"Ping": grpc.unary_unary_rpc_method_handler(lambda req, _ctx: req)},
+        )
+        server.add_generic_rpc_handlers((handler,))
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[Harness]:
+    pm = laredo.get_plugin_manager()
+    plugin = EchoPlugin()
+    pm.register(plugin, name="echo-plugin")
+    h = Harness(tmp_path, token=TOKEN).start()
+    try:
+        yield h
+    finally:
+        h.stop()
+        pm.unregister(plugin)
+
+
+def test_plugin_services_need_the_token(secured: Harness) -> None:
+    ping = secured.channel.unary_unary("/test.Echo/Ping")
+    with pytest.raises(grpc.RpcError) as ei:
+        ping(b"hi", timeout=5)
+    assert ei.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(grpc.RpcError) as ei:
+        ping(b"hi", timeout=5, metadata=[("authorization", "Bearer nope")])
+    assert ei.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert ping(b"hi", timeout=5, metadata=[("authorization", f"Bearer {TOKEN}")]) == b"hi"
+
+
+def _post(port: int, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, json.loads(data) if data.startswith(b"{") else data
+    finally:
+        conn.close()
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+
+
+def test_bodies_past_the_cap_are_refused_whatever_the_framing(secured: Harness) -> None:
+    port = secured.rt.listeners.health_port
+    assert port
+    status = f"/{OAM}/GetStatus"
+    # gzip: 64 MiB inflated from ~64 kB
+    bomb = gzip.compress(b"{" + b" " * (64 << 20) + b"}")
+    code, body = _post(port, status, bomb, {**AUTH, "Content-Encoding": "gzip"})
+    assert code == 413 and body["code"] == "resource_exhausted"
+    # chunked: refused as soon as the chunks pass the cap (6.4 MiB offered)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        head = "".join(f"{k}: {v}\r\n" for k, v in AUTH.items())
+        te = "Transfer-Encoding: chunked"
+        sock.sendall(f"POST {status} HTTP/1.1\r\nHost: x\r\n{te}\r\n{head}\r\n".encode())
+        with contextlib.suppress(OSError):  # the server answers and closes before the end
+            for _ in range(100):
+                sock.sendall(b"10000\r\n" + b"x" * 65536 + b"\r\n")
+        assert sock.makefile("rb").readline().split()[1] == b"413"
+    # a small gzip body and a small chunked body still work
+    code, body = _post(port, status, gzip.compress(b"{}"), {**AUTH, "Content-Encoding": "gzip"})
+    assert code == 200 and "state" in body
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", status, body=iter([b"{", b"}"]), headers=AUTH, encode_chunked=True)
+    assert conn.getresponse().status == 200
+    conn.close()
+    # a stream's compressed envelope is capped too
+    payload = envelope(1, gzip.compress(b"{" + b" " * (64 << 20) + b"}"))
+    code, body = _post(
+        port,
+        f"/{OAM}/WatchStatus",
+        payload,
+        {**AUTH, "Content-Type": "application/connect+json"},
+    )
+    assert code == 200 and b"resource_exhausted" in body
+
+
+def test_without_the_token_the_body_is_never_read(secured: Harness) -> None:
+    port = secured.rt.listeners.health_port
+    assert port
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(
+            f"POST /{OAM}/ReloadAll HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000000\r\n\r\n".encode()
+        )
+        # answered at once although none of the announced body was sent
+        assert s.makefile("rb").readline().split()[1] == b"401"
+
+
+def test_connect_streams_count_against_max_streams(tmp_path: Path) -> None:
+    h = Harness(tmp_path, max_streams=2).start()
+    port = h.rt.listeners.health_port
+    assert port
+    socks = []
+    try:
+        req = envelope(0, b"{}")
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(
+                f"POST /{OAM}/WatchStatus HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/connect+json\r\n"
+                f"Content-Length: {len(req)}\r\n\r\n".encode()
+                + req
+            )
+            got = b""
+            while b"STATE_" not in got:  # the first event: the stream holds its slot
+                got += s.recv(4096)
+            assert got.startswith(b"HTTP/1.0 200")
+            socks.append(s)
+
+        def refused() -> bool:
+            code, body = _post(port, f"/{OAM}/WatchStatus", req, short)
+            return code == 200 and b"resource_exhausted" in body and b"max_streams" in body
+
+        short = {"Content-Type": "application/connect+json", "Connect-Timeout-Ms": "300"}
+        assert wait_for(refused, 5)
+        # a client that leaves gives its slot back: the next stream runs to its deadline
+        socks.pop().close()
+        assert wait_for(lambda: not refused(), 5)
+    finally:
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.close()
+        h.stop()
+
+
+def test_client_certificates_on_grpc_cannot_be_bypassed_over_http(tmp_path: Path) -> None:
+    for name in ("s.crt", "s.key", "ca.crt"):
+        (tmp_path / name).write_text("x")
+    tls = (
+        f'tls {{ cert_file = "{tmp_path}/s.crt", key_file = "{tmp_path}/s.key", '
+        f'client_ca_file = "{tmp_path}/ca.crt" }}'
+    )
+    base = (
+        'sources { src { type = postgresql, connection = "host=db" } }\n'
+        "tables = [ { source = src, table = t, targets = [ { type = indexed-memory } ] } ]\n"
+        f"grpc {{ port = 4101, {tls} }}\n"
+    )
+    with pytest.raises(ConfigError) as ei:
+        load_string(base, env={})
+    assert "health.tls" in str(ei.value) and "health.connect = false" in str(ei.value)
+    assert load_string(base + "health { connect = false }", env={}).model is not None
+    assert load_string(base + f"health {{ {tls} }}", env={}).model is not None
+    # the health port without its own client CA does not count
+    server_only = f'tls {{ cert_file = "{tmp_path}/s.crt", key_file = "{tmp_path}/s.key" }}'
+    with pytest.raises(ConfigError):
+        load_string(base + f"health {{ {server_only} }}", env={})
+
+
+def test_max_workers_must_exceed_max_streams() -> None:
+    conf = (
+        'sources { src { type = postgresql, connection = "host=db" } }\n'
+        "tables = [ { source = src, table = t, targets = [ { type = indexed-memory } ] } ]\n"
+        "grpc { port = 4101, max_workers = 8, max_streams = 8 }\n"
+    )
+    with pytest.raises(ConfigError, match=r"grpc\.max_workers: 8 must be more than"):
+        load_string(conf, env={})
+
+
+def test_error_text_goes_out_masked(tmp_path: Path) -> None:
+    """A source error that embeds a password (a third-party source may not mask it) is masked
+    in /health/ready and GetStatus (L14)."""
+    from laredo_server._proto.laredo_proto.v1 import oam_pb2, oam_pb2_grpc
+
+    h = Harness(tmp_path).start()
+    try:
+        h.source.fail_stream(RuntimeError("lost postgresql://app:hunter2@db/app?sslpassword=k3y"))
+        port = h.rt.listeners.health_port
+        assert wait_for(lambda: not h.rt.is_ready(), 10)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/health/ready")
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        conn.close()
+        assert resp.status == 503 and "postgresql://app:***@db/app" in body
+        stub = oam_pb2_grpc.LaredoOAMServiceStub(h.channel)  # type: ignore[no-untyped-call]
+        st = stub.GetStatus(oam_pb2.GetStatusRequest(), timeout=5)
+        text = str(st)
+        assert "app:***@db" in text
+        for secret in ("hunter2", "k3y"):
+            assert secret not in body and secret not in text
+    finally:
+        h.stop()
