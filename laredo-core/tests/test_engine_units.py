@@ -209,6 +209,32 @@ def test_confirmed_for_a_volatile_target_waits_for_a_snapshot() -> None:
     assert w.confirmed() == 3
 
 
+class DeliveredOnly(RecordingTarget):
+    """A buffering target like the HTTP one: durable only for changes it delivered (set by
+    the test), never for the baseline; ``None`` before its first delivered change."""
+
+    durable_at: Any = None
+
+    def durable_position(self) -> Any:
+        return self.durable_at
+
+
+def test_confirmed_of_a_buffering_target_with_nothing_pending_follows_applied() -> None:
+    h = Harness(DeliveredOnly(), filters=[laredo.FieldEquals(field="active", value=True)])
+    w = h.worker
+    w.complete_baseline(2, 0, 0.0)
+    assert w.confirmed() == 2  # the baseline is durable once complete
+    w.handle(Heartbeat(4))
+    assert w.confirmed() == 4  # nothing handed over since: heartbeats carry the ACK
+    w.handle(Batch([ev(5, id=1, active=False)]))
+    assert h.target.rows() == [] and w.confirmed() == 5  # filtered out: nothing pending
+    w.handle(Batch([ev(6, id=2, active=True)]))
+    w.handle(Heartbeat(7))
+    assert w.confirmed() is None  # handed over, not durable yet: never past it
+    h.target.durable_at = 6
+    assert w.confirmed() == 7
+
+
 # -- startup decision -----------------------------------------------------------------------
 
 

@@ -91,7 +91,7 @@ class PipelineWorker:
             cfg.buffer_size, BufferPolicy(cfg.buffer_policy), self._on_policy
         )
         self.applied: Position | None = None  # last position applied (or passed by heartbeat)
-        self.last_change: Position | None = None  # last position of a real change
+        self.last_change: Position | None = None  # last change handed to the target
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
@@ -171,11 +171,15 @@ class PipelineWorker:
 
     # -- positions / durability -------------------------------------------------------------
     def confirmed(self) -> Position | None:
-        """The position up to which this pipeline's target holds every change durably."""
+        """The position up to which this pipeline's target holds every change durably.
+
+        A buffering target (``durable_position``) holds back no further than the last change
+        handed to it: once that one is durable (or none was handed over since the baseline or
+        the resume), everything applied is, so heartbeats carry the ACK on an idle table."""
         if self._durable is not None:
             durable = self._durable.durable_position()
             if self.last_change is None:
-                return self.applied
+                return self.applied  # nothing handed over since the baseline or resume
             if durable is not None and self.link.compare(durable, self.last_change) >= 0:
                 return self.applied  # everything applied is durable: heartbeats count too
             return durable
@@ -200,7 +204,8 @@ class PipelineWorker:
         self.expected_rows = loaded
         if position is not None:
             self.applied = position
-            self.last_change = position
+            # the baseline is durable once on_baseline_complete returned: nothing pending
+            self.last_change = None
         self.ctx.observer.on_baseline_completed(
             self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
         )
@@ -358,12 +363,12 @@ class PipelineWorker:
             work = prepared.events
         if work:
             self._apply_with_retries(work)
+            # what the target must make durable before ``confirmed`` passes it (a chunk too)
+            self.last_change = events[-1].position
         if self.failed:
             return
         if complete:
-            last = events[-1].position
-            self.applied = last
-            self.last_change = last
+            self.applied = events[-1].position
         elapsed = timedelta(seconds=time.perf_counter() - started)
         obs.on_changes_applied(self.id, self.table, len(work), elapsed)
         if wants.applied:
