@@ -235,6 +235,24 @@ def test_confirmed_of_a_buffering_target_with_nothing_pending_follows_applied() 
     assert w.confirmed() == 7
 
 
+def test_confirmed_never_lies_inside_a_chunked_transaction() -> None:
+    """Chunks of a large transaction carry a position inside it (101 here, the transaction
+    ends at 200): a buffering target durable at 101 confirms only what came before (50)."""
+    h = Harness(DeliveredOnly())
+    w = h.worker
+    w.complete_baseline(50, 0, 0.0)
+    w.handle(Batch([ev(101, id=1), ev(101, id=2)], complete=False))
+    w.handle(Batch([ev(200, id=3)]))
+    h.target.durable_at = 101
+    assert w.confirmed() == 50
+    h.target.durable_at = 200
+    assert w.confirmed() == 200
+    w.handle(Batch([ev(301, id=4)], complete=False))  # the next chunked transaction
+    w.handle(Batch([ev(400, id=5)]))
+    h.target.durable_at = 301
+    assert w.confirmed() == 200
+
+
 # -- startup decision -----------------------------------------------------------------------
 
 

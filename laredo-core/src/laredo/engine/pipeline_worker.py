@@ -92,6 +92,9 @@ class PipelineWorker:
         )
         self.applied: Position | None = None  # last position applied (or passed by heartbeat)
         self.last_change: Position | None = None  # last change handed to the target
+        # (chunk position, last complete position before it) of chunked transactions handed
+        # to a buffering target: a chunk's position lies inside its transaction
+        self._chunks: list[tuple[Position, Position | None]] = []
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
@@ -180,8 +183,13 @@ class PipelineWorker:
             durable = self._durable.durable_position()
             if self.last_change is None:
                 return self.applied  # nothing handed over since the baseline or resume
-            if durable is not None and self.link.compare(durable, self.last_change) >= 0:
+            if durable is None:
+                return None
+            if self.link.compare(durable, self.last_change) >= 0:
                 return self.applied  # everything applied is durable: heartbeats count too
+            for position, before in self._chunks:
+                if self.link.compare(durable, position) == 0:
+                    return before  # durable inside a transaction: only up to before it
             return durable
         if self.target.is_durable():
             return self.applied
@@ -206,6 +214,7 @@ class PipelineWorker:
             self.applied = position
             # the baseline is durable once on_baseline_complete returned: nothing pending
             self.last_change = None
+            self._chunks = []
         self.ctx.observer.on_baseline_completed(
             self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
         )
@@ -365,6 +374,8 @@ class PipelineWorker:
             self._apply_with_retries(work)
             # what the target must make durable before ``confirmed`` passes it (a chunk too)
             self.last_change = events[-1].position
+            if not complete and self._durable is not None:
+                self._note_chunk(self.last_change)
         if self.failed:
             return
         if complete:
@@ -376,6 +387,17 @@ class PipelineWorker:
             for ev in work:
                 obs.on_change_applied(self.id, self.table, ev.action, per)
         self.link.request_ack()
+
+    def _note_chunk(self, position: Position) -> None:
+        """Remember a chunk handed to a buffering target (until its target is durable past it)
+        with the last complete position before its transaction: ``confirmed`` never returns a
+        position inside a transaction (a source resuming there would skip the transaction)."""
+        compare = self.link.compare
+        durable = self._durable.durable_position() if self._durable is not None else None
+        kept = [c for c in self._chunks if durable is None or compare(c[0], durable) >= 0]
+        if not kept or compare(kept[-1][0], position) != 0:
+            kept.append((position, self.applied))
+        self._chunks = kept  # replaced, never mutated: confirmed() reads it from other threads
 
     def _apply_with_retries(self, events: Sequence[ChangeEvent]) -> None:
         start = 0
