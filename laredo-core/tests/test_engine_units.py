@@ -209,6 +209,50 @@ def test_confirmed_for_a_volatile_target_waits_for_a_snapshot() -> None:
     assert w.confirmed() == 3
 
 
+class DeliveredOnly(RecordingTarget):
+    """A buffering target like the HTTP one: durable only for changes it delivered (set by
+    the test), never for the baseline; ``None`` before its first delivered change."""
+
+    durable_at: Any = None
+
+    def durable_position(self) -> Any:
+        return self.durable_at
+
+
+def test_confirmed_of_a_buffering_target_with_nothing_pending_follows_applied() -> None:
+    h = Harness(DeliveredOnly(), filters=[laredo.FieldEquals(field="active", value=True)])
+    w = h.worker
+    w.complete_baseline(2, 0, 0.0)
+    assert w.confirmed() == 2  # the baseline is durable once complete
+    w.handle(Heartbeat(4))
+    assert w.confirmed() == 4  # nothing handed over since: heartbeats carry the ACK
+    w.handle(Batch([ev(5, id=1, active=False)]))
+    assert h.target.rows() == [] and w.confirmed() == 5  # filtered out: nothing pending
+    w.handle(Batch([ev(6, id=2, active=True)]))
+    w.handle(Heartbeat(7))
+    assert w.confirmed() is None  # handed over, not durable yet: never past it
+    h.target.durable_at = 6
+    assert w.confirmed() == 7
+
+
+def test_confirmed_never_lies_inside_a_chunked_transaction() -> None:
+    """Chunks of a large transaction carry a position inside it (101 here, the transaction
+    ends at 200): a buffering target durable at 101 confirms only what came before (50)."""
+    h = Harness(DeliveredOnly())
+    w = h.worker
+    w.complete_baseline(50, 0, 0.0)
+    w.handle(Batch([ev(101, id=1), ev(101, id=2)], complete=False))
+    w.handle(Batch([ev(200, id=3)]))
+    h.target.durable_at = 101
+    assert w.confirmed() == 50
+    h.target.durable_at = 200
+    assert w.confirmed() == 200
+    w.handle(Batch([ev(301, id=4)], complete=False))  # the next chunked transaction
+    w.handle(Batch([ev(400, id=5)]))
+    h.target.durable_at = 301
+    assert w.confirmed() == 200
+
+
 # -- startup decision -----------------------------------------------------------------------
 
 

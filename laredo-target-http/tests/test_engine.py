@@ -8,6 +8,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo.deadletter import MemoryDeadLetterStore
+from laredo.testing import RecordingTarget
 from laredo.testing.source import TestSource, columns
 from laredo_target_http import HttpSyncTarget
 
@@ -121,5 +122,36 @@ def test_terminal_4xx_dead_letters_and_isolates(
         assert "HTTP 422" in letter.error.message
         assert all(a <= baseline_pos for a in source.acks)
         assert target.durable_position() is None
+    finally:
+        eng.stop()
+
+
+def test_an_idle_http_pipeline_does_not_hold_the_ack_back(
+    receiver: Any, source: TestSource, wait_for: Any
+) -> None:
+    """The HTTP target of ``T`` gets a baseline and then no change (its table is idle, or its
+    filter drops every change): it has nothing pending, so the ACK follows the other tables."""
+    other = laredo.Table("public", "other")
+    source.add_table(other, columns("id", "name"), rows=[])
+    target = HttpSyncTarget(receiver.url, batch_size=1, flush_interval=0, retry_count=0)
+    only_x = laredo.FieldEquals(field="name", value="x")
+    eng = laredo.Engine(
+        sources={"src": source},
+        pipelines=[
+            laredo.Pipeline("src", T, target, filters=[only_x]),
+            laredo.Pipeline("src", other, RecordingTarget()),
+        ],
+    )
+    eng.start()
+    try:
+        assert eng.await_ready(30)
+        p = source.insert(other, {"id": 1, "name": "a"})
+        wait_for(lambda: source.acked == p, what="the ack past a change of the other table")
+        p = source.insert(T, {"id": 50, "name": "dropped by the filter"})
+        wait_for(lambda: source.acked == p, what="the ack past a filtered change")
+        hb = source.heartbeat()
+        wait_for(lambda: source.acked == hb, what="the ack at a heartbeat")
+        assert target.durable_position() is None  # it never delivered a change
+        assert not receiver.all_requests("/changes")
     finally:
         eng.stop()

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,81 @@ def test_crash_while_the_receiver_is_down_loses_nothing(
     assert set(redelivered) >= set(range(30, 51))
     positions = [c["position"] for c in receiver.changes()]
     assert all("/" in p for p in positions)  # the source's own LSN text
+
+
+CHUNKED_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import laredo
+    from laredo_source_pg.source import PostgresSource
+    from laredo_target_http import HttpSyncTarget
+
+    dsn, slot, url = sys.argv[1:4]
+    src = PostgresSource(
+        dsn, slot_mode="stateful", slot_name=slot, publication={"create": True},
+        status_interval=0.1, heartbeat_interval=0.1, lease_timeout=30, batch_size=2,
+    )
+    tgt = HttpSyncTarget(url, batch_size=2, flush_interval="1h", retry_count=0)
+    eng = laredo.Engine(
+        sources={"pg": src}, pipelines=[laredo.Pipeline("pg", laredo.Table("public", "users"), tgt)]
+    )
+    eng.start()
+    assert eng.await_ready(60), "engine not ready"
+    print("READY", flush=True)
+    time.sleep(3600)
+    """
+)
+
+
+def test_a_crash_inside_a_chunked_transaction_loses_none_of_it(
+    pg_database: Any, receiver: Any, wait_for: Any, tmp_path: Path
+) -> None:
+    """A transaction larger than the source's ``batch_size`` arrives in chunks whose position
+    lies inside it. The target delivers the first chunks and buffers the last one; a crash
+    then. The slot must not have been acknowledged inside the transaction (PostgreSQL would
+    skip the whole transaction on resume): run 2 redelivers it, the buffered row included."""
+    db = pg_database
+    db.execute(
+        "CREATE TABLE users (id int PRIMARY KEY, name text, price numeric(10,2), "
+        "at timestamptz, doc jsonb)"
+    )
+    script = tmp_path / "child.py"
+    script.write_text(CHUNKED_CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), db.dsn, db.slot_name, receiver.url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "READY"
+        before = _slot_confirmed(db)
+        # 5 rows in one transaction: chunks of 2, 2 (inside it) and 1 (its end, buffered)
+        db.execute("INSERT INTO users (id, name) SELECT g, 'u' FROM generate_series(1, 5) g")
+        end = parse_lsn(db.scalar("SELECT pg_current_wal_lsn()::text"))
+        wait_for(lambda: len(_ids(receiver)) == 4, what="the first two chunks delivered")
+        wait_for(lambda: _walsender_write(db) >= end, what="the child to receive it all")
+        time.sleep(1.0)  # several status intervals: any acknowledgement has reached the slot
+        assert _ids(receiver) == [1, 2, 3, 4]
+        confirmed = _slot_confirmed(db)
+        assert confirmed < end
+    finally:
+        child.send_signal(signal.SIGKILL)  # a crash: the buffered row is lost with the process
+        child.wait(30)
+    assert confirmed == before, "acknowledged inside the transaction"
+
+    receiver.requests.clear()
+    src = PostgresSource(
+        db.dsn, slot_mode="stateful", slot_name=db.slot_name, publication={"create": True}
+    )
+    tgt = HttpSyncTarget(receiver.url, batch_size=1, flush_interval=0)
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", USERS, tgt)])
+    eng.start()
+    try:
+        assert eng.await_ready(60)
+        wait_for(lambda: 5 in _ids(receiver), what="the whole transaction redelivered")
+    finally:
+        eng.stop()
+    assert _ids(receiver) == [1, 2, 3, 4, 5]

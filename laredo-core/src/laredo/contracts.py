@@ -238,7 +238,11 @@ class PositionedTarget(Protocol):
 
 @runtime_checkable
 class DurablePositionTarget(Protocol):
-    """A target that buffers: it reports the highest position it has made durable (or None)."""
+    """A target that buffers: it reports the highest position it has made durable (or None).
+
+    Its baseline counts as durable once ``on_baseline_complete`` returned; the engine waits for
+    ``durable_position`` only to pass the changes it handed over since (see
+    ``PipelineWorker.confirmed``)."""
 
     def durable_position(self) -> Position | None: ...
 

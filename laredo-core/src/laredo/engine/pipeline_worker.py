@@ -91,7 +91,10 @@ class PipelineWorker:
             cfg.buffer_size, BufferPolicy(cfg.buffer_policy), self._on_policy
         )
         self.applied: Position | None = None  # last position applied (or passed by heartbeat)
-        self.last_change: Position | None = None  # last position of a real change
+        self.last_change: Position | None = None  # last change handed to the target
+        # (chunk position, last complete position before it) of chunked transactions handed
+        # to a buffering target: a chunk's position lies inside its transaction
+        self._chunks: list[tuple[Position, Position | None]] = []
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
@@ -171,13 +174,22 @@ class PipelineWorker:
 
     # -- positions / durability -------------------------------------------------------------
     def confirmed(self) -> Position | None:
-        """The position up to which this pipeline's target holds every change durably."""
+        """The position up to which this pipeline's target holds every change durably.
+
+        A buffering target (``durable_position``) holds back no further than the last change
+        handed to it: once that one is durable (or none was handed over since the baseline or
+        the resume), everything applied is, so heartbeats carry the ACK on an idle table."""
         if self._durable is not None:
             durable = self._durable.durable_position()
             if self.last_change is None:
-                return self.applied
-            if durable is not None and self.link.compare(durable, self.last_change) >= 0:
+                return self.applied  # nothing handed over since the baseline or resume
+            if durable is None:
+                return None
+            if self.link.compare(durable, self.last_change) >= 0:
                 return self.applied  # everything applied is durable: heartbeats count too
+            for position, before in self._chunks:
+                if self.link.compare(durable, position) == 0:
+                    return before  # durable inside a transaction: only up to before it
             return durable
         if self.target.is_durable():
             return self.applied
@@ -200,7 +212,9 @@ class PipelineWorker:
         self.expected_rows = loaded
         if position is not None:
             self.applied = position
-            self.last_change = position
+            # the baseline is durable once on_baseline_complete returned: nothing pending
+            self.last_change = None
+            self._chunks = []
         self.ctx.observer.on_baseline_completed(
             self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
         )
@@ -358,12 +372,14 @@ class PipelineWorker:
             work = prepared.events
         if work:
             self._apply_with_retries(work)
+            # what the target must make durable before ``confirmed`` passes it (a chunk too)
+            self.last_change = events[-1].position
+            if not complete and self._durable is not None:
+                self._note_chunk(self.last_change)
         if self.failed:
             return
         if complete:
-            last = events[-1].position
-            self.applied = last
-            self.last_change = last
+            self.applied = events[-1].position
         elapsed = timedelta(seconds=time.perf_counter() - started)
         obs.on_changes_applied(self.id, self.table, len(work), elapsed)
         if wants.applied:
@@ -371,6 +387,17 @@ class PipelineWorker:
             for ev in work:
                 obs.on_change_applied(self.id, self.table, ev.action, per)
         self.link.request_ack()
+
+    def _note_chunk(self, position: Position) -> None:
+        """Remember a chunk handed to a buffering target (until its target is durable past it)
+        with the last complete position before its transaction: ``confirmed`` never returns a
+        position inside a transaction (a source resuming there would skip the transaction)."""
+        compare = self.link.compare
+        durable = self._durable.durable_position() if self._durable is not None else None
+        kept = [c for c in self._chunks if durable is None or compare(c[0], durable) >= 0]
+        if not kept or compare(kept[-1][0], position) != 0:
+            kept.append((position, self.applied))
+        self._chunks = kept  # replaced, never mutated: confirmed() reads it from other threads
 
     def _apply_with_retries(self, events: Sequence[ChangeEvent]) -> None:
         start = 0
