@@ -221,9 +221,11 @@ def test_ctid_slices_cover_the_table_disjointly(
     else:
         db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
     db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 2000) g")
+    from laredo_source_pg import PostgresSourceOptions
     from laredo_spark.pg import read_slice
 
-    with ExportedSnapshot(db.dsn, db.slot_name, temporary=True) as snap:
+    opts = PostgresSourceOptions(connection=db.dsn, slot_name=db.slot_name)
+    with ExportedSnapshot(opts, db.slot_name, temporary=True) as snap:
         db.execute("DELETE FROM t WHERE id <= 500")  # after the snapshot: still visible
         with db.connect() as conn:
             slices = ctid_slices(conn, TableIdentifier("public", "t"), 4)
@@ -232,7 +234,6 @@ def test_ctid_slices_cover_the_table_disjointly(
         # capped slice size wins over the partition count (the largest partition's pages)
         assert len(small) >= (4 if partitioned else 6)
         plan = {
-            "dsn": db.dsn,
             "snapshot": snap.snapshot_name,
             "schema": "public",
             "table": "t",
@@ -241,7 +242,7 @@ def test_ctid_slices_cover_the_table_disjointly(
         ids = [
             v
             for lo, hi in slices
-            for b in read_slice(plan, lo, hi)
+            for b in read_slice(plan, opts, lo, hi)
             for v in b.column(0).to_pylist()
         ]
     assert sorted(ids) == list(range(1, 2001))

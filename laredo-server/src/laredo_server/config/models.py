@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from laredo.config import EngineConfig, EngineSettings, PluginSpec
 from laredo.units import Duration
@@ -100,6 +100,9 @@ class ServerConfig(EngineConfig):
     health: HealthConfig = HealthConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
+    spark: dict[str, Any] | None = None
+    """The Spark runner's section (``laredo spark``, laredo-spark), validated by that runner;
+    ``laredo serve`` does not use it, so one file drives both runners."""
 
     @property
     def grpc_enabled(self) -> bool:
