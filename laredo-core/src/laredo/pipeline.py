@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from .contracts import SyncTarget
 from .errors import ConfigError
 from .types import (
     BufferPolicy,
@@ -33,7 +34,7 @@ class Pipeline:
 
     source_id: str
     table: TableIdentifier | str
-    target: Any
+    target: SyncTarget
     filters: Sequence[Any] = ()
     transforms: Sequence[Any] = ()
     buffer_size: int = 10_000
@@ -63,7 +64,8 @@ class Pipeline:
                 out.append(f"{where}.table: {exc}")
         elif not isinstance(self.table, TableIdentifier) or not self.table.table:
             out.append(f"{where}.table: empty table name; use laredo.Table('schema', 'table')")
-        if self.target is None:
+        given: Any = self.target  # untyped callers may pass anything
+        if given is None:
             out.append(f"{where}.target: missing; give a target such as IndexedTarget()")
         else:
             missing = [

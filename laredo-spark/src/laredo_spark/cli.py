@@ -41,9 +41,9 @@ def _load(path: str) -> tuple[dict[str, Any], Any]:
 def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
     from .runner import run_spark  # noqa: PLC0415 - lazy: pyspark; `laredo --help` must not start it
 
-    # progress (rows, rows/s and ETA every 50k rows; rows per partition as each one arrives)
-    # goes to stderr even when the CLI framework configured no logging
-    log = logging.getLogger("laredo_spark.pg")
+    # progress (partitions written, ETA; rows per pipeline) and the keys left to `laredo serve`
+    # go to stderr even when the CLI framework configured no logging
+    log = logging.getLogger("laredo_spark")
     handler: logging.Handler | None = None
     if not logging.getLogger().handlers and not log.handlers:
         handler = logging.StreamHandler(sys.stderr)

@@ -13,11 +13,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import laredo
 from laredo.testing import TestSource
 from laredo.testing.source import columns
+
+from .target import FanOutTarget
 
 __all__ = ["USERS", "Rig", "SlowClient", "same_rows", "user", "wait_until"]
 
@@ -51,7 +53,7 @@ class Rig:
         opts.update(target_opts)
         if observer is not None:
             opts["observer"] = observer
-        self.target = laredo.target("replication-fanout", **opts)
+        self.target = cast(FanOutTarget, laredo.target("replication-fanout", **opts))
         self.engine = laredo.Engine(
             sources={"src": self.source},
             pipelines=[laredo.Pipeline("src", self.table, self.target)],
