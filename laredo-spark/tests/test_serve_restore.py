@@ -25,6 +25,7 @@ import grpc
 import pytest
 from laredo.serialization import loads_row
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.e2e]
 
@@ -75,15 +76,6 @@ def write_config(path: Path, **fields: str) -> Path:
     values = {"provider": "", "master": "", "conf": "", **fields}
     path.write_text(CONFIG.format(grpc=free_port(), health=free_port(), **values))
     return path
-
-
-def wait_for(pred: Any, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def writer(db: Any, stop: threading.Event, counter: list[int]) -> None:
@@ -148,7 +140,12 @@ def serve_equals_table(
         env={**os.environ},
     )
     try:
-        wait_for(lambda: ready.exists() or proc.poll() is not None, 90, "laredo serve ready")
+        wait_until(
+            lambda: ready.exists() or proc.poll() is not None,
+            90,
+            "laredo serve ready",
+            interval=0.1,
+        )
         assert proc.poll() is None, log.read_text()[-3000:]
         ports = json.loads(ready.read_text())
 
@@ -158,13 +155,17 @@ def serve_equals_table(
                 text = r.read().decode()
             return [x for x in text.splitlines() if x.startswith("laredo_snapshot_restores")]
 
-        wait_for(lambda: any("completed" in x for x in restores()), 60, "the restore")
+        wait_until(
+            lambda: any("completed" in x for x in restores()), 60, "the restore", interval=0.1
+        )
         assert sorted(restores()) == [
             'laredo_snapshot_restores_total{outcome="completed"} 1',
             'laredo_snapshot_restores_total{outcome="started"} 1',
         ]
         writes = counter[0]
-        wait_for(lambda: counter[0] > writes + 200, what="writes after the restore")
+        wait_until(
+            lambda: counter[0] > writes + 200, 60, what="writes after the restore", interval=0.1
+        )
         stop.set()
         w.join()
         with db.connect() as conn:
@@ -173,7 +174,9 @@ def serve_equals_table(
             want = {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
         channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc_port']}")
         try:
-            wait_for(lambda: served_rows(channel) == want, 60, "served rows == SELECT *")
+            wait_until(
+                lambda: served_rows(channel) == want, 60, "served rows == SELECT *", interval=0.1
+            )
         finally:
             channel.close()
     finally:
@@ -201,7 +204,7 @@ def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
     w = threading.Thread(target=writer, args=(db, stop, counter))
     w.start()
     try:
-        wait_for(lambda: counter[0] > 50, what="the writer")
+        wait_until(lambda: counter[0] > 50, 60, what="the writer", interval=0.1)
         assert baseline(str(config)) == 0  # the `laredo spark baseline` path, this session
         # the free-form map reached the session as written (HOCON reads them as durations)
         assert spark.conf.get("spark.executor.memory") == "768m"
@@ -262,7 +265,7 @@ def test_laredo_spark_baseline_on_a_standalone_cluster_then_laredo_serve(
         w = threading.Thread(target=writer, args=(db, stop, counter))
         w.start()
         try:
-            wait_for(lambda: counter[0] > 50, what="the writer")
+            wait_until(lambda: counter[0] > 50, 60, what="the writer", interval=0.1)
             out = subprocess.run(
                 [LAREDO, "spark", "baseline", "--config", str(config)],
                 capture_output=True,

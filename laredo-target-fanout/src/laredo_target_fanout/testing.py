@@ -12,11 +12,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any, cast
 
 import laredo
-from laredo.testing import TestSource
+from laredo.testing import TestSource, wait_until
 from laredo.testing.source import columns
 
 from .target import FanOutTarget
@@ -24,15 +23,6 @@ from .target import FanOutTarget
 __all__ = ["USERS", "Rig", "SlowClient", "same_rows", "user", "wait_until"]
 
 USERS = laredo.Table("public", "users")
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def user(i: int, **kw: Any) -> dict[str, Any]:
