@@ -78,7 +78,7 @@ class Collector:
     def on_change(self, event: ChangeEvent) -> None:
         self.on_changes([event])
 
-    def on_changes(self, events: Sequence[ChangeEvent]) -> None:
+    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
         with self._cond:
             self.events.extend(events)
             self.batches += 1
