@@ -188,6 +188,21 @@ def test_free_form_maps_keep_the_text_written() -> None:
     }
 
 
+def test_a_runner_section_is_validated_and_left_alone(tmp_path: Path) -> None:
+    """One file for every runner: ``laredo serve`` accepts the Spark runner's ``spark``
+    section, checks it with the model laredo-spark registered, and does not use it."""
+    pytest.importorskip("laredo_spark")
+    conf = BASE + 'spark { master = "spark://m:7077", partitions = 4, conf { a.b = 768m } }'
+    loaded = load_string(conf, env={})
+    assert loaded.model is not None and loaded.model.spark is not None
+    with pytest.raises(ConfigError) as ei:
+        load_string(BASE + "spark { partitons = 4, partitions = 0 }", env={})
+    assert [p.split(" [")[0] for p in ei.value.problems] == [
+        "spark.partitions: Input should be greater than or equal to 1 (got 0)",
+        "spark.partitons: unknown key (allowed here: master, partitions, conf)",
+    ]
+
+
 def test_http_target_durations_and_deprecated_ms_spelling(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -69,6 +69,7 @@ KINDS: dict[str, str] = {
     "dead_letter_store": "laredo_register_dead_letter_stores",
     "observer": "laredo_register_observers",
     "connection_provider": "laredo_register_connection_providers",
+    "config_section": "laredo_register_config_sections",
 }
 
 

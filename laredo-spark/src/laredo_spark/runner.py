@@ -43,11 +43,11 @@ from laredo.config import (
 )
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
-from laredo.units import as_written
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from laredo.plugins import registry
 
 from ._session import spark_session
 from .pg.baseline import BaselineResult, spark_baseline
+from .section import SparkSection, flatten_conf
 
 logger = logging.getLogger(__name__)
 
@@ -62,44 +62,6 @@ SERVE_ONLY_KEYS: dict[str, frozenset[str]] = {
 """Keys of the engine sections only the streaming phase (``laredo serve``) uses, by the section
 holding them (``""``: top level; ``tables``: each table; ``targets``: each target). The
 server's own sections are every top-level section of its model that the engine's lacks."""
-
-
-def flatten_conf(conf: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Spark settings as Spark takes them: ``{"spark.executor.memory": "768m"}``.
-
-    HOCON gives ``conf { spark.executor.memory = 4g }`` as nested objects, and a quoted key
-    (``"spark.executor.memory" = 4g``) with its quotes kept: both become the dotted key.
-    Values become the text written (:func:`laredo.units.as_written`: ``768m`` and ``30s``,
-    which HOCON reads as durations, stay ``"768m"`` and ``"30s"``; booleans
-    ``true``/``false``)."""
-    out: dict[str, str] = {}
-    for key, value in conf.items():
-        name = str(key)
-        if len(name) >= 2 and name[0] == name[-1] == '"':
-            name = name[1:-1]
-        full = f"{prefix}{name}"
-        if isinstance(value, Mapping):
-            out.update(flatten_conf(value, f"{full}."))
-        elif value is None:
-            continue
-        else:
-            out[full] = str(as_written(value))
-    return out
-
-
-class SparkSection(BaseModel):
-    """The runner's own ``spark { master, partitions, conf }`` section."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    master: str | None = Field(None, description="master URL (default local[*])")
-    partitions: int | None = Field(None, ge=1, description="least ctid slices per table")
-    conf: dict[str, str] = Field(default_factory=dict, description="Spark settings")
-
-    @field_validator("conf", mode="before")
-    @classmethod
-    def _flatten(cls, value: Any) -> Any:
-        return flatten_conf(value) if isinstance(value, Mapping) else value
 
 
 @dataclass
@@ -178,7 +140,9 @@ def build_plan(config: Mapping[str, Any], *, loaded: Any = None) -> Plan:
     tree = dict(config)
     model, problems, server_sections = _validate(tree, loaded)
     spark, found = structure_problems(SparkSection, tree.get("spark") or {})
-    problems += [str(Problem(("spark", *p.path), p.message)) for p in found]
+    if not (server_sections and "spark" in registry("config_section").names()):
+        # the server's validation did not check it already (its registered section)
+        problems += [str(Problem(("spark", *p.path), p.message)) for p in found]
     if problems or model is None or spark is None:
         raise ConfigError(problems or ["invalid configuration"])
     left = serve_only_keys(tree, server_sections)
