@@ -240,6 +240,7 @@ def test_laredo_spark_baseline_on_a_standalone_cluster_then_laredo_serve(
         f'endpoint_url = "{moto_server.endpoint_url}", region = "{moto_server.region}" }}'
     )
     with standalone_cluster(tmp_path / "cluster", env={**os.environ}) as cluster:
+        assert cluster.leftover_processes(), "the daemons work in the cluster's directory"
         config = write_config(
             tmp_path / "laredo.conf",
             connection=f"postgresql://postgres:{configured}@127.0.0.1:1/nowhere",
@@ -297,3 +298,6 @@ def test_laredo_spark_baseline_on_a_standalone_cluster_then_laredo_serve(
         finally:
             stop.set()
             w.join()
+    # the master, the worker and the executors it started are gone
+    assert all(p.poll() is not None for p in cluster.processes)
+    assert wait_until(lambda: not cluster.leftover_processes(), 10, what="no JVM left")

@@ -3,7 +3,8 @@
 :func:`standalone_cluster` starts ``org.apache.spark.deploy.master.Master`` and N
 ``org.apache.spark.deploy.worker.Worker`` JVMs through the wheel's ``bin/spark-class``, bound to
 127.0.0.1 with every port chosen (master, web UIs, workers), work and local dirs under the given
-directory, small daemon memory, and stops them when the block ends. The JVMs are always ended:
+directory (each JVM's working directory, so ``leftover_processes`` finds them), small daemon
+memory, and stops them when the block ends. The JVMs are always ended:
 each runs in its own process group, which is sent SIGTERM then SIGKILL, and on Linux each also
 dies with the process that started it (``PR_SET_PDEATHSIG``), even if that one is killed.
 """
@@ -67,8 +68,24 @@ class StandaloneCluster:
             f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}" for p in self.logs
         )
 
+    def leftover_processes(self) -> list[int]:
+        """Processes still working in the cluster's directory (executor JVMs run in the work
+        dir), found through ``/proc`` (Linux; empty elsewhere)."""
+        root = str(self.directory.resolve())
+        found = []
+        with contextlib.suppress(OSError):
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                with contextlib.suppress(OSError):
+                    cwd = os.readlink(f"/proc/{entry}/cwd")
+                    if cwd == root or cwd.startswith(root + os.sep):
+                        found.append(int(entry))
+        return found
+
     def stop(self) -> None:
-        """SIGTERM to each JVM's process group, SIGKILL to what is left after 10 s."""
+        """SIGTERM to each JVM's process group, SIGKILL to what is left after 10 s, then
+        SIGKILL to any process still working in the cluster's directory."""
         for proc in reversed(self.processes):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -79,6 +96,9 @@ class StandaloneCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        for pid in self.leftover_processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _spark_class() -> Path:
@@ -139,6 +159,7 @@ def standalone_cluster(
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=child_env,
+                    cwd=root,
                     start_new_session=True,
                     preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509 - no threads run in the child before exec
                 )
