@@ -110,7 +110,7 @@ class Nop:
     def __init__(self) -> None:
         self.n = 0
 
-    def on_changes(self, events: Any) -> None:
+    def on_changes(self, events: Any, complete: bool = True) -> None:
         self.n += len(events)
 
     def on_change(self, event: Any) -> None:

@@ -31,7 +31,7 @@ from laredo.serialization import (
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore, SnapshotNotFoundError, table_file_name
 from laredo.snapshots.parquet import ParquetSerializer
-from laredo.snapshots.schedule import apply_retention, parse_duration, snapshots_to_delete
+from laredo.snapshots.schedule import apply_retention, snapshots_to_delete
 from laredo.testing.snapshot_conformance import SnapshotStoreConformance, typed_rows
 from laredo.types import (
     SnapshotDescriptor,
@@ -39,6 +39,7 @@ from laredo.types import (
     TableIdentifier,
     TableSnapshotInfo,
 )
+from laredo.units import parse_timedelta
 
 USERS = TableIdentifier("public", "users")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -342,13 +343,21 @@ def _desc(sid: str, age_hours: float) -> SnapshotDescriptor:
     ],
 )
 def test_parse_duration(text: Any, seconds: float) -> None:
-    assert parse_duration(text) == timedelta(seconds=seconds)
+    assert parse_timedelta(text) == timedelta(seconds=seconds)
 
 
 @pytest.mark.parametrize("bad", ["", "d", "1x", "-1h", "1 fortnight", True, None, -3])
 def test_parse_duration_rejects(bad: Any) -> None:
     with pytest.raises(laredo.ConfigError, match="duration"):
-        parse_duration(bad)
+        parse_timedelta(bad)
+
+
+def test_the_second_parse_duration_is_a_deprecated_alias() -> None:
+    from laredo.snapshots import schedule
+
+    with pytest.warns(DeprecationWarning, match="parse_timedelta"):
+        alias = schedule.parse_duration
+    assert alias is parse_timedelta
 
 
 def test_retention_keep_count_and_max_age() -> None:

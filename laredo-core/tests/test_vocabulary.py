@@ -154,3 +154,33 @@ def test_retry_markers_are_one_spelling() -> None:
     assert retry_class(ValueError("x")) == "unknown"
     back = pickle.loads(pickle.dumps(laredo.TransientError("lost")))
     assert retry_class(back) == "transient" and str(back) == "lost"
+
+
+def test_written_durations_are_seconds_that_keep_their_text() -> None:
+    from laredo.units import WrittenDuration, WrittenText, as_written
+    from pydantic import TypeAdapter
+
+    d = WrittenDuration(46080.0, "768m")
+    assert d == 46080.0 and parse_duration(d) == 46080.0  # a duration option gets seconds
+    assert as_written(d) == "768m"  # a free-form map gets the text
+    assert pickle.loads(pickle.dumps(d)).text == "768m"
+    text = TypeAdapter(dict[str, WrittenText])
+    assert text.validate_python({"a": d, "b": True, "c": 5, "d": "4g"}) == {
+        "a": "768m",
+        "b": "true",
+        "c": "5",
+        "d": "4g",
+    }
+
+
+def test_aws_error_code_reads_the_sdk_error_shape() -> None:
+    from laredo.errors import aws_error_code
+
+    class ClientError(Exception):
+        def __init__(self, response: Any) -> None:
+            self.response = response
+
+    assert aws_error_code(ClientError({"Error": {"Code": "NoSuchKey"}})) == "NoSuchKey"
+    assert aws_error_code(ClientError({"Error": None})) == ""
+    assert aws_error_code(ClientError(None)) == ""
+    assert aws_error_code(ValueError("x")) == ""

@@ -164,6 +164,48 @@ shutdown {{ grace_period = 5s, drain = 1 }}
     assert t["x_ms"] == 2.0
 
 
+def test_free_form_maps_keep_the_text_written() -> None:
+    """HOCON reads ``768m`` and ``30s`` as durations: duration options get seconds, free-form
+    maps (HTTP ``headers``) the text as written."""
+    pytest.importorskip("laredo_target_http")
+    loaded = load_string(
+        BASE.replace(
+            "type = indexed-memory, lookup_fields = [email]",
+            'type = http-sync, base_url = "http://127.0.0.1:9/sync", timeout = 30s, '
+            "headers { X-Wait = 30s, X-Memory = 768m, X-Size = 4g, X-Count = 5, X-On = true, "
+            "X-Long = 10 minutes }",
+        ),
+        env={},
+    )
+    assert loaded.model is not None
+    assert loaded.tree["tables"][0]["targets"][0]["timeout"] == 30.0
+    opts = build_engine(loaded.model).engine.pipeline_configs[0].target.options
+    assert opts.timeout == 30.0
+    assert opts.headers == {
+        "X-Wait": "30s",
+        "X-Memory": "768m",
+        "X-Size": "4g",
+        "X-Count": "5",
+        "X-On": "true",
+        "X-Long": "10 minutes",
+    }
+
+
+def test_a_runner_section_is_validated_and_left_alone(tmp_path: Path) -> None:
+    """One file for every runner: ``laredo serve`` accepts the Spark runner's ``spark``
+    section, checks it with the model laredo-spark registered, and does not use it."""
+    pytest.importorskip("laredo_spark")
+    conf = BASE + 'spark { master = "spark://m:7077", partitions = 4, conf { a.b = 768m } }'
+    loaded = load_string(conf, env={})
+    assert loaded.model is not None and loaded.model.spark is not None
+    with pytest.raises(ConfigError) as ei:
+        load_string(BASE + "spark { partitons = 4, partitions = 0 }", env={})
+    assert [p.split(" [")[0] for p in ei.value.problems] == [
+        "spark.partitions: Input should be greater than or equal to 1 (got 0)",
+        "spark.partitons: unknown key (allowed here: master, partitions, conf)",
+    ]
+
+
 def test_http_target_durations_and_deprecated_ms_spelling(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import laredo
 import pytest
 from laredo.snapshots.jsonl import JsonlSerializer
-from laredo.testing import RecordingTarget
+from laredo.testing import RecordingTarget, wait_until
 from laredo_snapshot_s3 import S3SnapshotStore
 from laredo_source_kinesis import encode_record
-from laredo_source_kinesis.testing import ORDERS, USERS, put, wait_until, write_baseline
+from laredo_source_kinesis.testing import ORDERS, USERS, put, write_baseline
 from laredo_target_memory import IndexedTarget
 
 pytestmark = pytest.mark.integration

@@ -485,3 +485,34 @@ def test_a_failing_handler_surfaces_and_ephemeral_then_needs_a_baseline(
     rows: list[dict[str, Any]] = []
     src.baseline([USERS], lambda t, r: rows.append(r))
     assert rows == [{"id": 1}]
+
+
+class OldDialectHandler(RecordingHandler):
+    """The deprecated dialect: ``on_changes(events)`` without the ``complete`` flag."""
+
+    def on_changes(self, events: Any) -> None:  # type: ignore[override]
+        super().on_changes(events)
+
+
+def test_a_handler_without_complete_is_deprecated_and_gets_whole_transactions(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    pg_database.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    src = make_source(batch_size=100)
+    src.init(SourceConfig([USERS]))
+    pos = src.baseline([USERS], lambda t, r: None)
+    h = OldDialectHandler()
+    th = StreamThread(src, pos, h)
+    with pytest.warns(DeprecationWarning, match="without the complete flag"):
+        th.start()
+        wait_until(lambda: src.state() is SourceState.STREAMING, what="streaming")
+        pg_database.execute("INSERT INTO users SELECT generate_series(1, 250)")
+        pg_database.execute("INSERT INTO users SELECT generate_series(251, 500)")
+        evs = h.wait_for_events(500)
+        th.stop()
+    assert th.error is None
+    assert [e.new_values["id"] for e in evs if e.new_values] == list(range(1, 501))  # once each
+    # after the first call (which found the dialect) transactions are no longer cut before
+    # their commit: the second one comes whole, in delivery-sized batches at its commit
+    second = [b for b in h.batches if b and b[0].new_values and b[0].new_values["id"] > 250]
+    assert len({e.position for b in second for e in b}) == 1

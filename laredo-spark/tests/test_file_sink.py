@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from laredo.testing import wait_until
 from laredo.types import TableIdentifier
 from laredo_spark import FileSink, stream_options
 from laredo_spark.frame import decode_json
@@ -17,15 +16,6 @@ from laredo_spark.testing import ChangeFile
 pytestmark = pytest.mark.spark
 
 USERS = TableIdentifier("public", "users")
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 90.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Boom(Exception):
@@ -92,11 +82,16 @@ def test_file_sinks_write_each_batch_once_across_a_restart(spark: Any, tmp_path:
         insert(i)
     q = start()
     try:
-        wait_until(lambda: len(positions(parquet)) == 10, what="10 rows")
+        wait_until(lambda: len(positions(parquet)) == 10, 90, what="10 rows", interval=0.1)
         fail_on_position.append("11")  # the batch carrying the next insert fails
         insert(11)
         cf.transaction([("INSERT", "public.other", {"id": 1}, None)])
-        wait_until(lambda: q.exception() is not None or not q.isActive, what="query failure")
+        wait_until(
+            lambda: q.exception() is not None or not q.isActive,
+            90,
+            what="query failure",
+            interval=0.1,
+        )
         failed = seen[-1]
         # the failed batch's files are on disk, but Spark never committed it
         assert os.path.exists(parquet.batch_path(failed))
@@ -105,7 +100,7 @@ def test_file_sinks_write_each_batch_once_across_a_restart(spark: Any, tmp_path:
     q = start()  # restart: Spark replays the uncommitted batch with the same id
     try:
         insert(12)
-        wait_until(lambda: len(positions(parquet)) >= 13, what="after restart")
+        wait_until(lambda: len(positions(parquet)) >= 13, 90, what="after restart", interval=0.1)
         q.processAllAvailable()
     finally:
         q.stop()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import laredo
@@ -14,6 +12,7 @@ from laredo.filters import FieldEquals
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
 from laredo.snapshots.parquet import ParquetSerializer
+from laredo.testing import wait_until
 from laredo.transforms import DropFields, RenameFields
 from laredo.types import TableIdentifier
 from laredo_spark import ExportedSnapshot, spark_baseline
@@ -23,15 +22,6 @@ from laredo_target_memory import IndexedTarget
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 USERS = TableIdentifier("public", "users")
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class StrictTarget:
@@ -169,7 +159,7 @@ def test_spark_baseline_then_engine_streams_without_gap_or_duplicate(
     for w in writers:
         w.start()
     try:
-        wait_until(lambda: counter[0] > 50, what="writers running")
+        wait_until(lambda: counter[0] > 50, 60, what="writers running", interval=0.1)
         result = spark_baseline(
             spark, cfg, [pipeline], snapshot_store=store, serializer=serializer, partitions=3
         )
@@ -188,7 +178,9 @@ def test_spark_baseline_then_engine_streams_without_gap_or_duplicate(
             assert eng.await_ready(60)
             assert target.restored == result.row_counts[pipeline.pipeline_id()]
             writes = counter[0]
-            wait_until(lambda: counter[0] > writes + 100, what="writes after the restore")
+            wait_until(
+                lambda: counter[0] > writes + 100, 60, what="writes after the restore", interval=0.1
+            )
             stop.set()
             for w in writers:
                 w.join()
@@ -198,7 +190,7 @@ def test_spark_baseline_then_engine_streams_without_gap_or_duplicate(
                 got = {r["id"]: r for r in target.export_snapshot()}
                 return got == want
 
-            wait_until(same, 60, "target == filtered/transformed SELECT *")
+            wait_until(same, 60, "target == filtered/transformed SELECT *", interval=0.1)
             assert target.duplicates == 0
             assert "doc" not in next(iter(want.values()))
         finally:
@@ -221,9 +213,11 @@ def test_ctid_slices_cover_the_table_disjointly(
     else:
         db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
     db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 2000) g")
+    from laredo_source_pg import PostgresSourceOptions
     from laredo_spark.pg import read_slice
 
-    with ExportedSnapshot(db.dsn, db.slot_name, temporary=True) as snap:
+    opts = PostgresSourceOptions(connection=db.dsn, slot_name=db.slot_name)
+    with ExportedSnapshot(opts, db.slot_name, temporary=True) as snap:
         db.execute("DELETE FROM t WHERE id <= 500")  # after the snapshot: still visible
         with db.connect() as conn:
             slices = ctid_slices(conn, TableIdentifier("public", "t"), 4)
@@ -232,7 +226,6 @@ def test_ctid_slices_cover_the_table_disjointly(
         # capped slice size wins over the partition count (the largest partition's pages)
         assert len(small) >= (4 if partitioned else 6)
         plan = {
-            "dsn": db.dsn,
             "snapshot": snap.snapshot_name,
             "schema": "public",
             "table": "t",
@@ -241,7 +234,7 @@ def test_ctid_slices_cover_the_table_disjointly(
         ids = [
             v
             for lo, hi in slices
-            for b in read_slice(plan, lo, hi)
+            for b in read_slice(plan, opts, lo, hi)
             for v in b.column(0).to_pylist()
         ]
     assert sorted(ids) == list(range(1, 2001))

@@ -84,7 +84,11 @@ def test_run_spark_from_config_then_read_the_snapshot_back(
     assert price == '{"$type":"decimal","value":"2.5000000000000000"}'
 
 
-def test_keys_the_spark_runner_cannot_honour_are_rejected_by_name(tmp_path: Any) -> None:
+def test_serving_keys_are_validated_and_left_to_laredo_serve(tmp_path: Any, caplog: Any) -> None:
+    """The file of ``laredo serve`` is accepted whole: the server's sections and the streaming
+    phase's keys are validated by the server's own models and named in one INFO line; a wrong
+    key in any of them is still an error."""
+
     class Db:
         dsn = "postgresql://nobody@127.0.0.1:1/none"
         slot_name = "unused"
@@ -92,20 +96,39 @@ def test_keys_the_spark_runner_cannot_honour_are_rejected_by_name(tmp_path: Any)
     cfg = _config(Db(), tmp_path / "snaps")
     target = cfg["tables"][0]["targets"][0]
     target["buffer"] = {"max_size": 10}
-    target["lookup_feilds"] = ["sku"]
+    target["error_handling"] = {"max_retries": 2}
     cfg["tables"][0]["ttl"] = {"field": "expires_at"}
     cfg["snapshot"]["schedule"] = "1h"
+    cfg["snapshot"]["retention"] = {"keep_count": 3}
     cfg["grpc"] = {"port": 4001}
+    cfg["health"] = {"port": 8089}
+    cfg["observability"] = {"log_level": "debug"}
+    cfg["shutdown"] = {"grace_period": "5s"}
+    with caplog.at_level(logging.INFO, logger="laredo_spark.runner"):
+        plan = build_plan(cfg)  # no Spark session, no database connection
+    assert [p.pipeline_id() for p in plan.pipelines] == [
+        "pg:public.items:indexed-memory",
+        "all-items",
+    ]
+    (line,) = [r.getMessage() for r in caplog.records if "laredo serve" in r.getMessage()]
+    assert line == (
+        "left to laredo serve (the Spark baseline does not use them): grpc, health, "
+        "observability, shutdown, snapshot.schedule, snapshot.retention, tables.0.ttl, "
+        "tables.0.targets.0.buffer, tables.0.targets.0.error_handling"
+    )
+
+    target["buffer"] = {"max_sise": 10}
+    target["lookup_feilds"] = ["sku"]
+    cfg["grpc"] = {"prot": 4001}
     cfg["spark"]["partitons"] = 4
-    # rejected before any Spark session or database connection is made
     with pytest.raises(laredo.ConfigError) as ei:
         run_spark(cfg)
     problems = ei.value.problems
-    for key in ("grpc", "snapshot.schedule", "tables.0.ttl", "tables.0.targets.0.buffer"):
-        assert f"not supported by the Spark runner: {key}; remove it or run locally" in problems
+    assert any(p.startswith("tables.0.targets.0.buffer.max_sise") for p in problems), problems
+    assert any(p.startswith("grpc.prot") for p in problems), problems
     assert any(p.startswith("tables.0.targets.0.lookup_feilds: unknown option") for p in problems)
     assert any(p.startswith("spark.partitons: unknown key") for p in problems)
-    assert len(problems) == 6, problems
+    assert len(problems) == 4, problems
 
 
 def test_observer_progress_and_cli_argument_errors(
@@ -162,9 +185,18 @@ def test_the_spark_section_drives_laredo_spark_baseline(tmp_path: Any, monkeypat
         json.dumps(cfg)[1:-1]
         + '\nspark { master = "local[3]", partitions = 5\n'
         + '  conf { spark.sql.shuffle.partitions = 3, "spark.x.y" = z, spark.ui.enabled = false }'
-        + "\n}\n"
+        + "\n  conf { spark.executor.memory = 768m, spark.network.timeout = 30s, "
+        + "spark.driver.maxResultSize = 4g }\n}\n"
     )
-    want = {"spark.sql.shuffle.partitions": "3", "spark.x.y": "z", "spark.ui.enabled": "false"}
+    want = {
+        "spark.sql.shuffle.partitions": "3",
+        "spark.x.y": "z",
+        "spark.ui.enabled": "false",
+        # HOCON reads 768m and 30s as durations: Spark gets them as written
+        "spark.executor.memory": "768m",
+        "spark.network.timeout": "30s",
+        "spark.driver.maxResultSize": "4g",
+    }
     seen: dict[str, Any] = {}
 
     def fake_session(master: str, app: str, conf: Any) -> Any:

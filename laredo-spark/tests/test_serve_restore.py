@@ -1,6 +1,9 @@
-"""`laredo spark baseline` then `laredo serve` on one HOCON configuration: the server restores
-the Spark-written multi-part snapshot and streams on from the slot's consistent point, with
-writers running throughout: no gap, no duplicate."""
+"""`laredo spark baseline --config F` then `laredo serve --config F`, one file for both runners:
+the server restores the Spark-written multi-part snapshot and streams on from the slot's
+consistent point, with writers running throughout: no gap, no duplicate. Once on the local
+session, once on a standalone cluster (master + worker JVMs) with the snapshot on S3 (moto), a
+connection provider that only the source's own connection code applies, and Spark's event log
+checked for the connection's passwords."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +25,20 @@ import grpc
 import pytest
 from laredo.serialization import loads_row
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.e2e]
 
 LAREDO = str(Path(sys.executable).parent / "laredo")
 
-# what `laredo serve` and `laredo spark baseline` share; each has its own file including it
-# (the Spark runner refuses the server's sections, the server the runner's)
-SHARED = """
+# one file for `laredo spark baseline` and `laredo serve`: the server's sections and the
+# streaming phase's keys are left to serve by the Spark runner, the `spark` section to Spark
+CONFIG = """
 sources {{
   pg {{
     type = postgresql
-    connection = "{dsn}"
+    connection = "{connection}"
+    {provider}
     slot_mode = stateful
     slot_name = {slot}
     publication {{ create = true }}
@@ -40,18 +46,23 @@ sources {{
   }}
 }}
 tables = [
-  {{ source = pg, schema = public, table = accounts, targets = [ {{ type = indexed-memory }} ] }}
+  {{ source = pg, schema = public, table = accounts,
+     targets = [ {{ type = indexed-memory, buffer {{ max_size = 20000 }} }} ] }}
 ]
-snapshot {{ store = local, store_config {{ path = "{snaps}" }}, serializer = parquet }}
-"""
-SPARK = """
-include "shared.conf"
-spark { partitions = 3, conf { spark.sql.shuffle.partitions = 2 } }
-"""
-SERVE = """
-include "shared.conf"
+snapshot {{ {store}, serializer = parquet, schedule = 1h }}
 grpc {{ port = {grpc} }}
 health {{ port = {health} }}
+shutdown {{ grace_period = 20s }}
+spark {{
+  {master}
+  partitions = 3
+  conf {{
+    spark.sql.shuffle.partitions = 2
+    spark.network.timeout = 300s
+    spark.executor.memory = 768m
+    {conf}
+  }}
+}}
 """
 
 
@@ -61,13 +72,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(pred: Any, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def write_config(path: Path, **fields: str) -> Path:
+    values = {"provider": "", "master": "", "conf": "", **fields}
+    path.write_text(CONFIG.format(grpc=free_port(), health=free_port(), **values))
+    return path
 
 
 def writer(db: Any, stop: threading.Event, counter: list[int]) -> None:
@@ -108,12 +116,7 @@ def served_rows(channel: Any) -> dict[Any, dict[str, Any]]:
             return out
 
 
-def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
-    spark: Any, pg_database: Any, tmp_path: Path
-) -> None:
-    from laredo_spark.cli import baseline
-
-    db = pg_database
+def make_accounts(db: Any) -> None:
     db.execute(
         "CREATE TABLE accounts (id bigint PRIMARY KEY, name text, balance numeric(12,2), "
         "at timestamptz)"
@@ -121,31 +124,28 @@ def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
     db.execute(
         "INSERT INTO accounts SELECT g, 'a' || g, g * 1.5, now() FROM generate_series(1, 3000) g"
     )
-    snaps = tmp_path / "snaps"
-    (tmp_path / "shared.conf").write_text(SHARED.format(dsn=db.dsn, slot=db.slot_name, snaps=snaps))
-    (tmp_path / "spark.conf").write_text(SPARK)
-    serve_conf = tmp_path / "serve.conf"
-    serve_conf.write_text(SERVE.format(grpc=free_port(), health=free_port()))
-    stop = threading.Event()
-    counter = [0]
-    w = threading.Thread(target=writer, args=(db, stop, counter))
-    w.start()
-    proc = None
+
+
+def serve_equals_table(
+    db: Any, config: Path, tmp_path: Path, *, counter: list[int], stop: Any, w: threading.Thread
+) -> None:
+    """`laredo serve --config F` restores the Spark snapshot (one restore, counted by its
+    metrics), streams on while the writer runs, and serves exactly the table's rows."""
+    ready = tmp_path / "ready.json"
+    log = tmp_path / "serve.log"
+    proc = subprocess.Popen(
+        [LAREDO, "serve", "--config", str(config), "--ready-file", str(ready)],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+        env={**os.environ},
+    )
     try:
-        wait_for(lambda: counter[0] > 50, what="the writer")
-        assert baseline(str(tmp_path / "spark.conf")) == 0  # the `laredo spark baseline` path
-        (desc,) = LocalSnapshotStore(snaps).list()
-        store = LocalSnapshotStore(snaps)
-        assert len(store.manifest(desc.snapshot_id).artifacts[0].parts) >= 2  # multi-part
-        ready = tmp_path / "ready.json"
-        log = tmp_path / "serve.log"
-        proc = subprocess.Popen(
-            [LAREDO, "serve", "--config", str(serve_conf), "--ready-file", str(ready)],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("ab"),
-            env={**os.environ},
+        wait_until(
+            lambda: ready.exists() or proc.poll() is not None,
+            90,
+            "laredo serve ready",
+            interval=0.1,
         )
-        wait_for(lambda: ready.exists() or proc.poll() is not None, 90, "laredo serve ready")
         assert proc.poll() is None, log.read_text()[-3000:]
         ports = json.loads(ready.read_text())
 
@@ -155,13 +155,17 @@ def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
                 text = r.read().decode()
             return [x for x in text.splitlines() if x.startswith("laredo_snapshot_restores")]
 
-        wait_for(lambda: any("completed" in x for x in restores()), 60, "the restore")
+        wait_until(
+            lambda: any("completed" in x for x in restores()), 60, "the restore", interval=0.1
+        )
         assert sorted(restores()) == [
             'laredo_snapshot_restores_total{outcome="completed"} 1',
             'laredo_snapshot_restores_total{outcome="started"} 1',
         ]
         writes = counter[0]
-        wait_for(lambda: counter[0] > writes + 200, what="writes after the restore")
+        wait_until(
+            lambda: counter[0] > writes + 200, 60, what="writes after the restore", interval=0.1
+        )
         stop.set()
         w.join()
         with db.connect() as conn:
@@ -170,12 +174,130 @@ def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
             want = {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
         channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc_port']}")
         try:
-            wait_for(lambda: served_rows(channel) == want, 60, "served rows == SELECT *")
+            wait_until(
+                lambda: served_rows(channel) == want, 60, "served rows == SELECT *", interval=0.1
+            )
         finally:
             channel.close()
     finally:
-        stop.set()
-        w.join()
-        if proc is not None and proc.poll() is None:
+        if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
+    spark: Any, pg_database: Any, tmp_path: Path
+) -> None:
+    from laredo_spark.cli import baseline
+
+    db = pg_database
+    make_accounts(db)
+    snaps = tmp_path / "snaps"
+    config = write_config(
+        tmp_path / "laredo.conf",
+        connection=db.dsn,
+        slot=db.slot_name,
+        store=f'store = local, store_config {{ path = "{snaps}" }}',
+    )
+    stop = threading.Event()
+    counter = [0]
+    w = threading.Thread(target=writer, args=(db, stop, counter))
+    w.start()
+    try:
+        wait_until(lambda: counter[0] > 50, 60, what="the writer", interval=0.1)
+        assert baseline(str(config)) == 0  # the `laredo spark baseline` path, this session
+        # the free-form map reached the session as written (HOCON reads them as durations)
+        assert spark.conf.get("spark.executor.memory") == "768m"
+        assert spark.conf.get("spark.network.timeout") == "300s"
+        (desc,) = LocalSnapshotStore(snaps).list()
+        store = LocalSnapshotStore(snaps)
+        assert len(store.manifest(desc.snapshot_id).artifacts[0].parts) >= 2  # multi-part
+        serve_equals_table(db, config, tmp_path, counter=counter, stop=stop, w=w)
+    finally:
+        stop.set()
+        w.join()
+
+
+def test_laredo_spark_baseline_on_a_standalone_cluster_then_laredo_serve(
+    pg_database: Any, moto_server: Any, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The same file on a real cluster: `spark.master = spark://...`, executors in a worker JVM
+    connect through the source's connection provider (the configured `connection` points at
+    a closed port), the parts go to S3, no password reaches Spark's event log, and `laredo
+    serve` restores the snapshot from S3 and streams on under concurrent writers."""
+    from laredo_snapshot_s3 import S3SnapshotStore
+    from laredo_spark.standalone import standalone_cluster
+
+    db = pg_database
+    make_accounts(db)
+    provided, configured = f"pw-{uuid.uuid4().hex}", f"pw-{uuid.uuid4().hex}"
+    secret_file = tmp_path / "pg-connection"
+    secret_file.write_text(db.dsn_for(password=provided) + "\n")
+    events = tmp_path / "events"
+    events.mkdir()
+    store = (
+        f'store = s3, store_config {{ bucket = "{s3_bucket}", '
+        f'endpoint_url = "{moto_server.endpoint_url}", region = "{moto_server.region}" }}'
+    )
+    with standalone_cluster(tmp_path / "cluster", env={**os.environ}) as cluster:
+        assert cluster.leftover_processes(), "the daemons work in the cluster's directory"
+        config = write_config(
+            tmp_path / "laredo.conf",
+            connection=f"postgresql://postgres:{configured}@127.0.0.1:1/nowhere",
+            provider=(
+                f'connection_provider {{ type = file, path = "{secret_file}", field = connection }}'
+            ),
+            slot=db.slot_name,
+            store=store,
+            master=f'master = "{cluster.master_url}"',
+            conf=(
+                "spark.eventLog.enabled = true\n"
+                "spark.eventLog.compress = false\n"
+                "spark.sql.ui.explainMode = extended\n"  # logical plans too
+                f'spark.eventLog.dir = "file://{events}"\n'
+                "spark.cores.max = 1\n"
+                "spark.driver.host = 127.0.0.1\n"
+                f"spark.driver.port = {free_port()}\n"
+                f"spark.blockManager.port = {free_port()}\n"
+            ),
+        )
+        stop = threading.Event()
+        counter = [0]
+        w = threading.Thread(target=writer, args=(db, stop, counter))
+        w.start()
+        try:
+            wait_until(lambda: counter[0] > 50, 60, what="the writer", interval=0.1)
+            out = subprocess.run(
+                [LAREDO, "spark", "baseline", "--config", str(config)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+                timeout=300,
+                check=False,
+            )
+            assert out.returncode == 0, out.stderr[-4000:] + cluster.log_tail()
+            assert "left to laredo serve" in out.stderr
+            assert "rows at" in out.stdout
+            s3 = S3SnapshotStore(
+                s3_bucket, endpoint_url=moto_server.endpoint_url, region=moto_server.region
+            )
+            (desc,) = s3.list()
+            assert len(s3.manifest(desc.snapshot_id).artifacts[0].parts) >= 2
+            logs = [p for p in events.rglob("*") if p.is_file()]  # rolling: a directory
+            assert logs, "no event log written"
+            text = "".join(p.read_text() for p in logs)
+            # executors of the cluster ran the tasks; the settings arrived as written
+            assert '"Event":"SparkListenerExecutorAdded"' in text
+            assert f'"spark.master":"{cluster.master_url}"' in text
+            assert '"spark.executor.memory":"768m"' in text
+            assert '"Event":"SparkListenerTaskEnd"' in text
+            assert "BatchScan laredo-pg-slices-" in text  # the slice reads' plans are logged
+            for secret in (provided, configured):
+                assert secret not in text
+            serve_equals_table(db, config, tmp_path, counter=counter, stop=stop, w=w)
+        finally:
+            stop.set()
+            w.join()
+    # the master, the worker and the executors it started are gone
+    assert all(p.poll() is not None for p in cluster.processes)
+    assert wait_until(lambda: not cluster.leftover_processes(), 10, what="no JVM left")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +10,7 @@ import laredo
 import pytest
 from laredo.filters import FieldPrefix
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing import wait_until
 from laredo.testing.source import columns
 from laredo.types import TableIdentifier
 from laredo_spark import SnapshotSink, TargetSink, stream_options
@@ -21,15 +21,6 @@ pytestmark = pytest.mark.spark
 
 USERS = TableIdentifier("public", "users")
 COLS = {USERS: columns("id", "name", "n")}
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 90.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class CountingTarget(IndexedTarget):
@@ -99,7 +90,9 @@ def test_stream_to_target_and_snapshot_sinks_exactly_once_across_restart(
 
     q = start()
     try:
-        wait_until(lambda: target.count() == 16, what="20 inserts, 16 pass the filter")
+        wait_until(
+            lambda: target.count() == 16, 90, what="20 inserts, 16 pass the filter", interval=0.1
+        )
         # commit(end) comes one batch late: while idle, the last batch is not acknowledged
         time.sleep(1.0)
         assert not read_acks(cf.dir) or max(read_acks(cf.dir)) < 20
@@ -111,16 +104,31 @@ def test_stream_to_target_and_snapshot_sinks_exactly_once_across_restart(
         )
         expected.pop(1)
         expected.pop(2)
-        wait_until(lambda: target.count() == 14, what="update leaving the filter + delete")
+        wait_until(
+            lambda: target.count() == 14,
+            90,
+            what="update leaving the filter + delete",
+            interval=0.1,
+        )
         # Spark acknowledges a batch when it plans the next one: give it one (filtered out)
         before = sink.log.batch_id
         insert(300, "x300")
-        wait_until(lambda: sink.log.batch_id > before, what="the next batch")
-        wait_until(lambda: bool(read_acks(cf.dir)) and max(read_acks(cf.dir)) >= 20, what="ack")
+        wait_until(lambda: sink.log.batch_id > before, 90, what="the next batch", interval=0.1)
+        wait_until(
+            lambda: bool(read_acks(cf.dir)) and max(read_acks(cf.dir)) >= 20,
+            90,
+            what="ack",
+            interval=0.1,
+        )
         # crash after the next batch was applied but before Spark committed it
         fail_after_apply.append(sink.log.batch_id + 1)
         insert(100, "u100")
-        wait_until(lambda: q.exception() is not None or not q.isActive, what="query failure")
+        wait_until(
+            lambda: q.exception() is not None or not q.isActive,
+            90,
+            what="query failure",
+            interval=0.1,
+        )
         assert 100 in {r["id"] for r in target.export_snapshot()}
     finally:
         q.stop()
@@ -132,7 +140,7 @@ def test_stream_to_target_and_snapshot_sinks_exactly_once_across_restart(
     try:
         insert(101, "u101")
         insert(102, "x102")
-        wait_until(lambda: target.count() == len(expected), what="after restart")
+        wait_until(lambda: target.count() == len(expected), 90, what="after restart", interval=0.1)
         q.processAllAvailable()
     finally:
         q.stop()
@@ -206,7 +214,7 @@ def test_postgres_baseline_then_stream_into_a_snapshot_sink(
         .start()
     )
     try:
-        wait_until(lambda: sink.batch_id >= 2, what="a few micro-batches")
+        wait_until(lambda: sink.batch_id >= 2, 90, what="a few micro-batches", interval=0.1)
         stop.set()
         w.join()
 
@@ -224,7 +232,7 @@ def test_postgres_baseline_then_stream_into_a_snapshot_sink(
                 return {}
 
         try:
-            wait_until(lambda: state() == want, 60, what="sink state == SELECT *")
+            wait_until(lambda: state() == want, 60, what="sink state == SELECT *", interval=0.1)
         except AssertionError:
             got = state()
             extra = sorted(set(got) - set(want))[:5]

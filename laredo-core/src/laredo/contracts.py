@@ -47,7 +47,9 @@ class ChangeHandler(Protocol):
 
     ``on_changes(events, complete=True)`` is the fast path (a transaction, in order); a source that
     splits a big transaction passes ``complete=False`` for every chunk but the last, so the
-    transaction's position is acknowledged only once all of it is applied. ``on_change`` is the
+    transaction's position is acknowledged only once all of it is applied. Sources call it with
+    both arguments; every handler takes ``complete`` (``on_changes(events)`` alone is deprecated:
+    the PostgreSQL source warns and falls back to whole transactions). ``on_change`` is the
     per-event path. ``on_heartbeat(position)`` says "nothing for you up to here" so ACKs
     advance on idle sources; ``on_schema_change`` reports a table's new columns in stream order.
     A handler may also have ``on_resync_required(table, reason)`` (the engine's has): the

@@ -189,3 +189,14 @@ def grpc_status_name(exc: BaseException) -> str:
     if retry_class(exc) == "transient":
         return "UNAVAILABLE"
     return "INTERNAL"
+
+
+def aws_error_code(exc: BaseException) -> str:
+    """The service's error code of an AWS SDK error (botocore's ``ClientError``:
+    ``exc.response["Error"]["Code"]``, e.g. ``"NoSuchKey"``, ``"404"``), else ``""``. Duck-typed,
+    so core needs no AWS SDK; every plugin talking to AWS reads codes through it."""
+    resp = getattr(exc, "response", None)
+    if not isinstance(resp, dict):
+        return ""
+    error = resp.get("Error")
+    return str(error.get("Code", "")) if isinstance(error, dict) else ""

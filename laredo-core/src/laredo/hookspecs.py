@@ -85,6 +85,14 @@ def laredo_register_observers(registry: Registry) -> None:
 
 
 @hookspec
+def laredo_register_config_sections(registry: Registry) -> None:
+    """Called once, the first time configuration sections are needed (``laredo serve`` and
+    every runner validating a file). Add a top-level section a plugin owns, with its model:
+    ``registry.add("spark", SparkSection, options=SparkSection)``. Runners that do not use the
+    section validate it with that model and leave it alone, so one file serves every runner."""
+
+
+@hookspec
 def laredo_register_checks(registry: CheckRegistry) -> None:
     """Called once, the first time checks are needed (``laredo check``, ``laredo serve`` at
     startup). Add preflight checks per plugin kind and type name:

@@ -7,7 +7,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from .contracts import SyncTarget
 from .errors import ConfigError
+from .pipeline_settings import (
+    BUFFER_POLICY,
+    BUFFER_SIZE,
+    ERROR_POLICY,
+    MAX_RETRIES,
+    RETRY_BACKOFF,
+    RETRY_MAX_BACKOFF,
+    TTL_FIELD,
+    TTL_SCAN_INTERVAL,
+    VALIDATION_ACTION,
+    VALIDATION_INTERVAL,
+)
 from .types import (
     BufferPolicy,
     ErrorPolicy,
@@ -18,6 +31,9 @@ from .types import (
 )
 from .units import to_seconds
 
+_BUFFER_POLICY = BufferPolicy(BUFFER_POLICY.default)
+_ERROR_POLICY = ErrorPolicy(ERROR_POLICY.default)
+_VALIDATION_ACTION = ValidationAction(VALIDATION_ACTION.default)
 _DURATIONS = ("retry_backoff", "retry_max_backoff", "ttl_scan_interval", "validation_interval")
 
 
@@ -33,20 +49,21 @@ class Pipeline:
 
     source_id: str
     table: TableIdentifier | str
-    target: Any
+    target: SyncTarget
     filters: Sequence[Any] = ()
     transforms: Sequence[Any] = ()
-    buffer_size: int = 10_000
-    buffer_policy: BufferPolicy | str = BufferPolicy.BLOCK
-    error_policy: ErrorPolicy | str = ErrorPolicy.ISOLATE
-    max_retries: int = 5
-    retry_backoff: float | timedelta = 0.1
-    retry_max_backoff: float | timedelta = 5.0
+    # defaults, bounds and configuration keys: :mod:`laredo.pipeline_settings`
+    buffer_size: int = BUFFER_SIZE.default
+    buffer_policy: BufferPolicy | str = _BUFFER_POLICY
+    error_policy: ErrorPolicy | str = _ERROR_POLICY
+    max_retries: int = MAX_RETRIES.default
+    retry_backoff: float | timedelta = RETRY_BACKOFF.default
+    retry_max_backoff: float | timedelta = RETRY_MAX_BACKOFF.default
     ttl: Callable[[Row], datetime | None] | None = None
-    ttl_field: str | None = None
-    ttl_scan_interval: float | timedelta | None = None
-    validation_action: ValidationAction | str = ValidationAction.WARN
-    validation_interval: float | timedelta | None = None
+    ttl_field: str | None = TTL_FIELD.default
+    ttl_scan_interval: float | timedelta | None = TTL_SCAN_INTERVAL.default
+    validation_action: ValidationAction | str = _VALIDATION_ACTION
+    validation_interval: float | timedelta | None = VALIDATION_INTERVAL.default
     id: str | None = None
     target_type: str | None = None
 
@@ -63,7 +80,8 @@ class Pipeline:
                 out.append(f"{where}.table: {exc}")
         elif not isinstance(self.table, TableIdentifier) or not self.table.table:
             out.append(f"{where}.table: empty table name; use laredo.Table('schema', 'table')")
-        if self.target is None:
+        given: Any = self.target  # untyped callers may pass anything
+        if given is None:
             out.append(f"{where}.target: missing; give a target such as IndexedTarget()")
         else:
             missing = [
@@ -76,10 +94,8 @@ class Pipeline:
                     f"{where}.target: {type(self.target).__name__} is not a SyncTarget "
                     f"(missing {', '.join(missing)})"
                 )
-        if not isinstance(self.buffer_size, int) or self.buffer_size <= 0:
-            out.append(
-                f"{where}.buffer_size: must be a positive integer (got {self.buffer_size!r})"
-            )
+        if problem := BUFFER_SIZE.problem(self.buffer_size, where):
+            out.append(problem)
         for name, enum_type in (
             ("buffer_policy", BufferPolicy),
             ("error_policy", ErrorPolicy),
@@ -92,8 +108,8 @@ class Pipeline:
                 except ValueError:
                     allowed = ", ".join(e.value for e in enum_type)
                     out.append(f"{where}.{name}: unknown value {value!r}; use one of {allowed}")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            out.append(f"{where}.max_retries: must be >= 0 (got {self.max_retries!r})")
+        if problem := MAX_RETRIES.problem(self.max_retries, where):
+            out.append(problem)
         for name in (
             "retry_backoff",
             "retry_max_backoff",

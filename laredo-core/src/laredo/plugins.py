@@ -12,11 +12,21 @@ import importlib.metadata
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 
 from . import hookspecs
+from .contracts import (
+    DeadLetterStore,
+    EngineObserver,
+    PipelineFilter,
+    PipelineTransform,
+    SnapshotSerializer,
+    SnapshotStore,
+    SyncSource,
+    SyncTarget,
+)
 from .errors import ConfigError
 from .preflight import CheckRegistry
 from .registry import KNOWN_PROVIDERS, Entry, Registry, format_validation_error
@@ -59,6 +69,7 @@ KINDS: dict[str, str] = {
     "dead_letter_store": "laredo_register_dead_letter_stores",
     "observer": "laredo_register_observers",
     "connection_provider": "laredo_register_connection_providers",
+    "config_section": "laredo_register_config_sections",
 }
 
 
@@ -215,38 +226,44 @@ def check_registry() -> CheckRegistry:
     return get_plugin_manager().checks()
 
 
-def source(name: str, /, **config: Any) -> Any:
+def source(name: str, /, **config: Any) -> SyncSource:
     """Build a source by plugin type name, e.g. ``laredo.source("postgresql", connection=...)``."""
-    return registry("source").build(name, **config)
+    return cast(SyncSource, registry("source").build(name, **config))
 
 
-def target(name: str, /, **config: Any) -> Any:
+def target(name: str, /, **config: Any) -> SyncTarget:
     """Build a target by plugin type name, e.g. ``laredo.target("indexed-memory", ...)``."""
-    return registry("target").build(name, **config)
+    return cast(SyncTarget, registry("target").build(name, **config))
 
 
-def snapshot_store(name: str, /, **config: Any) -> Any:
-    return registry("snapshot_store").build(name, **config)
+def snapshot_store(name: str, /, **config: Any) -> SnapshotStore:
+    """Build a snapshot store by plugin type name, e.g. ``snapshot_store("local", path=...)``."""
+    return cast(SnapshotStore, registry("snapshot_store").build(name, **config))
 
 
-def serializer(name: str, /, **config: Any) -> Any:
-    return registry("serializer").build(name, **config)
+def serializer(name: str, /, **config: Any) -> SnapshotSerializer:
+    """Build a snapshot serializer by plugin type name (``jsonl``, ``parquet``)."""
+    return cast(SnapshotSerializer, registry("serializer").build(name, **config))
 
 
-def dead_letter_store(name: str, /, **config: Any) -> Any:
-    return registry("dead_letter_store").build(name, **config)
+def dead_letter_store(name: str, /, **config: Any) -> DeadLetterStore:
+    """Build a dead-letter store by plugin type name (``memory``, ``local``, ``s3``)."""
+    return cast(DeadLetterStore, registry("dead_letter_store").build(name, **config))
 
 
-def observer(name: str, /, **config: Any) -> Any:
-    return registry("observer").build(name, **config)
+def observer(name: str, /, **config: Any) -> EngineObserver:
+    """Build an engine observer by plugin type name (``logging``, ...)."""
+    return cast(EngineObserver, registry("observer").build(name, **config))
 
 
-def filter(name: str, /, **config: Any) -> Any:
-    return registry("filter").build(name, **config)
+def filter(name: str, /, **config: Any) -> PipelineFilter:
+    """Build a filter by plugin type name (``field-equals``, ...)."""
+    return cast(PipelineFilter, registry("filter").build(name, **config))
 
 
-def transform(name: str, /, **config: Any) -> Any:
-    return registry("transform").build(name, **config)
+def transform(name: str, /, **config: Any) -> PipelineTransform:
+    """Build a transform by plugin type name (``drop-fields``, ...)."""
+    return cast(PipelineTransform, registry("transform").build(name, **config))
 
 
 def compiler(name: str, /, **config: Any) -> Any:

@@ -44,8 +44,8 @@ from .errors import ConfigError, EngineStateError, SnapshotError
 from .pipeline_ops import deliver_baseline
 from .plugins import serializer as build_serializer
 from .snapshots.jsonl import JsonlSerializer
-from .snapshots.schedule import parse_duration
 from .types import TableIdentifier
+from .units import parse_timedelta
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class ReplayStatus:
     error: str | None = None
 
 
-def _to_seconds(value: Any) -> float | None:
+def _epoch_seconds(value: Any) -> float | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
@@ -88,7 +88,7 @@ def _to_seconds(value: Any) -> float | None:
         return float(value)
     if isinstance(value, str):
         try:
-            return _to_seconds(datetime.fromisoformat(value))
+            return _epoch_seconds(datetime.fromisoformat(value))
         except ValueError:
             return None
     return None
@@ -146,9 +146,9 @@ class SnapshotReplay:
                 f"second, got {speed!r}"
             )
         self._ts_field = timestamp_field
-        self._duration = None if duration is None else parse_duration(duration, "replay duration")
+        self._duration = None if duration is None else parse_timedelta(duration, "replay duration")
         if max_gap is not None:
-            self._max_gap = parse_duration(max_gap, "replay max_gap")
+            self._max_gap = parse_timedelta(max_gap, "replay max_gap")
         return self
 
     # -- running --------------------------------------------------------------------------
@@ -248,7 +248,7 @@ class SnapshotReplay:
         if self._realtime and self._ts_field is None:
             duration = self._duration
             if duration is None and "duration_seconds" in meta.user_meta:
-                duration = parse_duration(
+                duration = parse_timedelta(
                     meta.user_meta["duration_seconds"], "snapshot user_meta duration_seconds"
                 )
             if duration is None:
@@ -327,7 +327,7 @@ class SnapshotReplay:
             if rate is not None:
                 due = t_start + self._rows / rate
             else:
-                ts = _to_seconds(row.get(ts_field)) if ts_field else None
+                ts = _epoch_seconds(row.get(ts_field)) if ts_field else None
                 if ts is None:
                     due = 0.0
                 else:

@@ -12,7 +12,14 @@ Sizes are bytes (``int``): an integer or text such as ``"512KB"``, ``"10MB"``, `
 trailing ``b`` is optional).
 
 Use :data:`Duration` and :data:`Size` in pydantic models; :func:`parse_duration` and
-:func:`parse_size` elsewhere. Errors are ``ConfigError`` (a ``ValueError``) naming the expected
+:func:`parse_size` elsewhere.
+
+Free-form maps (Spark settings, HTTP headers, client options) are not durations: their values
+reach the library as the text the user wrote. A configuration loader that reads ``768m`` as a
+duration gives a :class:`WrittenDuration` (seconds, with the text kept), and
+:data:`WrittenText` / :func:`as_written` give that text back (``"768m"``, not ``46080.0``).
+
+Errors are ``ConfigError`` (a ``ValueError``) naming the expected
 form, prefixed with ``what`` when given.
 """
 
@@ -31,6 +38,9 @@ __all__ = [
     "Duration",
     "OptionalDuration",
     "Size",
+    "WrittenDuration",
+    "WrittenText",
+    "as_written",
     "parse_duration",
     "parse_size",
     "parse_timedelta",
@@ -138,6 +148,36 @@ def parse_duration(value: Any, what: str | None = None) -> float:
     raise _fail(what, f"invalid duration {value!r}: {_DURATION_HINT}")
 
 
+class WrittenDuration(float):
+    """Seconds of a value a configuration file wrote as a duration (HOCON reads ``30s`` and
+    ``768m`` as durations), with the text as written in :attr:`text`. It is a ``float`` for
+    every duration option; free-form maps take :attr:`text` (:func:`as_written`)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, seconds: float, text: str) -> WrittenDuration:
+        obj = super().__new__(cls, seconds)
+        obj.text = text
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (WrittenDuration, (float(self), self.text))
+
+
+def as_written(value: Any) -> Any:
+    """A scalar of a free-form map as the text written in the configuration: a
+    :class:`WrittenDuration` as its text (``"768m"``), booleans as ``"true"``/``"false"``,
+    numbers as their text; strings and anything else unchanged."""
+    if isinstance(value, WrittenDuration):
+        return value.text
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
 def parse_timedelta(value: Any, what: str | None = None) -> timedelta:
     """:func:`parse_duration` as a ``timedelta``."""
     if isinstance(value, timedelta):
@@ -182,3 +222,7 @@ OptionalDuration = Annotated[float | None, BeforeValidator(_duration_or_none)]
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 """A pydantic field type: any accepted size form, stored as bytes."""
+
+WrittenText = Annotated[str, BeforeValidator(as_written)]
+"""A pydantic field type for values of free-form maps: the text as written (:func:`as_written`),
+e.g. ``headers: dict[str, WrittenText]``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from laredo.errors import aws_error_code
 from laredo.preflight import CheckRequest, Finding
 
 __all__ = ["check_bucket"]
@@ -24,13 +25,6 @@ def _client(options: Any, timeout: float) -> Any:
     return session.client(
         "s3", region_name=options.region, endpoint_url=options.endpoint_url, config=config
     )
-
-
-def _code(exc: BaseException) -> str:
-    resp = getattr(exc, "response", None)
-    if isinstance(resp, dict):
-        return str(resp.get("Error", {}).get("Code", ""))
-    return ""
 
 
 def aws_problem(exc: BaseException, where: str) -> Finding | None:
@@ -75,7 +69,7 @@ def check_bucket(request: CheckRequest) -> list[Finding]:
         s3.head_bucket(Bucket=bucket)
         s3.list_objects_v2(Bucket=bucket, Prefix=opts.prefix or "", MaxKeys=1)
     except ClientError as exc:
-        code = _code(exc)
+        code = aws_error_code(exc)
         if code in ("404", "NoSuchBucket", "NotFound"):
             return [
                 Finding.error(

@@ -24,7 +24,7 @@ from typing import Any
 
 from laredo.contracts import SyncTarget
 from laredo.deadletter import DeadLetterError, DeadLetterReplayError, apply_change
-from laredo.errors import ConfigError
+from laredo.errors import ConfigError, aws_error_code
 from laredo.types import ChangeEvent, DeadLetter, ErrorInfo
 
 from . import _codec
@@ -121,10 +121,7 @@ class S3DeadLetterStore:
             try:
                 data = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
             except Exception as exc:  # deleted by a concurrent purge/replay
-                if getattr(exc, "response", {}).get("Error", {}).get("Code") in {
-                    "NoSuchKey",
-                    "404",
-                }:
+                if aws_error_code(exc) in {"NoSuchKey", "404"}:
                     continue
                 raise
             try:

@@ -39,6 +39,7 @@ from laredo.errors import (
     MissingDependencyError,
     SnapshotError,
     SnapshotNotFoundError,
+    aws_error_code,
 )
 from laredo.snapshots.layout import METADATA, ManifestSnapshotStore
 from laredo.snapshots.manifest import check_part_path
@@ -107,11 +108,7 @@ def make_client(
 
 
 def _is_not_found(exc: BaseException) -> bool:
-    resp = getattr(exc, "response", None)
-    if not isinstance(resp, dict):
-        return False
-    code = str(resp.get("Error", {}).get("Code", ""))
-    return code in {"NoSuchKey", "404", "NotFound"}
+    return aws_error_code(exc) in {"NoSuchKey", "404", "NotFound"}
 
 
 def normalize_prefix(prefix: str) -> str:

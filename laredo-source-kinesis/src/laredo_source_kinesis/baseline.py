@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo import serialization
-from laredo.errors import ConfigError, MissingDependencyError, SourceError
+from laredo.errors import ConfigError, MissingDependencyError, SourceError, aws_error_code
 from laredo.types import ColumnDefinition, Row, TableIdentifier, primary_key_columns
 
 logger = logging.getLogger(__name__)
@@ -82,11 +82,6 @@ class S3Body(io.RawIOBase):
         if not self.closed:
             self._body.close()
             super().close()
-
-
-def _error_code(exc: BaseException) -> str:
-    resp = getattr(exc, "response", None)
-    return str(resp.get("Error", {}).get("Code", "")) if isinstance(resp, dict) else ""
 
 
 def parse_manifest(data: bytes, where: str, version: str | None = None) -> Manifest:
@@ -153,9 +148,9 @@ class S3Baseline:
         try:
             resp = self.s3.get_object(Bucket=self.bucket, Key=key)
         except Exception as exc:
-            if _error_code(exc) in {"NoSuchKey", "404"} and not required:
+            if aws_error_code(exc) in {"NoSuchKey", "404"} and not required:
                 return None
-            if _error_code(exc) in {"NoSuchKey", "404"}:
+            if aws_error_code(exc) in {"NoSuchKey", "404"}:
                 raise ConfigError(
                     f"manifest {self.url(key)} not found: upload it or unset manifest_key"
                 ) from None
@@ -197,7 +192,7 @@ class S3Baseline:
         try:
             return self.s3.get_object(Bucket=self.bucket, Key=obj.key, IfMatch=obj.etag)
         except Exception as exc:
-            if _error_code(exc) in {"PreconditionFailed", "412"}:
+            if aws_error_code(exc) in {"PreconditionFailed", "412"}:
                 raise SourceError(
                     f"baseline object {self.url(obj.key)} changed while the baseline was read; "
                     f"run the baseline again"

@@ -21,18 +21,13 @@ import threading
 import time
 from typing import Any
 
-from laredo.errors import ConfigError, SourceError
+from laredo.errors import ConfigError, SourceError, aws_error_code
 
 from .position import KinesisPosition
 
 logger = logging.getLogger(__name__)
 
 BASELINE_ITEM = "#baseline"
-
-
-def _code(exc: BaseException) -> str:
-    resp = getattr(exc, "response", None)
-    return str(resp.get("Error", {}).get("Code", "")) if isinstance(resp, dict) else ""
 
 
 class DynamoCheckpoints:
@@ -48,7 +43,7 @@ class DynamoCheckpoints:
         try:
             desc = self.client.describe_table(TableName=self.table)["Table"]
         except Exception as exc:
-            if _code(exc) != "ResourceNotFoundException":
+            if aws_error_code(exc) != "ResourceNotFoundException":
                 raise SourceError(f"DynamoDB checkpoint table {self.table!r}: {exc}") from exc
             if not create:
                 raise ConfigError(
@@ -87,7 +82,7 @@ class DynamoCheckpoints:
             )
             logger.info("created DynamoDB checkpoint table %s", self.table)
         except Exception as exc:
-            if _code(exc) != "ResourceInUseException":  # created concurrently: fine
+            if aws_error_code(exc) != "ResourceInUseException":  # created concurrently: fine
                 raise SourceError(f"creating DynamoDB table {self.table!r}: {exc}") from exc
 
     def load(self) -> KinesisPosition | None:

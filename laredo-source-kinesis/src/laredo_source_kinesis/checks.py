@@ -15,19 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from laredo.errors import aws_error_code
 from laredo.preflight import CheckRequest, Finding
 
 __all__ = ["check_source"]
 
 _NOT_FOUND = ("404", "NoSuchBucket", "NotFound", "NoSuchKey", "ResourceNotFoundException")
 _DENIED = ("403", "AccessDenied", "AccessDeniedException", "UnrecognizedClientException")
-
-
-def _code(exc: BaseException) -> str:
-    resp = getattr(exc, "response", None)
-    if isinstance(resp, dict):
-        return str(resp.get("Error", {}).get("Code", ""))
-    return ""
 
 
 class _Aws:
@@ -67,7 +61,7 @@ class _Aws:
         try:
             return fn(), None
         except bx.ClientError as exc:
-            code = _code(exc)
+            code = aws_error_code(exc)
             if code in _NOT_FOUND:
                 return None, not_found()
             if code in _DENIED:

@@ -42,6 +42,7 @@ from laredo.errors import (
     MissingDependencyError,
     SourceError,
     TransientError,
+    aws_error_code,
 )
 from laredo.types import (
     ChangeAction,
@@ -82,13 +83,8 @@ RETRYABLE_CODES = frozenset(
 )
 
 
-def _code(exc: BaseException) -> str:
-    resp = getattr(exc, "response", None)
-    return str(resp.get("Error", {}).get("Code", "")) if isinstance(resp, dict) else ""
-
-
 def _is_transient(exc: BaseException) -> bool:
-    if _code(exc) in RETRYABLE_CODES:
+    if aws_error_code(exc) in RETRYABLE_CODES:
         return True
     try:
         from botocore.exceptions import (  # noqa: PLC0415 - lazy: botocore only once errors occur
@@ -455,7 +451,7 @@ class KinesisSource:
                         ) from exc
                     raise
                 self._stats["retries"] += 1
-                logger.info("%s: %s; retrying in %.2fs", what, _code(exc) or exc, delay)
+                logger.info("%s: %s; retrying in %.2fs", what, aws_error_code(exc) or exc, delay)
                 pause = delay * (0.5 + random.random() / 2)
                 if not interruptible:
                     time.sleep(pause)
@@ -623,7 +619,7 @@ class KinesisSource:
                         self._kinesis.get_records, ShardIterator=iterator, Limit=self.batch_size
                     )
                 except Exception as exc:
-                    if _code(exc) != "ExpiredIteratorException":
+                    if aws_error_code(exc) != "ExpiredIteratorException":
                         raise
                     self._stats["expired_iterators"] += 1
                     logger.info("shard %s: iterator expired; renewing after %s", sid, last)

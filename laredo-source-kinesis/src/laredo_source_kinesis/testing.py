@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,7 +78,7 @@ class Collector:
     def on_change(self, event: ChangeEvent) -> None:
         self.on_changes([event])
 
-    def on_changes(self, events: Sequence[ChangeEvent]) -> None:
+    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
         with self._cond:
             self.events.extend(events)
             self.batches += 1
@@ -140,11 +139,3 @@ def start(
     source: KinesisSource, tables: list[TableIdentifier]
 ) -> dict[TableIdentifier, list[ColumnDefinition]]:
     return source.init(SourceConfig(tables=tables))
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.01)

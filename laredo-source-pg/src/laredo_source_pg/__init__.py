@@ -2,7 +2,9 @@
 
 ``PostgresSource`` (plugin name ``postgresql``) with its options models, LSN helpers, and an
 embedded PostgreSQL launcher (:mod:`laredo_source_pg.embedded`) used by tests and benchmarks.
-The source and its options import psycopg lazily (on first attribute access).
+``connect(options, replication=...)`` opens a connection the way the source does (for runners
+such as Spark). The source, its options and ``connect`` import psycopg lazily (on first
+attribute access).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from .embedded import EmbeddedPostgres, EmbeddedPostgresError, PostgresNotFoundE
 from .lsn import format_lsn, parse_lsn
 
 if TYPE_CHECKING:
+    from .catalog import connect
     from .options import (
         PostgresSourceOptions,
         PublicationOptions,
@@ -34,12 +37,14 @@ __all__ = [
     "PublicationTableOptions",
     "ReconnectOptions",
     "__version__",
+    "connect",
     "find_bindir",
     "format_lsn",
     "parse_lsn",
 ]
 
 _LAZY = {
+    "connect": "catalog",
     "PostgresSource": "source",
     "PostgresSourceOptions": "options",
     "PublicationOptions": "options",

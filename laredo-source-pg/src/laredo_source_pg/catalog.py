@@ -37,6 +37,7 @@ __all__ = [
     "Connections",
     "SlotRow",
     "check_conninfo",
+    "connect",
     "quote_ident",
     "quote_literal",
     "resolve_conninfo",
@@ -217,6 +218,17 @@ class Connections:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     conn.close()
+
+
+def connect(
+    options: PostgresSourceOptions, *, replication: bool = False
+) -> psycopg.Connection[Any]:
+    """A new autocommit connection opened exactly as the source opens its own: the
+    ``connection_provider`` asked, TLS and every libpq parameter of ``connection`` applied, the
+    application name and connect timeout set. ``TransientError`` (password masked) when it
+    fails. For code that reads in other processes (Spark tasks): they receive the options, never
+    a resolved connection string."""
+    return Connections(options).connect(replication=replication)
 
 
 @dataclass(frozen=True, slots=True)

@@ -247,6 +247,11 @@ class PgOutputDecoder:
         an earlier session; when the server sends it again, those are skipped undecoded."""
         self._skip = 0
 
+    def stop_chunking(self) -> None:
+        """Return transactions whole, at their commit, from now on (a handler that cannot take
+        partial ones: the deprecated ``on_changes(events)`` dialect)."""
+        self._chunk = sys.maxsize
+
     # -- session handling ------------------------------------------------------------------
     def reset_session(self) -> None:
         """Forget the partial transaction and relation cache (a new connection re-sends both)."""

@@ -25,13 +25,13 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import select
 import struct
 import time
+import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
@@ -72,23 +72,44 @@ class _Lost(Exception):
     :meth:`ReplicationStream.run`: it becomes a reconnect or ``ReBaselineRequired``)."""
 
 
-def _chunk_emitter(on_changes: Any) -> tuple[Callable[[list[ChangeEvent], bool], None], bool]:
-    """``(emit, takes_flag)``: ``emit(chunk, complete)`` calls ``on_changes(chunk, complete)``
-    when the handler takes the flag (the engine does: a chunk that is not the end of its
-    transaction must not be acknowledged); older handlers get ``on_changes(chunk)``."""
-    try:
-        params = inspect.signature(on_changes).parameters
-    except (TypeError, ValueError):
-        params = {}  # type: ignore[assignment]
-    if "complete" in params or any(
-        p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values()
-    ):
-        return cast(Callable[[list[ChangeEvent], bool], None], on_changes), True
+class _HandlerDialect:
+    """How the handler takes changes. ``chunked``: ``on_changes(events, complete)``, the
+    ``ChangeHandler`` contract; a transaction may come in chunks before its commit (``complete``
+    False: not acknowledgeable yet). Not chunked: ``on_changes(events)`` and whole transactions:
+    the adapter for ``on_change``-only handlers, and the deprecated dialect without
+    ``complete``, found when the first call cannot bind (no signature is inspected)."""
+
+    def __init__(self, chunked: bool) -> None:
+        self.chunked = chunked
+
+
+_OLD_DIALECT = (
+    "{name}.on_changes(events) without the complete flag is deprecated (removed in 0.3): "
+    "define on_changes(self, events, complete=True); until then it gets whole transactions"
+)
+
+
+def _chunk_emitter(
+    on_changes: Any, dialect: _HandlerDialect, on_old: Callable[[], None]
+) -> Callable[[list[ChangeEvent], bool], None]:
+    """``emit(chunk, complete)``: ``on_changes(chunk, complete)``, or ``on_changes(chunk)``
+    once the handler showed the deprecated dialect (``on_old`` is called then, once)."""
 
     def emit(chunk: list[ChangeEvent], complete: bool) -> None:
-        on_changes(chunk)
+        if not dialect.chunked:
+            on_changes(chunk)
+            return
+        try:
+            on_changes(chunk, complete)
+        except TypeError as exc:
+            tb = exc.__traceback__
+            if tb is None or tb.tb_next is not None:
+                raise  # raised inside the handler: its own error
+            dialect.chunked = False  # the call could not bind: the old dialect
+            on_old()
+            on_changes(chunk)
 
-    return emit, False
+    return emit
 
 
 Deliver = Callable[[list[Any], int, bool], bool]
@@ -152,7 +173,7 @@ class ReplicationStream:
         # A transaction cut in an earlier stream() is sent again whole: this caller may not hold
         # its first chunks (only reconnects inside this call skip what was passed on).
         run.partial = None
-        deliver, chunked = self._make_delivery(handler)
+        deliver, dialect = self._make_delivery(handler)
         reconnect = self._options.reconnect
         attempts = 0
         backoff = reconnect.initial_backoff
@@ -162,7 +183,7 @@ class ReplicationStream:
                 self._session_started = False
                 try:
                     run.set_state(SourceState.STREAMING)
-                    self._session(deliver, chunked, handler)
+                    self._session(deliver, dialect.chunked, handler)
                     return
                 except _StopStream:
                     # PostgreSQL (15) cannot restart logical streaming on a walsender whose
@@ -234,20 +255,28 @@ class ReplicationStream:
             f"postgresql source {self._slot_name!r}: replication slot invalidated; reset the source"
         )
 
-    def _make_delivery(self, handler: Any) -> tuple[Deliver, bool]:
-        """``(deliver, chunked)``: ``chunked`` when the handler takes the ``complete`` flag
-        (transactions may then be passed on before their commit)."""
+    def _make_delivery(self, handler: Any) -> tuple[Deliver, _HandlerDialect]:
+        """``(deliver, dialect)``: ``dialect.chunked`` while the handler takes the ``complete``
+        flag (transactions may then be passed on before their commit)."""
         batch = self._options.batch_size
         on_changes = getattr(handler, "on_changes", None)
         on_change = getattr(handler, "on_change", None)
         on_schema = getattr(handler, "on_schema_change", None)
+        dialect = _HandlerDialect(chunked=on_changes is not None)
         if on_changes is None:
 
             def on_changes(events: list[ChangeEvent]) -> None:
                 for e in events:
                     on_change(e)  # type: ignore[misc]
 
-        emit, takes_flag = _chunk_emitter(on_changes)
+        def on_old() -> None:
+            message = _OLD_DIALECT.format(name=type(handler).__name__)
+            warnings.warn(message, DeprecationWarning, stacklevel=2)
+            logger.warning("%s", message)
+            if self.decoder is not None:
+                self.decoder.stop_chunking()
+
+        emit = _chunk_emitter(on_changes, dialect, on_old)
         moves = self._catalog.move_keys  # live: partitioned parents added later count too
 
         def deliver(items: list[Any], position: int, complete: bool) -> bool:
@@ -280,7 +309,7 @@ class ReplicationStream:
                 done = complete
             return done
 
-        return deliver, takes_flag
+        return deliver, dialect
 
     def _schema_change(self, item: SchemaItem, position: int, on_schema: Any) -> None:
         rel = item.relation

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from laredo.testing import wait_until
 from laredo.types import ChangeEvent, ColumnDefinition, Position, TableIdentifier
 
 __all__ = ["RecordingHandler", "StreamThread", "wait_until"]
-
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = ""
-) -> Any:
-    """Poll ``predicate`` until it returns a truthy value (returned); AssertionError on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
 
 
 class RecordingHandler:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from laredo.errors import ConfigError, MissingDependencyError, SourceError
+from laredo.errors import ConfigError, MissingDependencyError, SourceError, aws_error_code
 from laredo.serialization import loads_row
 from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -212,8 +212,7 @@ def _range_rows(base: Any, p: _Part) -> Iterator[list[Any]]:
             Bucket=base.bucket, Key=p.key, IfMatch=p.etag, Range=f"bytes={first}-"
         )
     except Exception as exc:
-        code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
-        if code in {"PreconditionFailed", "412"}:
+        if aws_error_code(exc) in {"PreconditionFailed", "412"}:
             raise SourceError(
                 f"baseline object s3://{base.bucket}/{p.key} changed after the read was "
                 f"planned; read it again"

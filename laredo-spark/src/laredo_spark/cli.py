@@ -18,9 +18,11 @@ from laredo.errors import MissingDependencyError
 logger = logging.getLogger(__name__)
 
 
-def _load(path: str) -> dict[str, Any]:
-    """The config tree of ``path``: HOCON through laredo-server's loader (includes, conf.d,
-    environment overrides), or plain JSON when laredo-server is not installed."""
+def _load(path: str) -> tuple[dict[str, Any], Any]:
+    """The config tree of ``path`` and laredo-server's ``LoadedConfig`` of it: HOCON through
+    laredo-server's loader (includes, conf.d, environment overrides; the runner validates it
+    with the server's models), or plain JSON (and ``None``) when laredo-server is not
+    installed."""
     try:
         from laredo_server.config import load_config  # noqa: PLC0415 - lazy: optional (laredo-spark[cli])
     except ImportError:
@@ -31,17 +33,17 @@ def _load(path: str) -> dict[str, Any]:
             raise MissingDependencyError(
                 "laredo-spark[cli]", "reading HOCON configuration files"
             ) from None
-        return data
+        return data, None
     loaded = load_config(path, validate=False)
-    return dict(loaded.tree)
+    return dict(loaded.tree), loaded
 
 
 def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
     from .runner import run_spark  # noqa: PLC0415 - lazy: pyspark; `laredo --help` must not start it
 
-    # progress (rows, rows/s and ETA every 50k rows; rows per partition as each one arrives)
-    # goes to stderr even when the CLI framework configured no logging
-    log = logging.getLogger("laredo_spark.pg")
+    # progress (partitions written, ETA; rows per pipeline) and the keys left to `laredo serve`
+    # go to stderr even when the CLI framework configured no logging
+    log = logging.getLogger("laredo_spark")
     handler: logging.Handler | None = None
     if not logging.getLogger().handlers and not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -50,7 +52,8 @@ def baseline(config: str, partitions: int | None = None, master: str | None = No
     if log.getEffectiveLevel() > logging.INFO:
         log.setLevel(logging.INFO)
     try:
-        results = run_spark(_load(config), partitions=partitions, master=master)
+        tree, loaded = _load(config)
+        results = run_spark(tree, loaded=loaded, partitions=partitions, master=master)
     finally:
         if handler is not None:
             log.removeHandler(handler)

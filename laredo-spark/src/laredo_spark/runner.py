@@ -14,15 +14,17 @@ The config is a mapping of the engine sections (:mod:`laredo.config`) plus the r
                   "serializer": "jsonl"},
      "spark": {"master": "local[*]", "partitions": 8, "conf": {"spark.executor.memory": "4g"}}}
 
-It is validated and built by :mod:`laredo.config`, the same code ``laredo serve`` uses (every
-plugin, pipeline ids ``source:schema.table:type``, unknown keys rejected, every problem with
-its key path). Without ``snapshot.serializer`` the baseline is written as Parquet (the engine
-restores any format; its own snapshots keep its default). Keys this runner cannot honour yet
-are rejected by name, never ignored:
-``buffer``, ``error_handling``, ``ttl`` and ``validation`` of a table or target, the snapshot
-``schedule``, ``on_shutdown``, ``retention`` and ``on_restore_mismatch``, ``dead_letter`` and
-the server's sections (``grpc``, ``health``, ``observability``, ``shutdown``). Keep them in the
-configuration of ``laredo serve`` (a HOCON ``include`` shares the rest).
+It is validated by the loader of ``laredo serve`` when laredo-server is installed
+(``laredo-spark[cli]``: the server's own models, so the file ``laredo serve`` accepts is
+accepted here, key for key) and built by :mod:`laredo.config` (every plugin, pipeline ids
+``source:schema.table:type``, unknown keys rejected, every problem with its key path). Without
+laredo-server only the engine sections and ``spark`` are known. Sections and keys only the
+serving process uses (the server's ``grpc``, ``health``, ``observability``, ``shutdown``, and
+the streaming phase's ``buffer``, ``error_handling``, ``ttl``, ``validation``, the snapshot
+``schedule``, ``on_shutdown``, ``retention``, ``on_restore_mismatch``, ``dead_letter``) are
+validated as usual and left to ``laredo serve``: one INFO line names them. Without
+``snapshot.serializer`` the baseline is written as Parquet (the engine restores any format; its
+own snapshots keep its default).
 """
 
 from __future__ import annotations
@@ -41,61 +43,25 @@ from laredo.config import (
 )
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from laredo.plugins import registry
 
 from ._session import spark_session
 from .pg.baseline import BaselineResult, spark_baseline
+from .section import SparkSection, flatten_conf
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UNSUPPORTED_KEYS", "Plan", "SparkSection", "build_plan", "flatten_conf", "run_spark"]
+__all__ = ["SERVE_ONLY_KEYS", "Plan", "SparkSection", "build_plan", "flatten_conf", "run_spark"]
 
-UNSUPPORTED_KEYS: dict[str, frozenset[str]] = {
-    "": frozenset({"dead_letter", "grpc", "health", "observability", "shutdown"}),
+SERVE_ONLY_KEYS: dict[str, frozenset[str]] = {
+    "": frozenset({"dead_letter"}),
     "snapshot": frozenset({"schedule", "on_shutdown", "retention", "on_restore_mismatch"}),
     "tables": frozenset({"ttl", "validation"}),
     "targets": frozenset({"buffer", "error_handling", "ttl", "validation"}),
 }
-"""Keys the Spark runner does not honour, by the section holding them (``""``: top level;
-``tables``: each table; ``targets``: each target of a table)."""
-
-
-def flatten_conf(conf: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Spark settings as Spark takes them: ``{"spark.executor.memory": "4g"}``.
-
-    HOCON gives ``conf { spark.executor.memory = 4g }`` as nested objects, and a quoted key
-    (``"spark.executor.memory" = 4g``) with its quotes kept: both become the dotted key.
-    Values become strings (booleans ``true``/``false``)."""
-    out: dict[str, str] = {}
-    for key, value in conf.items():
-        name = str(key)
-        if len(name) >= 2 and name[0] == name[-1] == '"':
-            name = name[1:-1]
-        full = f"{prefix}{name}"
-        if isinstance(value, Mapping):
-            out.update(flatten_conf(value, f"{full}."))
-        elif isinstance(value, bool):
-            out[full] = "true" if value else "false"
-        elif value is None:
-            continue
-        else:
-            out[full] = str(value)
-    return out
-
-
-class SparkSection(BaseModel):
-    """The runner's own ``spark { master, partitions, conf }`` section."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    master: str | None = Field(None, description="master URL (default local[*])")
-    partitions: int | None = Field(None, ge=1, description="least ctid slices per table")
-    conf: dict[str, str] = Field(default_factory=dict, description="Spark settings")
-
-    @field_validator("conf", mode="before")
-    @classmethod
-    def _flatten(cls, value: Any) -> Any:
-        return flatten_conf(value) if isinstance(value, Mapping) else value
+"""Keys of the engine sections only the streaming phase (``laredo serve``) uses, by the section
+holding them (``""``: top level; ``tables``: each table; ``targets``: each target). The
+server's own sections are every top-level section of its model that the engine's lacks."""
 
 
 @dataclass
@@ -112,37 +78,49 @@ class Plan:
     """``snapshot.user_meta``: written into the snapshot so ``on_restore_mismatch`` passes."""
 
 
-def _unsupported(tree: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
-    """Problems naming every key the runner cannot honour, and ``tree`` without them (so the
-    rest is validated without reporting those keys twice)."""
-    problems: list[str] = []
+def serve_only_keys(tree: Mapping[str, Any], server_sections: frozenset[str]) -> list[str]:
+    """Key paths of ``tree`` that only ``laredo serve`` uses (:data:`SERVE_ONLY_KEYS` and the
+    server's sections), in file order."""
+    found: list[str] = []
 
-    def strip(section: Any, kind: str, path: str) -> Any:
-        if not isinstance(section, Mapping):
-            return section
-        out = {}
-        for key, value in section.items():
-            if key in UNSUPPORTED_KEYS[kind]:
-                problems.append(
-                    f"not supported by the Spark runner: {path}{key}; remove it or run locally"
-                )
-            else:
-                out[key] = value
-        return out
+    def scan(section: Any, kind: str, path: str) -> None:
+        if isinstance(section, Mapping):
+            found.extend(f"{path}{k}" for k in section if k in SERVE_ONLY_KEYS[kind])
 
-    rest = strip(tree, "", "")
-    if "snapshot" in rest:
-        rest["snapshot"] = strip(rest["snapshot"], "snapshot", "snapshot.")
-    tables = rest.get("tables")
-    if isinstance(tables, list):
-        rest["tables"] = tables = [strip(t, "tables", f"tables.{i}.") for i, t in enumerate(tables)]
-        for i, t in enumerate(tables):
-            targets = t.get("targets") if isinstance(t, Mapping) else None
-            if isinstance(targets, list):
-                t["targets"] = [
-                    strip(x, "targets", f"tables.{i}.targets.{j}.") for j, x in enumerate(targets)
-                ]
-    return problems, rest
+    found.extend(k for k in tree if k in server_sections)
+    scan(tree, "", "")
+    scan(tree.get("snapshot"), "snapshot", "snapshot.")
+    tables = tree.get("tables")
+    for i, t in enumerate(tables if isinstance(tables, list) else []):
+        scan(t, "tables", f"tables.{i}.")
+        targets = t.get("targets") if isinstance(t, Mapping) else None
+        for j, x in enumerate(targets if isinstance(targets, list) else []):
+            scan(x, "targets", f"tables.{i}.targets.{j}.")
+    return found
+
+
+def _validate(
+    tree: Mapping[str, Any], loaded: Any
+) -> tuple[EngineConfig | None, list[str], frozenset[str]]:
+    """The file validated as ``laredo serve`` validates it (laredo-server's own loader and
+    models, when installed), its problems, and the server's section names."""
+    try:
+        from laredo_server.config import (  # noqa: PLC0415 - lazy: optional (laredo-spark[cli])
+            LoadedConfig,
+            ServerConfig,
+            validate_tree,
+        )
+    except ImportError:
+        engine_tree = {k: v for k, v in tree.items() if k != "spark"}
+        model, found = check_engine_config(engine_tree, EngineConfig)
+        return model, [str(p) for p in found], frozenset()
+    sections = frozenset(ServerConfig.model_fields) - set(EngineConfig.model_fields) - {"spark"}
+    if not isinstance(loaded, LoadedConfig):
+        loaded = LoadedConfig(tree=dict(tree))
+    try:
+        return validate_tree(loaded), [], sections
+    except ConfigError as exc:
+        return None, list(exc.problems), sections
 
 
 def _serializer_given(tree: Mapping[str, Any]) -> bool:
@@ -150,21 +128,32 @@ def _serializer_given(tree: Mapping[str, Any]) -> bool:
     return isinstance(snap, Mapping) and snap.get("serializer") is not None
 
 
-def build_plan(config: Mapping[str, Any]) -> Plan:
-    """Validate ``config`` and build its sources, pipelines and snapshot store.
+def build_plan(config: Mapping[str, Any], *, loaded: Any = None) -> Plan:
+    """Validate ``config`` as ``laredo serve`` does, plus its ``spark`` section, and build its
+    sources, pipelines and snapshot store (only what the baseline uses: no dead-letter store,
+    no observers).
 
-    Raises ``ConfigError`` listing every problem: keys the Spark runner does not honour
-    (:data:`UNSUPPORTED_KEYS`), unknown keys, bad values and plugin options.
+    Raises ``ConfigError`` listing every problem: unknown keys, bad values and plugin options.
+    ``loaded`` (laredo-server's ``LoadedConfig`` of the file) adds ``file:line`` to them. Keys
+    only ``laredo serve`` uses are logged at INFO, once.
     """
-    tree = {k: v for k, v in config.items() if k != "spark"}
-    problems, rest = _unsupported(tree)
-    spark, found = structure_problems(SparkSection, config.get("spark") or {})
-    problems += [str(Problem(("spark", *p.path), p.message)) for p in found]
-    model, found = check_engine_config(rest, EngineConfig)
-    problems += [str(p) for p in found]
+    tree = dict(config)
+    model, problems, server_sections = _validate(tree, loaded)
+    spark, found = structure_problems(SparkSection, tree.get("spark") or {})
+    if not (server_sections and "spark" in registry("config_section").names()):
+        # the server's validation did not check it already (its registered section)
+        problems += [str(Problem(("spark", *p.path), p.message)) for p in found]
     if problems or model is None or spark is None:
         raise ConfigError(problems or ["invalid configuration"])
-    built = build_engine(model)
+    left = serve_only_keys(tree, server_sections)
+    if left:
+        logger.info(
+            "left to laredo serve (the Spark baseline does not use them): %s", ", ".join(left)
+        )
+    engine_only = EngineConfig.model_construct(
+        **{k: getattr(model, k) for k in EngineConfig.model_fields if k != "dead_letter"}
+    )
+    built = build_engine(engine_only)
     engine = built.engine
     return Plan(
         sources=dict(engine.sources),
@@ -181,6 +170,7 @@ def build_plan(config: Mapping[str, Any]) -> Plan:
 def run_spark(
     config: Mapping[str, Any] | None = None,
     *,
+    loaded: Any = None,
     pipelines: Sequence[Pipeline] | None = None,
     sources: Mapping[str, Any] | None = None,
     snapshot_store: Any = None,
@@ -194,12 +184,14 @@ def run_spark(
     ``sources``/``pipelines``) on Spark and write one snapshot per source.
 
     Start ``laredo serve`` (or a ``laredo.Engine``) on the same config afterwards: it restores
-    the snapshots and streams on from each slot's consistent point. For streaming on Spark use
+    the snapshots and streams on from each slot's consistent point. ``loaded`` is
+    laredo-server's ``LoadedConfig`` of the file ``config`` came from (problems then name
+    ``file:line``). For streaming on Spark use
     ``spark.readStream.format("laredo")`` with :func:`laredo_spark.stream_options` and the
     sinks in :mod:`laredo_spark.stream`.
     """
     if config is not None:
-        plan = build_plan(config)
+        plan = build_plan(config, loaded=loaded)
     else:
         if not pipelines or not sources:
             raise ConfigError("run_spark: give a config dict, or sources and pipelines")

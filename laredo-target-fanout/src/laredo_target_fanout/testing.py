@@ -12,25 +12,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import laredo
-from laredo.testing import TestSource
+from laredo.testing import TestSource, wait_until
 from laredo.testing.source import columns
+
+from .target import FanOutTarget
 
 __all__ = ["USERS", "Rig", "SlowClient", "same_rows", "user", "wait_until"]
 
 USERS = laredo.Table("public", "users")
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def user(i: int, **kw: Any) -> dict[str, Any]:
@@ -51,7 +43,7 @@ class Rig:
         opts.update(target_opts)
         if observer is not None:
             opts["observer"] = observer
-        self.target = laredo.target("replication-fanout", **opts)
+        self.target = cast(FanOutTarget, laredo.target("replication-fanout", **opts))
         self.engine = laredo.Engine(
             sources={"src": self.source},
             pipelines=[laredo.Pipeline("src", self.table, self.target)],

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from laredo.units import Duration, parse_duration
+from laredo.units import Duration, WrittenText, parse_duration
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -103,7 +103,9 @@ class HttpSyncOptions(BaseModel):
     retry_backoff_max: Duration = Field(5.0, ge=0, description="cap of the backoff")
     retry_after_max: Duration = Field(60.0, ge=0, description="cap on a server's Retry-After")
     auth_header: SecretStr | None = Field(None, description="sent as the Authorization header")
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, WrittenText] = Field(
+        default_factory=dict, description="extra request headers, values as written"
+    )
 
     # Deprecated spellings (see the module docstring); validation moves them to the new names.
     timeout_ms: _Millis = Field(None, gt=0, exclude=True, repr=False, description="deprecated")

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contracts import DeadLetterStore, SnapshotSerializer, SnapshotStore
 from ..engine import Engine
 from ..errors import ConfigError
 from ..pipeline import Pipeline
@@ -30,10 +31,10 @@ __all__ = [
 class Built:
     """What :func:`build_engine` made: the engine and the stores it was given."""
 
-    engine: Any
-    snapshot_store: Any = None
-    snapshot_serializer: Any = None
-    dead_letter_store: Any = None
+    engine: Engine
+    snapshot_store: SnapshotStore | None = None
+    snapshot_serializer: SnapshotSerializer | None = None
+    dead_letter_store: DeadLetterStore | None = None
 
 
 @dataclass

@@ -8,6 +8,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..pipeline_settings import (
+    BUFFER_POLICY,
+    BUFFER_SIZE,
+    ERROR_POLICY,
+    MAX_RETRIES,
+    RETRY_BACKOFF,
+    RETRY_MAX_BACKOFF,
+    TTL_FIELD,
+    TTL_SCAN_INTERVAL,
+    VALIDATION_ACTION,
+    VALIDATION_INTERVAL,
+)
 from ..units import Duration, OptionalDuration
 
 __all__ = [
@@ -35,24 +47,26 @@ class _Section(BaseModel):
 class BufferConfig(_Section):
     """``buffer { max_size = 10000, policy = block | drop_oldest | error }``"""
 
-    max_size: int = Field(default=10_000, gt=0)
-    policy: Literal["block", "drop_oldest", "error"] = "block"
+    max_size: int = BUFFER_SIZE.field()
+    policy: Literal["block", "drop_oldest", "error"] = BUFFER_POLICY.field()
 
 
 class ErrorHandlingConfig(_Section):
     """``error_handling { max_retries, on_persistent_failure, retry_backoff, ... }``"""
 
-    max_retries: int = Field(default=5, ge=0)
-    on_persistent_failure: Literal["isolate", "stop_source", "stop_all", "dead_letter"] = "isolate"
-    retry_backoff: Duration = 0.1
-    retry_max_backoff: Duration = 5.0
+    max_retries: int = MAX_RETRIES.field()
+    on_persistent_failure: Literal["isolate", "stop_source", "stop_all", "dead_letter"] = (
+        ERROR_POLICY.field()
+    )
+    retry_backoff: Duration = RETRY_BACKOFF.field()
+    retry_max_backoff: Duration = RETRY_MAX_BACKOFF.field()
 
 
 class TtlConfig(_Section):
     """``ttl { field = expires_at, check_interval = 1m, mode = delete }``"""
 
-    field: str = Field(min_length=1)
-    check_interval: OptionalDuration = None
+    field: str = Field(min_length=1, description=TTL_FIELD.doc)
+    check_interval: OptionalDuration = TTL_SCAN_INTERVAL.field()
     mode: Literal["delete"] = "delete"
     """Expired rows are deleted from the target (the only mode)."""
 
@@ -60,8 +74,8 @@ class TtlConfig(_Section):
 class ValidationConfig(_Section):
     """``validation { interval = 5m, action = warn | re_baseline | fail }``"""
 
-    interval: OptionalDuration = None
-    action: Literal["warn", "re_baseline", "fail"] = "warn"
+    interval: OptionalDuration = VALIDATION_INTERVAL.field()
+    action: Literal["warn", "re_baseline", "fail"] = VALIDATION_ACTION.field()
 
 
 class PluginSpec(BaseModel):

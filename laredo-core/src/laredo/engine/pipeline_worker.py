@@ -33,6 +33,7 @@ from ..errors import BatchApplyError, BufferOverflow, retry_class
 from ..filters import as_filter
 from ..pipeline import Pipeline
 from ..pipeline_ops import Chain, apply_change, deliver_baseline, ttl_from_field
+from ..pipeline_settings import RETRY_BACKOFF, RETRY_MAX_BACKOFF
 from ..transforms import as_transform
 from ..types import (
     BufferPolicy,
@@ -107,8 +108,8 @@ class PipelineWorker:
         self.has_durable_position = self._durable is not None
         self.ttl_scan_interval = to_seconds(cfg.ttl_scan_interval)
         self.validation_interval = to_seconds(cfg.validation_interval)
-        self.retry_backoff = to_seconds(cfg.retry_backoff) or 0.1
-        self.retry_max_backoff = to_seconds(cfg.retry_max_backoff) or 5.0
+        self.retry_backoff = to_seconds(cfg.retry_backoff) or RETRY_BACKOFF.default
+        self.retry_max_backoff = to_seconds(cfg.retry_max_backoff) or RETRY_MAX_BACKOFF.default
         self.thread: threading.Thread | None = None
         self._stop_now = threading.Event()
         self._last_ttl_scan = time.monotonic()

@@ -6,20 +6,28 @@ functions over ``SnapshotDescriptor`` lists so every store behaves the same way.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from laredo.errors import ConfigError
 from laredo.types import SnapshotDescriptor, TableIdentifier
 from laredo.units import parse_timedelta
 
-__all__ = ["apply_retention", "parse_duration", "snapshots_to_delete"]
+__all__ = ["apply_retention", "snapshots_to_delete"]
 
 
-def parse_duration(value: Any, what: str = "duration") -> timedelta:
-    """A retention age as a ``timedelta`` (the grammar of :mod:`laredo.units`)."""
-    return parse_timedelta(value, what)
+def __getattr__(name: str) -> Any:
+    if name == "parse_duration":  # 0.1 name: a second parse_duration with another return type
+        warnings.warn(
+            "laredo.snapshots.schedule.parse_duration is deprecated: use "
+            "laredo.units.parse_timedelta (a timedelta) or laredo.units.parse_duration (seconds)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return parse_timedelta
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def snapshots_to_delete(
@@ -42,7 +50,7 @@ def snapshots_to_delete(
         raise ConfigError(f"snapshot retention keep_count must be >= 0, got {keep_count}")
     ordered = sorted(snapshots, key=lambda d: (d.created_at.timestamp(), d.snapshot_id))
     ordered.reverse()
-    age = None if max_age is None else parse_duration(max_age, "snapshot retention max_age")
+    age = None if max_age is None else parse_timedelta(max_age, "snapshot retention max_age")
     now = now or datetime.now(UTC)
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)

@@ -11,7 +11,8 @@ silently. See ``docs/migrating-from-go.md``.
   ``tables.<i>.targets.<j>.{base_url,auth_header}`` and ``grpc.port`` (when a ``grpc``
   section exists), applied only to sources and targets the files define. They apply before
   ours (``LAREDO_SOURCES__PG__CONNECTION``), which wins when both are set.
-* Keys: see :data:`KEY_NOTES` and :func:`translate_go_keys`.
+* Keys: see :func:`translate_go_keys` (the server's sections and the Go shapes of targets;
+  a plugin's own deprecated options, such as http-sync's `*_ms`, are the plugin's to translate).
 """
 
 from __future__ import annotations
@@ -143,21 +144,6 @@ def _translate_fanout_target(
         )
 
 
-def _translate_http_target(target: dict[str, Any], where: str, notes: list[str]) -> None:
-    ms = target.get("timeout_ms")
-    if "timeout" in target or isinstance(ms, bool):
-        return  # both spellings, or a bad value: the plugin reports it
-    if isinstance(ms, int) or (isinstance(ms, str) and ms.strip().isdigit()):
-        n = int(ms)
-        text = f"{n / 1000:g}s"
-        target.pop("timeout_ms")
-        target["timeout"] = text
-        notes.append(
-            f"{where}: timeout_ms = {n} (integer milliseconds: Go Laredo's and Laredo 0.1's "
-            f"spelling) is deprecated; write timeout = {text}"
-        )
-
-
 def _fanout_section(
     tree: dict[str, Any], notes: list[str], problems: list[str]
 ) -> tuple[Any, list[dict[str, Any]]] | None:
@@ -226,5 +212,3 @@ def translate_go_keys(tree: dict[str, Any], notes: list[str], problems: list[str
             where = f"tables.{i}.targets.{j}"
             if tgt.get("type") == "replication-fanout":
                 _translate_fanout_target(tgt, where, notes, problems)
-            elif tgt.get("type") == "http-sync":
-                _translate_http_target(tgt, where, notes)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from laredo.errors import ConfigError
-from laredo.units import parse_duration
+from laredo.units import WrittenDuration, parse_duration
 
 from .gocompat import apply_go_env, translate_go_keys
 from .loaded import LoadedConfig
@@ -30,13 +30,49 @@ _ENV_SEP = "__"
 _INCLUDE = re.compile(r'^\s*include\s+(?:required\()?(?:file\()?"([^"]+)"', re.MULTILINE)
 
 
+_PERIOD_TEXT = re.compile(r"\s*(\d+ *[A-Za-z]+)")
+
+
+class _TimedeltaText(timedelta):
+    """A pyhocon ``timedelta`` (milliseconds) that remembers its text (``hocon_text``)."""
+
+    hocon_text: str
+
+
+def _keep_period_text() -> None:
+    """Make pyhocon's durations carry the text they were written as (``hocon_text``).
+
+    pyhocon parses an unquoted ``768m`` or ``30s`` as a duration and keeps no text; free-form
+    maps (``spark.conf``, HTTP ``headers``) need the text. Its parse action is wrapped once per
+    process (idempotent); the values it produces are unchanged otherwise."""
+    from pyhocon import period_parser  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
+
+    original = period_parser.convert_period
+    if getattr(original, "laredo_keeps_text", False):
+        return
+
+    def convert_period(s: str, loc: int, tokens: Any) -> Any:
+        value = original(tokens)
+        m = _PERIOD_TEXT.match(s, loc)
+        text = m.group(1) if m else f"{tokens.value}{tokens.unit}"
+        if isinstance(value, timedelta):
+            value = _TimedeltaText(seconds=value.total_seconds())
+        value.hocon_text = text
+        return value
+
+    convert_period.laredo_keeps_text = True  # type: ignore[attr-defined]
+    period_parser.convert_period = convert_period
+
+
 def _is_duration(value: Any) -> bool:
     """pyhocon writes ``5s``/``10 minutes`` as a ``timedelta`` or a dateutil ``relativedelta``."""
     return isinstance(value, timedelta) or type(value).__name__ == "relativedelta"
 
 
 def plain_tree(value: Any, path: str, problems: list[str]) -> Any:
-    """A pyhocon tree as plain dicts and lists; HOCON durations become seconds (a float)."""
+    """A pyhocon tree as plain dicts and lists. HOCON durations become seconds: a
+    :class:`~laredo.units.WrittenDuration` (a float) that keeps the text written (``768m``)
+    for free-form maps."""
     from pyhocon import ConfigTree  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
     from pyhocon.config_tree import NoneValue  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
@@ -51,10 +87,12 @@ def plain_tree(value: Any, path: str, problems: list[str]) -> Any:
         return None
     if _is_duration(value):
         try:
-            return parse_duration(value)
+            seconds = parse_duration(value)
         except ConfigError as exc:
             problems.append(f"{path}: {exc}")
             return None
+        text = getattr(value, "hocon_text", None)
+        return WrittenDuration(seconds, text) if text else seconds
     return value
 
 
@@ -70,6 +108,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
     from pyhocon import ConfigFactory  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
+    _keep_period_text()
     try:
         tree = ConfigFactory.parse_file(str(path), required=True)
     except FileNotFoundError:
@@ -114,6 +153,7 @@ def parse_value(text: str) -> Any:
     if t[:1] in "[{":
         from pyhocon import ConfigFactory  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
+        _keep_period_text()
         try:
             problems: list[str] = []
             parsed = plain_tree(ConfigFactory.parse_string(f"v = {t}")["v"], "v", problems)

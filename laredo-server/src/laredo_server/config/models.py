@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from laredo.auth import AuthConfig
 from laredo.config import EngineConfig, EngineSettings, PluginSpec
@@ -113,6 +113,9 @@ class ServerConfig(EngineConfig):
     health: HealthConfig = HealthConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
+    spark: dict[str, Any] | None = None
+    """The Spark runner's section (``laredo spark``, laredo-spark), validated by that runner;
+    ``laredo serve`` does not use it, so one file drives both runners."""
 
     @property
     def grpc_enabled(self) -> bool:

@@ -11,6 +11,7 @@ from laredo.config import (
     structure_problems,
 )
 from laredo.errors import ConfigError
+from laredo.plugins import registry
 
 from .listeners import listener_problems
 from .loaded import LoadedConfig
@@ -48,6 +49,21 @@ def _server_problems(model: ServerConfig) -> list[str]:
     return out
 
 
+def _section_problems(loaded: LoadedConfig) -> list[Problem]:
+    """Sections a plugin registered (``spark`` by laredo-spark), checked with its model; one
+    whose plugin is not installed is left alone (the runner that reads it checks it)."""
+    sections = registry("config_section")
+    out: list[Problem] = []
+    for name in sections.names():
+        model = sections.get(name).options
+        value = loaded.tree.get(name)
+        if not isinstance(value, dict) or model is None:
+            continue  # absent, or not a section: the structure check says so
+        _, found = structure_problems(model, value)
+        out += [Problem((name, *p.path), p.message) for p in found]
+    return out
+
+
 def validate_tree(loaded: LoadedConfig) -> ServerConfig:
     """Validate the merged tree; every problem (structure, plugins, references) together."""
     tree = loaded.tree
@@ -61,7 +77,9 @@ def validate_tree(loaded: LoadedConfig) -> ServerConfig:
         ServerConfig, {k: v for k, v in tree.items() if k not in hinted}
     )
     # plugin-owned sections, checked on the raw tree so they are reported with the rest
-    problems += located(found + plugin_problems(tree) + _observer_problems(loaded))
+    problems += located(
+        found + plugin_problems(tree) + _observer_problems(loaded) + _section_problems(loaded)
+    )
     if model is None:
         raise ConfigError(problems)
     problems += located(reference_problems(model))

@@ -23,8 +23,11 @@ No row passes through the driver's Python process: it handles metadata (columns,
 commit messages of a few hundred bytes per task, the manifest) only.
 
 Executors need ``laredo-spark[postgresql]``, network access to PostgreSQL and write access to
-the snapshot store. The connection string travels to them in the data source options (it may
-appear in query plans: prefer a password file or ``PGPASSWORD`` on the executors).
+the snapshot store. Every connection, the driver's and each task's, is opened by the PostgreSQL
+source's own code (:func:`laredo_source_pg.connect`) from the source's options: its
+``connection_provider`` runs on the executors, password files and TLS settings apply there. The
+options reach the tasks inside the pickled data source class, never as text of a query plan, the
+UI or the event log.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from ..parts import (
     part_partition,
     write_parts,
 )
-from .slices import PgSliceDataSource, plan_slices
+from .slices import plan_slices, slices_data_source
 from .slot import ExportedSnapshot, drop_slot
 
 logger = logging.getLogger(__name__)
@@ -234,7 +237,8 @@ def spark_baseline(
         snapshot_id or datetime.now(UTC).strftime("spark-%Y%m%dT%H%M%S%fZ-") + uuid.uuid4().hex[:6]
     )
     check_snapshot_id(snap_id)
-    for ds in (PgSliceDataSource, SnapshotPartsDataSource):  # also for sessions built elsewhere
+    slices_source = slices_data_source(opts)
+    for ds in (slices_source, SnapshotPartsDataSource):  # also for sessions built elsewhere
         spark.dataSource.register(ds)
     phases: dict[str, float] = {}
     mark = time.monotonic()
@@ -254,16 +258,15 @@ def spark_baseline(
         src.close()
     snapshot_store.check_writable(snap_id)
     phase("init")
-    dsn: str = opts.connection
     row_filters = {
         TableIdentifier.parse(k): v.row_filter
         for k, v in opts.publication.tables.items()
         if v.row_filter
     }
-    slot = ExportedSnapshot(dsn, src.slot_name)
+    slot = ExportedSnapshot(opts, src.slot_name)
     try:
         with slot as snap:
-            slices, zone = plan_slices(dsn, snap.snapshot_name, tables, n_parts, max_slice_pages)
+            slices, zone = plan_slices(opts, snap.snapshot_name, tables, n_parts, max_slice_pages)
             phase("slot")
             infos: list[TableSnapshotInfo] = []
             counts: dict[str, int] = {}
@@ -288,7 +291,6 @@ def spark_baseline(
                 )
                 kinds = {c.name: kind_of_column(c, zone) for c in cols}
                 plan = {
-                    "dsn": dsn,
                     "snapshot": snap.snapshot_name,
                     "schema": table.schema,
                     "table": table.table,
@@ -300,7 +302,7 @@ def spark_baseline(
                 if observer is not None:
                     observer.on_baseline_started(pid, table)
                 t0 = time.monotonic()
-                df = spark.read.format(PgSliceDataSource.name()).option("plan", json.dumps(plan))
+                df = spark.read.format(slices_source.name()).option("plan", json.dumps(plan))
                 frame = apply_chain(LaredoFrame(df.load(), kinds, table), p.filters, p.transforms)
                 out, encoded = frame_for_serializer(frame, serializer.format_id())
                 record = f"pipeline-{i:04d}"
@@ -362,7 +364,7 @@ def spark_baseline(
     except BaseException:
         snapshot_store.abort(snap_id)
         if slot.created:
-            drop_slot(dsn, src.slot_name)
+            drop_slot(opts, src.slot_name)
         raise
     return BaselineResult(
         snapshot_id=snap_id,

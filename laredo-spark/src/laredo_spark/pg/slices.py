@@ -1,11 +1,17 @@
 """Reading a table in ctid slices under an exported snapshot (runs in Spark tasks).
 
-``spark.read.format("laredo-pg-slices").option("plan", json)`` is one table of a
-:func:`~laredo_spark.pg.baseline.spark_baseline`: one Spark partition per ctid page range, each
+``spark.read.format(slices_data_source(options).name()).option("plan", json)`` is one table of
+a :func:`~laredo_spark.pg.baseline.spark_baseline`: one Spark partition per ctid page range, each
 read in ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '<name>'``
 so every task sees the database exactly at the slot's consistent point, with psycopg's own
 loaders (the values the local baseline produces), as Arrow record batches in the columns'
 kinds (:mod:`laredo_spark.kinds`): each value is touched by Python once, here.
+
+Tasks connect with the PostgreSQL source's own code (:func:`laredo_source_pg.connect`) from the
+source's options, so its ``connection_provider``, password files and TLS settings apply on every
+executor. The options never appear as text in Spark: the plan option (shown in query plans, the
+UI and the event log) holds no connection details; the options ride in the data source class,
+which Spark ships to the tasks pickled.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ import dataclasses
 import gc
 import json
 import math
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from laredo.errors import SourceError
+from laredo.errors import LaredoError, SourceError
 from laredo.secrets import mask_text
 from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -28,6 +35,7 @@ from ..kinds import arrow_type, base_kind, encode_json, spark_schema, zone_name
 from .slot import require_psycopg
 
 try:  # the laredo-spark[postgresql] extra
+    from laredo_source_pg.catalog import connect
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
 except ImportError:  # pragma: no cover - depends on the installed extras
@@ -35,7 +43,14 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 else:
     HAVE_PSYCOPG = True
 
-__all__ = ["PgSliceDataSource", "ctid_slices", "describe_server", "plan_slices", "read_slice"]
+__all__ = [
+    "PgSliceDataSource",
+    "ctid_slices",
+    "describe_server",
+    "plan_slices",
+    "read_slice",
+    "slices_data_source",
+]
 
 
 def ctid_slices(
@@ -71,26 +86,29 @@ def ctid_slices(
 
 
 def plan_slices(
-    dsn: str,
+    options: Any,
     snapshot_name: str,
     tables: Sequence[TableIdentifier],
     partitions: int,
     max_pages: int,
 ) -> tuple[dict[TableIdentifier, list[tuple[int | None, int | None]]], str]:
     """Each table's ctid slices, sized under the exported snapshot, and the session time
-    zone (the zone the local engine's timestamptz values carry)."""
+    zone (the zone the local engine's timestamptz values carry). ``options``: the source's
+    ``PostgresSourceOptions``."""
     pg = require_psycopg()
     slices: dict[TableIdentifier, list[tuple[int | None, int | None]]] = {}
     try:
-        with pg.connect(dsn, autocommit=True) as conn:
+        with connect(options) as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
             for t in tables:
                 slices[t] = ctid_slices(conn, t, partitions, max_pages)
             conn.execute("COMMIT")
             zone = zone_name(conn.info.timezone) or "UTC"
-    except pg.Error as exc:
-        raise SourceError(f"spark baseline: planning the slices failed: {exc}") from None
+    except (pg.Error, LaredoError) as exc:
+        raise SourceError(
+            f"spark baseline: planning the slices failed: {mask_text(str(exc)).strip()}"
+        ) from None
     return slices, zone
 
 
@@ -125,10 +143,13 @@ def _converter(kind: str) -> Callable[[Any], Any] | None:
     return None
 
 
-def read_slice(plan: Mapping[str, Any], lo: int | None, hi: int | None) -> Iterator[Any]:
+def read_slice(
+    plan: Mapping[str, Any], options: Any, lo: int | None, hi: int | None
+) -> Iterator[Any]:
     """Rows of one ctid range under the exported snapshot, as Arrow record batches in the
-    plan's kinds (runs in tasks). ``plan``: ``dsn, snapshot, schema, table, kinds`` and
-    optionally ``row_filter`` (the publication's), ``fetch_size``."""
+    plan's kinds (runs in tasks). ``plan``: ``snapshot, schema, table, kinds`` and optionally
+    ``row_filter`` (the publication's), ``fetch_size``; ``options``: the source's
+    ``PostgresSourceOptions`` (connected with :func:`laredo_source_pg.connect`)."""
     pg = require_psycopg()
     kinds: dict[str, str] = plan["kinds"]
     names = list(kinds)
@@ -154,12 +175,12 @@ def read_slice(plan: Mapping[str, Any], lo: int | None, hi: int | None) -> Itera
     fetch = int(plan.get("fetch_size") or 10_000)
     where = f"spark baseline of {table} pages [{lo}, {hi})"
     try:
-        conn = pg.connect(plan["dsn"], autocommit=True)
-    except pg.Error as exc:
+        conn = connect(options)
+    except (pg.Error, LaredoError) as exc:
         raise SourceError(
             f"{where}: a Spark task cannot connect to PostgreSQL at "
-            f"{describe_server(plan['dsn'])} (the source's 'connection'; executors need network "
-            f"access and credentials): {' '.join(mask_text(str(exc)).split())}"
+            f"{describe_server(options.connection)} (the source's 'connection'; executors need "
+            f"network access and credentials): {' '.join(mask_text(str(exc)).split())}"
         ) from None
     try:
         with conn:
@@ -197,26 +218,31 @@ class SlicePartition(InputPartition):
 
 
 class PgSliceReader(DataSourceReader):
-    def __init__(self, plan: dict[str, Any]) -> None:
+    def __init__(self, plan: dict[str, Any], options: Any) -> None:
         self.plan = plan
+        self.options = options
 
     def partitions(self) -> list[SlicePartition]:
         return [SlicePartition(i, lo, hi) for i, (lo, hi) in enumerate(self.plan["slices"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SlicePartition)
-        yield from read_slice(self.plan, partition.lo, partition.hi)
+        yield from read_slice(self.plan, self.options, partition.lo, partition.hi)
 
 
 class PgSliceDataSource(DataSource):
-    """``spark.read.format("laredo-pg-slices").option("plan", json)``: one table's ctid
-    slices under an exported snapshot. Built by
-    :func:`~laredo_spark.pg.baseline.spark_baseline`; the plan holds ``dsn, snapshot, schema,
-    table, kinds, slices, row_filter, fetch_size``."""
+    """``spark.read.format(name).option("plan", json)``: one table's ctid slices under an
+    exported snapshot. Used through :func:`slices_data_source` (which carries the source's
+    options) by :func:`~laredo_spark.pg.baseline.spark_baseline`; the plan holds ``snapshot,
+    schema, table, kinds, slices, row_filter, fetch_size``."""
+
+    source_options: Any = None
+    """The source's ``PostgresSourceOptions`` (set by :func:`slices_data_source`)."""
+    short_name = "laredo-pg-slices"
 
     @classmethod
     def name(cls) -> str:
-        return "laredo-pg-slices"
+        return cls.short_name
 
     def _plan(self) -> dict[str, Any]:
         plan: dict[str, Any] = json.loads(self.options["plan"])
@@ -226,4 +252,23 @@ class PgSliceDataSource(DataSource):
         return spark_schema(self._plan()["kinds"])
 
     def reader(self, schema: Any) -> PgSliceReader:
-        return PgSliceReader(self._plan())
+        if self.source_options is None:
+            raise SourceError(
+                f"{self.name()}: no source options; read slices through spark_baseline"
+            )
+        return PgSliceReader(self._plan(), self.source_options)
+
+
+def slices_data_source(options: Any) -> type[PgSliceDataSource]:
+    """A :class:`PgSliceDataSource` bound to one source's options, under a name of its own
+    (register it on the session, then read ``.format(cls.name())``).
+
+    The options travel inside the class, which Spark stores and ships to the tasks pickled:
+    never as an option value, so neither a password nor a provider's settings show in query
+    plans, the UI or the event log."""
+    name = f"laredo-pg-slices-{uuid.uuid4().hex[:12]}"
+    return type(
+        "BoundPgSliceDataSource",
+        (PgSliceDataSource,),
+        {"source_options": options, "short_name": name, "__module__": __name__},
+    )

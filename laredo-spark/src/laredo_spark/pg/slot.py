@@ -1,4 +1,8 @@
-"""A logical replication slot created with an exported snapshot, held open for the tasks."""
+"""A logical replication slot created with an exported snapshot, held open for the tasks.
+
+Every connection is opened by the PostgreSQL source's own code
+(:func:`laredo_source_pg.connect`): its ``connection_provider``, password files and TLS
+settings apply here as they do to the local baseline."""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ import contextlib
 import logging
 from typing import Any
 
-from laredo.errors import MissingDependencyError, SourceError
+from laredo.errors import LaredoError, MissingDependencyError, SourceError
 from laredo.secrets import mask_text
 
 try:  # the laredo-spark[postgresql] extra
     import psycopg
+    from laredo_source_pg.catalog import connect
     from laredo_source_pg.lsn import format_lsn, parse_lsn
     from psycopg import sql
 except ImportError:  # pragma: no cover - depends on the installed extras
@@ -33,7 +38,8 @@ def require_psycopg() -> Any:
 class ExportedSnapshot:
     """A logical replication slot created with an exported snapshot, kept importable.
 
-    ``with ExportedSnapshot(dsn, "slot") as snap:`` creates the slot (dropping an inactive slot
+    ``with ExportedSnapshot(options, "slot") as snap:`` (``options``: the source's
+    ``PostgresSourceOptions``) creates the slot (dropping an inactive slot
     of that name first when ``replace=True``) and holds the replication connection open until
     the block ends; ``snap.snapshot_name`` is what ``SET TRANSACTION SNAPSHOT`` takes and
     ``snap.consistent_point`` (an LSN int) is where the slot's stream starts. The slot itself
@@ -41,9 +47,9 @@ class ExportedSnapshot:
     """
 
     def __init__(
-        self, dsn: str, slot_name: str, *, temporary: bool = False, replace: bool = True
+        self, options: Any, slot_name: str, *, temporary: bool = False, replace: bool = True
     ) -> None:
-        self.dsn = dsn
+        self.options = options
         self.slot_name = slot_name
         self.temporary = temporary
         self.replace = replace
@@ -62,23 +68,18 @@ class ExportedSnapshot:
         if self.replace:
             self._drop_existing()
         try:
-            self._repl = pg.connect(
-                self.dsn,
-                autocommit=True,
-                replication="database",
-                application_name=f"laredo-spark:{self.slot_name}",
-            )
+            self._repl = connect(self.options, replication=True)
             temp = sql.SQL(" TEMPORARY") if self.temporary else sql.SQL("")
             row = self._repl.execute(
                 sql.SQL("CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput EXPORT_SNAPSHOT").format(
                     sql.Identifier(self.slot_name), temp
                 )
             ).fetchone()
-        except pg.Error as exc:
+        except (pg.Error, LaredoError) as exc:
             self.close()
             raise SourceError(
-                f"cannot create replication slot {self.slot_name!r} with an exported snapshot "
-                f"on {mask_text(self.dsn)!r}: {mask_text(str(exc)).strip()}"
+                f"cannot create replication slot {self.slot_name!r} with an exported snapshot: "
+                f"{mask_text(str(exc)).strip()}"
             ) from None
         assert row is not None
         self.created = True
@@ -93,8 +94,8 @@ class ExportedSnapshot:
         return self
 
     def _drop_existing(self) -> None:
-        pg = require_psycopg()
-        with pg.connect(self.dsn, autocommit=True) as conn:
+        require_psycopg()
+        with connect(self.options) as conn:
             row = conn.execute(
                 "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (self.slot_name,)
             ).fetchone()
@@ -118,11 +119,11 @@ class ExportedSnapshot:
         self.close()
 
 
-def drop_slot(dsn: str, slot_name: str) -> None:
+def drop_slot(options: Any, slot_name: str) -> None:
     """Drop a replication slot if it exists and is inactive (best effort, logged)."""
-    pg = require_psycopg()
+    require_psycopg()
     try:
-        with pg.connect(dsn, autocommit=True) as conn:
+        with connect(options) as conn:
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                 "WHERE slot_name = %s AND NOT active",

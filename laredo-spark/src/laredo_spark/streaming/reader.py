@@ -130,7 +130,8 @@ class _Handler:
     def __init__(self, reader: LaredoStreamReader) -> None:
         self.reader = reader
 
-    def on_changes(self, events: Sequence[Any]) -> None:
+    def on_changes(self, events: Sequence[Any], complete: bool = True) -> None:
+        # a batch is cut at a later position, a heartbeat or quiet: `complete` is not needed
         self.reader._add(events)
 
     def on_change(self, event: Any) -> None:

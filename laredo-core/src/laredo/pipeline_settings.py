@@ -1,0 +1,134 @@
+"""Every pipeline setting, declared once: its ``Pipeline`` keyword, its configuration key, its
+default, its bounds and its description.
+
+The configuration models (:mod:`laredo.config.models`: ``buffer { max_size }``, ...), the
+Python API (:class:`laredo.Pipeline` keywords and their checks) and the pipeline worker read
+defaults and bounds from here, so the three cannot drift apart; the test pins each setting to
+the fields that use it. Add a setting here, then give it a field in both places.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+__all__ = [
+    "BUFFER_POLICY",
+    "BUFFER_SIZE",
+    "ERROR_POLICY",
+    "MAX_RETRIES",
+    "RETRY_BACKOFF",
+    "RETRY_MAX_BACKOFF",
+    "SETTINGS",
+    "TTL_FIELD",
+    "TTL_SCAN_INTERVAL",
+    "VALIDATION_ACTION",
+    "VALIDATION_INTERVAL",
+    "PipelineSetting",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSetting:
+    """One pipeline setting: ``Pipeline(<keyword>=...)`` in Python, ``<section> { <key> }`` in a
+    target's configuration."""
+
+    keyword: str
+    """The :class:`laredo.Pipeline` keyword."""
+    section: str
+    """The target's configuration section holding it (``buffer``, ``error_handling``, ...)."""
+    key: str
+    """Its key in that section."""
+    default: Any
+    doc: str
+    minimum: int | float | None = None
+    """Least allowed value (inclusive), if any."""
+    positive: bool = False
+    """Must be > 0."""
+
+    @property
+    def config_key(self) -> str:
+        """``section.key``, as written in a configuration file."""
+        return f"{self.section}.{self.key}"
+
+    def field(self) -> Any:
+        """The pydantic field of the configuration model: default, bounds, description."""
+        return Field(
+            default=self.default,
+            ge=self.minimum,
+            gt=0 if self.positive else None,
+            description=f"{self.doc} (Pipeline keyword: {self.keyword})",
+        )
+
+    def problem(self, value: Any, where: str) -> str | None:
+        """What is wrong with ``value`` for this setting's bounds (integers only), or None."""
+        if self.positive and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            return f"{where}.{self.keyword}: must be a positive integer (got {value!r})"
+        if self.minimum is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < self.minimum
+        ):
+            return f"{where}.{self.keyword}: must be >= {self.minimum} (got {value!r})"
+        return None
+
+
+BUFFER_SIZE = PipelineSetting(
+    "buffer_size",
+    "buffer",
+    "max_size",
+    10_000,
+    "changes held between source and target",
+    positive=True,
+)
+BUFFER_POLICY = PipelineSetting(
+    "buffer_policy",
+    "buffer",
+    "policy",
+    "block",
+    "when the buffer is full: block, drop_oldest, error",
+)
+ERROR_POLICY = PipelineSetting(
+    "error_policy",
+    "error_handling",
+    "on_persistent_failure",
+    "isolate",
+    "after the retries: isolate, stop_source, stop_all, dead_letter",
+)
+MAX_RETRIES = PipelineSetting(
+    "max_retries", "error_handling", "max_retries", 5, "retries of a failed apply", minimum=0
+)
+RETRY_BACKOFF = PipelineSetting(
+    "retry_backoff", "error_handling", "retry_backoff", 0.1, "first backoff; doubles per retry"
+)
+RETRY_MAX_BACKOFF = PipelineSetting(
+    "retry_max_backoff", "error_handling", "retry_max_backoff", 5.0, "cap of the backoff"
+)
+TTL_FIELD = PipelineSetting("ttl_field", "ttl", "field", None, "column holding the expiry time")
+TTL_SCAN_INTERVAL = PipelineSetting(
+    "ttl_scan_interval", "ttl", "check_interval", None, "sweep of expired rows (None: never)"
+)
+VALIDATION_ACTION = PipelineSetting(
+    "validation_action",
+    "validation",
+    "action",
+    "warn",
+    "on a count mismatch: warn, re_baseline, fail",
+)
+VALIDATION_INTERVAL = PipelineSetting(
+    "validation_interval", "validation", "interval", None, "row-count check (None: never)"
+)
+
+SETTINGS: tuple[PipelineSetting, ...] = (
+    BUFFER_SIZE,
+    BUFFER_POLICY,
+    ERROR_POLICY,
+    MAX_RETRIES,
+    RETRY_BACKOFF,
+    RETRY_MAX_BACKOFF,
+    TTL_FIELD,
+    TTL_SCAN_INTERVAL,
+    VALIDATION_ACTION,
+    VALIDATION_INTERVAL,
+)
+"""Every pipeline setting, in the order of :class:`laredo.Pipeline`'s keywords."""
