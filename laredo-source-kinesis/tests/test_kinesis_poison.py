@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from laredo.errors import SourceError
+from laredo.testing import wait_until
 from laredo.types import SourceState
 from laredo_snapshot_s3 import S3DeadLetterStore
 from laredo_source_kinesis import KinesisPosition, encode_record
@@ -18,7 +19,6 @@ from laredo_source_kinesis.testing import (
     Runner,
     put,
     start,
-    wait_until,
     write_baseline,
 )
 
