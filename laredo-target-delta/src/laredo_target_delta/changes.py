@@ -1,0 +1,125 @@
+"""Buffered changes folded to one net change per key, and the MERGE that applies them.
+
+A flush turns the changes of complete transactions into one MERGE: per key the last state wins
+(an upsert with the full row, or a delete). An UPDATE that did not carry an unchanged TOAST
+column takes it from an earlier buffered change of the same key, else the MERGE keeps the value
+the table holds (``CASE WHEN keep THEN t.col ELSE s.col END``). A TRUNCATE drops the state folded
+so far and makes the MERGE delete every row the source does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from laredo.types import ChangeAction, ChangeEvent, Row
+
+from .columns import ColumnCodec, to_arrow
+
+__all__ = ["DELETE_FLAG", "NetChanges", "fold", "merge_clauses", "merge_source", "quote"]
+
+_DELETE = "__laredo_delete"
+_KEEP = "__laredo_keep_"
+
+
+@dataclass(frozen=True, slots=True)
+class NetChanges:
+    """The net effect of a run of changes: ``rows[key] = (row, keep)`` or ``None`` (deleted);
+    ``truncated`` when the run started by emptying the table."""
+
+    rows: dict[tuple[Any, ...], tuple[Row, frozenset[str]] | None]
+    truncated: bool
+    changes: int
+
+
+def fold(
+    events: Sequence[ChangeEvent], key_columns: Sequence[str], columns: Sequence[str]
+) -> NetChanges:
+    """Fold ``events`` (in order) to the net change per key."""
+    rows: dict[tuple[Any, ...], tuple[Row, frozenset[str]] | None] = {}
+    truncated = False
+    all_columns = frozenset(columns)
+    for e in events:
+        action = e.action
+        if action is ChangeAction.TRUNCATE:
+            rows.clear()
+            truncated = True
+            continue
+        if action is ChangeAction.DELETE:
+            old = e.old_values or {}
+            rows[tuple(old.get(k) for k in key_columns)] = None
+            continue
+        new = e.new_values
+        if new is None:
+            continue
+        key = tuple(new.get(k) for k in key_columns)
+        if action is ChangeAction.UPDATE and e.old_values:
+            old_key = tuple(e.old_values.get(k, v) for k, v in zip(key_columns, key, strict=True))
+            if old_key != key:
+                prior_old = rows.get(old_key)
+                rows[old_key] = None
+                if key not in rows and prior_old is not None:
+                    rows[key] = prior_old
+        missing = all_columns.difference(new)
+        if missing:
+            prior = rows.get(key)
+            if prior is not None:
+                prior_row, prior_keep = prior
+                new = {**{c: prior_row[c] for c in missing if c in prior_row}, **new}
+                missing = missing & (prior_keep | all_columns.difference(prior_row))
+        rows[key] = (dict(new), frozenset(missing))
+    return NetChanges(rows, truncated, len(events))
+
+
+def quote(name: str) -> str:
+    """A column name as a SQL identifier of delta-rs's MERGE expressions."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def merge_source(
+    net: NetChanges, codecs: Sequence[ColumnCodec], key_columns: Sequence[str]
+) -> tuple[pa.Table, set[str]]:
+    """The MERGE source (one row per key, a delete flag, a keep flag per column some update
+    left unchanged) and the names of the kept columns."""
+    rows: list[Row] = []
+    deletes: list[bool] = []
+    kept: set[str] = set()
+    for key, item in net.rows.items():
+        if item is None:
+            rows.append(dict(zip(key_columns, key, strict=True)))
+            deletes.append(True)
+        else:
+            rows.append(item[0])
+            deletes.append(False)
+            kept |= item[1]
+    extra: dict[str, tuple[pa.DataType, list[Any]]] = {_DELETE: (pa.bool_(), deletes)}
+    items = list(net.rows.values())
+    for name in sorted(kept):
+        flags = [item is not None and name in item[1] for item in items]
+        extra[_KEEP + name] = (pa.bool_(), flags)
+    return to_arrow(codecs, rows, extra), kept
+
+
+def merge_clauses(
+    codecs: Sequence[ColumnCodec], key_columns: Sequence[str], kept: set[str]
+) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The MERGE predicate, the update expressions and the insert expressions."""
+    predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_columns)
+    updates: dict[str, str] = {}
+    inserts: dict[str, str] = {}
+    for c in codecs:
+        q = quote(c.name)
+        inserts[q] = f"s.{q}"
+        if c.name in key_columns:
+            continue
+        if c.name in kept:
+            flag = quote(_KEEP + c.name)
+            updates[q] = f"CASE WHEN s.{flag} THEN t.{q} ELSE s.{q} END"
+        else:
+            updates[q] = f"s.{q}"
+    return predicate, updates, inserts
+
+
+DELETE_FLAG = f"s.{quote(_DELETE)}"
