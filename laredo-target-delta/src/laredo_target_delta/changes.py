@@ -9,8 +9,11 @@ so far and makes the MERGE delete every row the source does not hold.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +21,16 @@ from laredo.types import ChangeAction, ChangeEvent, Row
 
 from .columns import ColumnCodec, to_arrow
 
-__all__ = ["DELETE_FLAG", "NetChanges", "fold", "merge_clauses", "merge_source", "quote"]
+__all__ = [
+    "DELETE_FLAG",
+    "NetChanges",
+    "deleted_keys_query",
+    "fold",
+    "merge_clauses",
+    "merge_source",
+    "quote",
+    "without_missing_deletes",
+]
 
 _DELETE = "__laredo_delete"
 _KEEP = "__laredo_keep_"
@@ -71,6 +83,51 @@ def fold(
                 missing = missing & (prior_keep | all_columns.difference(prior_row))
         rows[key] = (dict(new), frozenset(missing))
     return NetChanges(rows, truncated, len(events))
+
+
+def sql_literal(value: Any) -> str:
+    """A key value as a DataFusion SQL literal (keys of other types raise ``TypeError``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, str | uuid.UUID):
+        return "'" + str(value).replace("'", "''") + "'"
+    if isinstance(value, datetime):
+        return f"CAST('{value.isoformat()}' AS TIMESTAMP)"
+    if isinstance(value, date):
+        return f"DATE '{value.isoformat()}'"
+    raise TypeError(f"no SQL literal for a key value of type {type(value).__name__}")
+
+
+def deleted_keys_query(net: NetChanges, key_columns: Sequence[str], table: str = "t") -> str | None:
+    """SQL selecting which keys the run deletes exist in the table (None: it deletes none).
+
+    delta-rs 1.6 fails a MERGE (with the change data feed on) whose source holds a row that
+    matches nothing and is inserted by no clause, i.e. the delete of a key the table does not
+    hold, so such deletes are dropped before the MERGE."""
+    deleted = [k for k, item in net.rows.items() if item is None]
+    if not deleted:
+        return None
+    cols = ", ".join(quote(k) for k in key_columns)
+    if len(key_columns) == 1:
+        where = f"{quote(key_columns[0])} IN ({', '.join(sql_literal(k[0]) for k in deleted)})"
+    else:
+        where = " OR ".join(
+            "("
+            + " AND ".join(
+                f"{quote(c)} = {sql_literal(v)}" for c, v in zip(key_columns, k, strict=True)
+            )
+            + ")"
+            for k in deleted
+        )
+    return f"SELECT {cols} FROM {table} WHERE {where}"
+
+
+def without_missing_deletes(net: NetChanges, existing: set[tuple[Any, ...]]) -> NetChanges:
+    """``net`` without the deletes of keys not in ``existing``."""
+    rows = {k: v for k, v in net.rows.items() if v is not None or k in existing}
+    return NetChanges(rows, net.truncated, net.changes)
 
 
 def quote(name: str) -> str:

@@ -39,9 +39,13 @@ class MaintenanceOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    compact_every: int = Field(default=0, ge=0, description="commits between compactions; 0 = never")
+    compact_every: int = Field(
+        default=0, ge=0, description="commits between compactions; 0 = never"
+    )
     vacuum_retention: Duration | None = Field(
-        default=None, ge=0, description="vacuum files older than this after compacting; unset = never"
+        default=None,
+        ge=0,
+        description="vacuum files older than this after compacting; unset = never",
     )
 
 

@@ -29,7 +29,14 @@ from .archive import (
     commits,
     position_order,
 )
-from .changes import DELETE_FLAG, NetChanges, merge_clauses, merge_source
+from .changes import (
+    DELETE_FLAG,
+    NetChanges,
+    deleted_keys_query,
+    merge_clauses,
+    merge_source,
+    without_missing_deletes,
+)
 from .columns import (
     ColumnCodec,
     TableDescription,
@@ -209,6 +216,9 @@ class DeltaWriter:
         if net.truncated:
             return self._replace(net, position_text, position, partial)
         started = time.monotonic()
+        net = self._existing_deletes(net)
+        if not net.rows:
+            return None
         source, kept = merge_source(net, self.codecs, self.keys)
         predicate, updates, inserts = merge_clauses(self.codecs, self.keys, kept)
         more = {PARTIAL: True} if partial else {}
@@ -238,6 +248,32 @@ class DeltaWriter:
             int(metrics.get("num_target_files_added", 0)),
             int(metrics.get("num_target_files_removed", 0)),
         )
+
+    def _existing_deletes(self, net: NetChanges) -> NetChanges:
+        """``net`` without deletes of keys the table does not hold (see
+        :func:`.changes.deleted_keys_query`)."""
+        from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
+
+        try:
+            sql = deleted_keys_query(net, self.keys)
+        except TypeError as exc:
+            raise TargetError(f"delta target {self.table}: deleting by key: {exc}") from None
+        if sql is None:
+            return net
+        try:
+            found = pa.table(QueryBuilder().register("t", self.dt).execute(sql).read_all())
+        except Exception as exc:
+            raise self._fail("looking up deleted keys", exc) from None
+        by_name = {c.name: c for c in self.codecs}
+        columns = []
+        for k in self.keys:
+            values = found.column(k).to_pylist()
+            dec = by_name[k].decoder()
+            if dec is not None:
+                values = [None if v is None else dec(v) for v in values]
+            columns.append(values)
+        existing = set(zip(*columns, strict=True))
+        return without_missing_deletes(net, existing)
 
     def _replace(
         self, net: NetChanges, position_text: str, position: Any, partial: bool
