@@ -9,6 +9,7 @@ from typing import Any
 import laredo
 from laredo.registry import Registry
 
+from .cli import register as register_cli
 from .options import DeltaSourceOptions, DeltaTargetOptions
 
 
@@ -33,3 +34,20 @@ def laredo_register_targets(registry: Registry) -> None:
         takes_options=True,
         description="a Delta Lake table equal to the source table, one version per flush",
     )
+
+
+@laredo.hookimpl
+def laredo_register_sources(registry: Registry) -> None:
+    registry.add(
+        "delta",
+        build_source,
+        options=DeltaSourceOptions,
+        takes_options=True,
+        description="a Delta table written by a delta target: its latest version, then its "
+        "later versions",
+    )
+
+
+@laredo.hookimpl
+def laredo_register_cli_commands(app: Any) -> None:
+    register_cli(app)

@@ -42,6 +42,7 @@ __all__ = [
     "position_order",
     "read_as_of",
     "rows_as_of",
+    "select_commit",
 ]
 
 POSITION = "laredo.position"
@@ -157,7 +158,8 @@ def history(uri: str, storage_options: Mapping[str, str] | None = None) -> list[
     return commits(open_table(uri, storage_options))
 
 
-def _at_or_before(all_commits: list[Commit], position: Any, uri: str) -> Commit:
+def select_commit(all_commits: list[Commit], position: Any, uri: str) -> Commit:
+    """The last commit at or before ``position``; ``ArchiveError`` when it predates them all."""
     order = position_order(position)
     text = str(position)
     chosen: Commit | None = None
@@ -186,7 +188,7 @@ def read_as_of(
     Delta types (see :mod:`laredo_target_delta.columns`); :func:`rows_as_of` decodes them."""
     dt = open_table(uri, storage_options)
     description_of(dt, uri)
-    chosen = _at_or_before(commits(dt), position, uri)
+    chosen = select_commit(commits(dt), position, uri)
     dt.load_as_version(chosen.version)
     return dt.to_pyarrow_table(), str(chosen.position)
 
@@ -196,7 +198,7 @@ def rows_as_of(
 ) -> tuple[list[dict[str, Any]], str, TableDescription]:
     """Like :func:`read_as_of`, the rows decoded to Laredo values, and the table's description."""
     dt = open_table(uri, storage_options)
-    chosen = _at_or_before(commits(dt), position, uri)
+    chosen = select_commit(commits(dt), position, uri)
     dt.load_as_version(chosen.version)
     desc = description_of(dt, uri)
     return rows_of(dt.to_pyarrow_table(), codecs_for(desc.columns)), str(chosen.position), desc
