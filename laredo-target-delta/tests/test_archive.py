@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import typer
-from typer.testing import CliRunner
 from laredo.serialization import loads_row
 from laredo_target_delta import ArchiveError, history, read_as_of, rows_as_of
 from laredo_target_delta.cli import register
+from typer.testing import CliRunner
 
 from .conftest import Archive, item
 
