@@ -51,6 +51,7 @@ class Archive:
                 self.target.on_update(ITEMS, row, None)
             else:
                 self.target.on_delete(ITEMS, row)
+        self.target.set_change_position(self.position + 1)  # a heartbeat: the commit is whole
         self.target.flush()
         return self.position
 

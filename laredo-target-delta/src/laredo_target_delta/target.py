@@ -43,7 +43,7 @@ from laredo.types import (
 from .changes import fold
 from .columns import to_arrow
 from .options import DeltaTargetOptions
-from .writer import CommitStats, DeltaWriter
+from .writer import CommitStats, DeltaConfigError, DeltaWriter
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ __all__ = ["DeltaTarget"]
 
 _BASELINE_CHUNK = 50_000
 _NOTHING: Any = object()
+
+
+def _describe(columns: Sequence[ColumnDefinition]) -> str:
+    return "(" + ", ".join(f"{c.name} {c.type}" for c in columns) + ")"
 
 
 def _compare(a: Any, b: Any) -> int:
@@ -88,6 +92,7 @@ class DeltaTarget:
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._closed = False
+        self._mismatch: str | None = None
         self.last_stats: CommitStats | None = None
         self.commits = 0
 
@@ -152,12 +157,25 @@ class DeltaTarget:
                 last.position,
                 extra={"table": str(table), "position": last.position},
             )
-        if desc is not None and [c.name for c in desc.columns] != [c.name for c in columns]:
-            stored = {c.name for c in desc.columns}
-            if stored < {c.name for c in columns}:
+        self._mismatch = None
+        if desc is not None and list(desc.columns) != list(columns):
+            stored = {c.name: c for c in desc.columns}
+            compatible = all(
+                c.name not in stored
+                or (c.type, c.type_oid) == (stored[c.name].type, stored[c.name].type_oid)
+                for c in columns
+            ) and set(stored) <= {c.name for c in columns}
+            if compatible:
                 writer.set_columns(desc.columns)
                 added = [c for c in columns if c.name not in stored]
                 writer.add_columns(added, columns, (last and last.position) or "", self._committed)
+            else:
+                # a baseline replaces the table (a new version); a resumed stream cannot
+                self._mismatch = (
+                    f"delta target {table}: uri = {self.options.uri!r} holds columns "
+                    f"{_describe(desc.columns)} but the source has {_describe(columns)}; reset "
+                    "the source so the table is baselined again (a new version), or use a new uri"
+                )
 
     def on_close(self, table: TableIdentifier) -> None:
         """Commit what is complete and stop the flusher; what cannot be committed stays
@@ -212,6 +230,7 @@ class DeltaTarget:
                 self._complete_since = 0.0
             stats = writer.write_baseline(self._baseline, text, position)
         self._baseline = []
+        self._mismatch = None
         with self._lock:
             self._committed = position
             self._skip_until = None
@@ -229,6 +248,8 @@ class DeltaTarget:
     # -- changes ----------------------------------------------------------------------------------
     def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None:
         """Buffer ``events`` (BatchTarget fast path); a commit happens on the flusher thread."""
+        if self._mismatch is not None:
+            raise DeltaConfigError(self._mismatch)
         self._raise_pending()
         skip = self._skip_until
         if skip is not None:

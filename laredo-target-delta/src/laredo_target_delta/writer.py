@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from laredo.errors import TargetError
+from laredo.errors import TargetError, Terminal
 from laredo.types import ColumnDefinition, TableIdentifier, primary_key_columns
 
 from .archive import (
@@ -50,9 +50,14 @@ from .options import DeltaTargetOptions, masked
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CommitStats", "DeltaWriter"]
+__all__ = ["CommitStats", "DeltaConfigError", "DeltaWriter"]
 
 CDF = {"delta.enableChangeDataFeed": "true"}
+
+
+class DeltaConfigError(TargetError, Terminal):
+    """The table at ``uri`` cannot be used as configured (another table, no primary key,
+    incompatible columns): retrying does not help."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +97,7 @@ class DeltaWriter:
     def set_columns(self, columns: Sequence[ColumnDefinition]) -> None:
         keys = primary_key_columns(list(columns))
         if not keys:
-            raise TargetError(
+            raise DeltaConfigError(
                 f"delta target {self.table}: the table has no primary key; a Delta mirror "
                 "merges changes by key (add a primary key to the source table)"
             )
@@ -119,7 +124,7 @@ class DeltaWriter:
         desc = decode_description(self.dt.metadata().description)
         if desc is None or desc.table != self.table:
             held = "a table not written by laredo" if desc is None else f"table {desc.table}"
-            raise TargetError(
+            raise DeltaConfigError(
                 f"delta target {self.table}: uri = {self.uri!r} holds {held}; give each "
                 "pipeline its own uri"
             )
@@ -134,7 +139,7 @@ class DeltaWriter:
         except OSError as exc:
             raise self._fail("creating the directory", exc) from None
         if not os.access(path, os.W_OK | os.X_OK):
-            raise TargetError(
+            raise DeltaConfigError(
                 f"delta target {self.table}: uri = {self.uri!r}: the directory is not writable"
             )
 
@@ -194,7 +199,12 @@ class DeltaWriter:
                 if decode_description(self.dt.metadata().description) != TableDescription(
                     self.table, tuple(self.columns)
                 ):
-                    self.dt.alter.set_table_description(self._description())
+                    self.dt.alter.set_table_description(
+                        self._description(),
+                        commit_properties=self._props(
+                            position_text, position_order(position), "schema"
+                        ),
+                    )
         except TargetError:
             raise
         except Exception as exc:
@@ -209,7 +219,7 @@ class DeltaWriter:
         if not net.rows and not net.truncated:
             return None
         if self.dt is None:
-            raise TargetError(
+            raise DeltaConfigError(
                 f"delta target {self.table}: uri = {self.uri!r} holds no Delta table, but the "
                 "source resumes streaming; reset the source so the table is baselined again"
             )
