@@ -46,6 +46,9 @@ class NetChanges:
     changes: int
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def fold(
     events: Sequence[ChangeEvent], key_columns: Sequence[str], columns: Sequence[str]
 ) -> NetChanges:
@@ -53,35 +56,41 @@ def fold(
     rows: dict[tuple[Any, ...], tuple[Row, frozenset[str]] | None] = {}
     truncated = False
     all_columns = frozenset(columns)
+    width = len(all_columns)
+    keys = tuple(key_columns)
+    insert, update, delete = ChangeAction.INSERT, ChangeAction.UPDATE, ChangeAction.DELETE
     for e in events:
         action = e.action
-        if action is ChangeAction.TRUNCATE:
-            rows.clear()
-            truncated = True
-            continue
-        if action is ChangeAction.DELETE:
+        if action is delete:
             old = e.old_values or {}
-            rows[tuple(old.get(k) for k in key_columns)] = None
+            rows[tuple([old.get(k) for k in keys])] = None
+            continue
+        if action is not insert and action is not update:
+            if action is ChangeAction.TRUNCATE:
+                rows.clear()
+                truncated = True
             continue
         new = e.new_values
         if new is None:
             continue
-        key = tuple(new.get(k) for k in key_columns)
-        if action is ChangeAction.UPDATE and e.old_values:
-            old_key = tuple(e.old_values.get(k, v) for k, v in zip(key_columns, key, strict=True))
+        key = tuple([new.get(k) for k in keys])
+        if action is update and e.old_values:
+            old_key = tuple([e.old_values.get(k, v) for k, v in zip(keys, key, strict=True)])
             if old_key != key:
                 prior_old = rows.get(old_key)
                 rows[old_key] = None
                 if key not in rows and prior_old is not None:
                     rows[key] = prior_old
+        if len(new) == width:  # the common case: a whole row
+            rows[key] = (new, _NONE)
+            continue
         missing = all_columns.difference(new)
-        if missing:
-            prior = rows.get(key)
-            if prior is not None:
-                prior_row, prior_keep = prior
-                new = {**{c: prior_row[c] for c in missing if c in prior_row}, **new}
-                missing = missing & (prior_keep | all_columns.difference(prior_row))
-        rows[key] = (dict(new), frozenset(missing))
+        prior = rows.get(key)
+        if prior is not None:
+            prior_row, prior_keep = prior
+            new = {**{c: prior_row[c] for c in missing if c in prior_row}, **new}
+            missing = missing & (prior_keep | all_columns.difference(prior_row))
+        rows[key] = (new, frozenset(missing))
     return NetChanges(rows, truncated, len(events))
 
 

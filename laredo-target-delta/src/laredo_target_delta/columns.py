@@ -136,12 +136,15 @@ class ColumnCodec:
         return value_decoder(self.encoding)
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
+
+
 def _typed_json(v: Any) -> str:
-    return json.dumps(encode_value(v), separators=(",", ":"), ensure_ascii=False)
+    return _ENCODE(encode_value(v))
 
 
 def _json_text(v: Any) -> str:
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODE(v)
 
 
 def _type_name(col: ColumnDefinition) -> str:

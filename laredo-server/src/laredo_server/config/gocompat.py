@@ -27,8 +27,9 @@ GO_SOURCE_TYPES = {"pg": "postgresql"}
 
 _UNSUPPORTED_SOURCES = {
     "archive": "Go Laredo's archive source (snapshots and diffs of laredo-snapshotter) is not "
-    "available: start from a snapshot with snapshot { store = s3 | local, store_config { ... } } "
-    "and stream from a postgresql or kinesis source",
+    "available: archive to Delta Lake with a delta target and read it back with a delta source "
+    "(pip install laredo-target-delta; type = delta, uri = ...), or start from a snapshot with "
+    "snapshot { store = s3 | local, store_config { ... } }",
 }
 _UNSUPPORTED_SOURCES["file"] = _UNSUPPORTED_SOURCES["archive"]
 
