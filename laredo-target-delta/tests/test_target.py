@@ -161,6 +161,24 @@ def test_delete_of_an_absent_key_with_inserts_in_one_commit(archive: Archive) ->
     assert history(archive.uri)[-1].deleted == 1
 
 
+def test_many_deletes_on_the_flusher_thread(tmp_path: Path) -> None:
+    # a 60,000-literal IN list crashed delta-rs's planner on a thread's stack: lookups are chunked
+    t = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "t"), flush_interval="10ms"))
+    t.on_init(ITEMS, COLUMNS)
+    t.on_baseline_rows(ITEMS, [item(i) for i in range(100)])
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    deletes = [_ev(ChangeAction.DELETE, 20, old={"id": i}) for i in range(0, 490_000, 7)]
+    t.apply_changes(ITEMS, deletes)
+    t.set_change_position(30)
+    deadline = time.monotonic() + 60
+    while t.durable_position() != 20:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sorted(_rows(t.options.uri)) == [i for i in range(100) if i % 7]
+    t.on_close(ITEMS)
+
+
 def test_added_columns_evolve_other_changes_rebaseline(archive: Archive) -> None:
     t = archive.target
     added = [*COLUMNS, ColumnDefinition("extra", "int8", 5, True, False, 0, 20)]

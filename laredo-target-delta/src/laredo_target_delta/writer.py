@@ -32,7 +32,7 @@ from .archive import (
 from .changes import (
     DELETE_FLAG,
     NetChanges,
-    deleted_keys_query,
+    deleted_keys_queries,
     merge_clauses,
     merge_source,
     without_missing_deletes,
@@ -265,13 +265,18 @@ class DeltaWriter:
         from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
 
         try:
-            sql = deleted_keys_query(net, self.keys)
+            queries = deleted_keys_queries(net, self.keys)
         except TypeError as exc:
             raise TargetError(f"delta target {self.table}: deleting by key: {exc}") from None
-        if sql is None:
+        if not queries:
             return net
         try:
-            found = pa.table(QueryBuilder().register("t", self.dt).execute(sql).read_all())
+            found = pa.concat_tables(
+                [
+                    pa.table(QueryBuilder().register("t", self.dt).execute(q).read_all())
+                    for q in queries
+                ]
+            )
         except Exception as exc:
             raise self._fail("looking up deleted keys", exc) from None
         by_name = {c.name: c for c in self.codecs}
