@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo.serialization import loads_row
 from laredo_target_delta import history, rows_as_of
 from laredo_target_delta.archive import position_order
 
@@ -239,4 +240,14 @@ def test_kill_9_during_writes_then_restart_equals_select_star(
     assert orders == sorted(orders)  # positions only move forward, across the restart too
     for lsn, rows in recorded:
         assert _delta_rows(uri, lsn) == rows, f"as of {lsn}"
+    # the CLI gives the same rows (typed JSON lines) for the first recorded position
+    lsn, rows = recorded[0]
+    out = subprocess.run(
+        [LAREDO, "archive", "reconstruct", uri, "--as-of", lsn],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert {r["id"]: r for r in map(loads_row, out.stdout.splitlines())} == rows
     assert "Traceback" not in log.read_text()

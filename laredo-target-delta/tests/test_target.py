@@ -123,6 +123,28 @@ def test_durable_only_after_the_commit_and_never_half_a_transaction(tmp_path: Pa
     assert [c.position for c in history(t.options.uri)] == ["10", "20", "30"]
 
 
+def test_commits_while_the_stream_goes_on_keep_their_positions(tmp_path: Path) -> None:
+    t = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "t"), flush_interval=0, flush_rows=300))
+    t.on_init(ITEMS, COLUMNS)
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    last = 10
+    for txn in range(1, 201):  # the flusher commits while transactions keep completing
+        last = 10 + txn
+        t.apply_changes(
+            ITEMS, [_ev(ChangeAction.INSERT, last, new=item(txn * 100 + i)) for i in range(20)]
+        )
+    t.set_change_position(last + 1)
+    deadline = time.monotonic() + 60
+    while t.durable_position() != last:
+        assert time.monotonic() < deadline, t.durable_position()
+        time.sleep(0.02)
+    commits = history(t.options.uri)
+    assert len(commits) > 3 and all(c.position and c.position.isdigit() for c in commits)
+    assert len(_rows(t.options.uri)) == 4000
+    t.on_close(ITEMS)
+
+
 def test_restart_skips_what_is_committed(archive: Archive) -> None:
     p = archive.commit(("insert", item(5)))
     archive.close()

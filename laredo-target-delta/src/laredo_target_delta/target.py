@@ -321,8 +321,11 @@ class DeltaTarget:
             with self._lock:
                 del self._events[:n]
                 self._complete = 0 if partial else self._complete - n
-                self._complete_since = time.monotonic() if self._complete else 0.0
-                self._complete_position = _NOTHING
+                if self._complete:  # more became complete while this commit ran
+                    self._complete_since = time.monotonic()
+                else:
+                    self._complete_since = 0.0
+                    self._complete_position = _NOTHING
                 if durable is not _NOTHING:
                     self._committed = durable
                 self._error = None
