@@ -105,3 +105,13 @@ def test_cli_reconstruct_and_history(archive: Archive, tmp_path: Path) -> None:
     bad = runner.invoke(app, ["archive", "history", archive.uri + "-nope", *secret])
     assert bad.exit_code == 1 and "no readable Delta table" in bad.output
     assert "hunter2" not in bad.output and "***" in bad.output
+
+
+def test_cli_registers_on_a_click_group(archive: Archive) -> None:
+    import click
+    from click.testing import CliRunner as ClickRunner
+
+    group = click.Group("laredo")
+    register(group)
+    res = ClickRunner().invoke(group, ["archive", "history", archive.uri])
+    assert res.exit_code == 0 and "baseline" in res.output

@@ -113,8 +113,10 @@ def _fail(exc: BaseException) -> Any:
 
 
 def register(app: Any) -> None:
-    """Add ``laredo archive ...`` to the ``laredo`` CLI (a ``typer.Typer``)."""
+    """Add ``laredo archive ...`` to the ``laredo`` CLI (a ``typer.Typer``, or a
+    ``click.Group``)."""
     import typer  # noqa: PLC0415 - lazy: typer comes with the laredo CLI
+    import typer.main  # noqa: PLC0415 - lazy: typer comes with the laredo CLI
 
     archive = typer.Typer(
         help="Read a Delta archive written by a delta target.", no_args_is_help=True
@@ -158,4 +160,12 @@ def register(app: Any) -> None:
             _fail(exc)
         print(text)
 
-    app.add_typer(archive, name="archive")
+    if hasattr(app, "add_typer"):
+        app.add_typer(archive, name="archive")
+    elif hasattr(app, "add_command"):  # a click group
+        app.add_command(typer.main.get_command(archive), "archive")
+    else:
+        raise TypeError(
+            f"laredo archive CLI: cannot add commands to {type(app).__name__}; expected a "
+            "typer.Typer or a click.Group"
+        )
