@@ -232,3 +232,16 @@ def test_maintenance_compacts_with_the_position(tmp_path: Path) -> None:
     assert sorted(_rows(uri)) == [0, 1, 2]
     assert DeltaTable(uri).version() == last.version
     a.close()
+
+
+def test_plugin_discovery_loads_no_native_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, laredo; from laredo.plugins import PluginManager; "
+        "PluginManager().registry('target'); "
+        "print('deltalake' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
