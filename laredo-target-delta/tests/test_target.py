@@ -3,6 +3,7 @@ unchanged TOAST columns, maintenance (the generic ones are in test_conformance.p
 
 from __future__ import annotations
 
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -48,7 +49,7 @@ def test_entry_point_and_defaults(registry: Any, tmp_path: Path) -> None:
     )
     t = registry.build("delta", uri=str(tmp_path / "x"), storage_options={"AWS_SECRET": "k3y"})
     o = t.options
-    assert (o.flush_interval, o.flush_rows, o.maintenance.compact_every) == (10.0, 100_000, 0)
+    assert (o.flush_interval, o.flush_rows, o.maintenance.compact_every) == (10.0, 300_000, 0)
     assert isinstance(t, laredo.DurablePositionTarget) and isinstance(t, laredo.BatchTarget)
     assert "k3y" not in repr(t) and "***" in repr(t)
 
@@ -124,7 +125,9 @@ def test_durable_only_after_the_commit_and_never_half_a_transaction(tmp_path: Pa
 
 
 def test_commits_while_the_stream_goes_on_keep_their_positions(tmp_path: Path) -> None:
-    t = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "t"), flush_interval=0, flush_rows=300))
+    t = DeltaTarget(
+        DeltaTargetOptions(uri=str(tmp_path / "t"), flush_interval="20ms", flush_rows=300)
+    )
     t.on_init(ITEMS, COLUMNS)
     t.set_change_position(10)
     t.on_baseline_complete(ITEMS)
@@ -142,6 +145,37 @@ def test_commits_while_the_stream_goes_on_keep_their_positions(tmp_path: Path) -
     commits = history(t.options.uri)
     assert len(commits) > 3 and all(c.position and c.position.isdigit() for c in commits)
     assert len(_rows(t.options.uri)) == 4000
+    t.on_close(ITEMS)
+
+
+def test_transactions_completed_during_a_commit_are_committed_at_their_position(
+    tmp_path: Path,
+) -> None:
+    t = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "t"), flush_interval="10ms"))
+    t.on_init(ITEMS, COLUMNS)
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    writer = t._writer
+    assert writer is not None
+    merge, entered, gate = writer.merge, threading.Event(), threading.Event()
+
+    def slow_merge(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        gate.wait(10)
+        return merge(*args, **kwargs)
+
+    writer.merge = slow_merge  # type: ignore[method-assign]
+    t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, 20, new=item(1))])
+    t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, 30, new=item(2))])  # 20 complete
+    assert entered.wait(10)  # the commit of 20 is running
+    t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, 40, new=item(3))])  # 30 complete
+    t.set_change_position(41)  # 40 complete; nothing arrives after this
+    gate.set()
+    deadline = time.monotonic() + 10
+    while t.durable_position() != 40:
+        assert time.monotonic() < deadline, t.durable_position()
+        time.sleep(0.02)
+    assert [c.position for c in history(t.options.uri)] == ["10", "20", "40"]
     t.on_close(ITEMS)
 
 

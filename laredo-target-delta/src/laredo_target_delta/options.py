@@ -59,7 +59,11 @@ class DeltaTargetOptions(BaseModel):
     flush_interval: Duration = Field(
         10.0, ge=0, description="commit the buffered changes this often; 0 = only on flush_rows"
     )
-    flush_rows: int = Field(100_000, ge=1, description="commit once this many changes wait")
+    flush_rows: int = Field(
+        300_000,
+        ge=1,
+        description="commit once this many changes wait (up to 4x may be buffered: memory)",
+    )
     maintenance: MaintenanceOptions = Field(MaintenanceOptions())
 
     _check = field_validator("uri")(classmethod(lambda cls, v: _check_uri(v)))
