@@ -179,6 +179,20 @@ def test_transactions_completed_during_a_commit_are_committed_at_their_position(
     t.on_close(ITEMS)
 
 
+def test_a_restored_snapshot_is_a_version_at_its_position(tmp_path: Path) -> None:
+    from laredo.types import TableSnapshotInfo
+
+    t = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "t"), flush_interval=0))
+    t.on_init(ITEMS, COLUMNS)
+    t.restore_snapshot(
+        TableSnapshotInfo(ITEMS, 2, tuple(COLUMNS), position="70"), [item(1), item(2)]
+    )
+    assert t.durable_position() == "70"
+    assert [(c.kind, c.position) for c in history(t.options.uri)] == [("baseline", "70")]
+    assert sorted(_rows(t.options.uri)) == [1, 2]
+    t.on_close(ITEMS)
+
+
 def test_restart_skips_what_is_committed(archive: Archive) -> None:
     p = archive.commit(("insert", item(5)))
     archive.close()

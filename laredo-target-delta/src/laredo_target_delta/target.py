@@ -444,9 +444,19 @@ class DeltaTarget:
         return []
 
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
-        """A restored snapshot is loaded like a baseline (a new version)."""
-        self.on_baseline_rows(info.table, list(rows))
-        self.on_baseline_complete(info.table)
+        """A restored snapshot is written like a baseline: a new version, at the snapshot's
+        position (its text, ``info.position``) when it has one."""
+        table = self._need_table()
+        if info.position:
+            try:
+                self.set_change_position(self._from_string(info.position))
+            except Exception as exc:
+                raise TargetError(
+                    f"delta target {table}: snapshot position {info.position!r} is not a "
+                    f"position of this source ({exc})"
+                ) from None
+        self.on_baseline_rows(table, list(rows))
+        self.on_baseline_complete(table)
 
     def supports_consistent_snapshot(self) -> bool:
         return False
