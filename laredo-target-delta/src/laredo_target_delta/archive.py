@@ -35,6 +35,7 @@ __all__ = [
     "TABLE",
     "ArchiveError",
     "Commit",
+    "commit_metadata",
     "commits",
     "description_of",
     "history",
@@ -53,6 +54,26 @@ KIND = "laredo.kind"
 PARTIAL = "laredo.partial"
 
 _LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
+
+
+def commit_metadata(
+    position_text: str, position: Any, source_id: str, table: str, kind: str, **more: Any
+) -> dict[str, Any]:
+    """The commit info of a ``delta`` target's commit (writers other than the target, e.g.
+    the Spark baseline, use it too)."""
+    meta: dict[str, Any] = {
+        POSITION: position_text,
+        SOURCE_ID: source_id,
+        TABLE: table,
+        KIND: kind,
+        **more,
+    }
+    order = position_order(position)
+    if order is None:
+        order = position_order(position_text)
+    if order is not None:
+        meta[ORDER] = order
+    return meta
 
 
 class ArchiveError(LaredoError):

@@ -65,6 +65,7 @@ class DeltaTarget:
     """A Delta Lake mirror of one table (see the module docstring for the guarantees)."""
 
     counts_delivered_rows = True
+    target_type = "delta"
 
     def __init__(self, options: DeltaTargetOptions) -> None:
         self.options = options

@@ -19,13 +19,9 @@ from laredo.errors import TargetError, Terminal
 from laredo.types import ColumnDefinition, TableIdentifier, primary_key_columns
 
 from .archive import (
-    KIND,
-    ORDER,
     PARTIAL,
-    POSITION,
-    SOURCE_ID,
-    TABLE,
     Commit,
+    commit_metadata,
     commits,
     position_order,
 )
@@ -156,15 +152,7 @@ class DeltaWriter:
     def _props(self, position_text: str, order: int | None, kind: str, **more: Any) -> Any:
         from deltalake import CommitProperties  # noqa: PLC0415 - lazy: deltalake native library
 
-        meta: dict[str, Any] = {
-            POSITION: position_text,
-            SOURCE_ID: self.source_id,
-            TABLE: str(self.table),
-            KIND: kind,
-            **more,
-        }
-        if order is not None:
-            meta[ORDER] = order
+        meta = commit_metadata(position_text, order, self.source_id, str(self.table), kind, **more)
         return CommitProperties(custom_metadata=meta)
 
     def _description(self) -> str:
