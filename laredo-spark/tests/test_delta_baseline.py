@@ -4,6 +4,7 @@ same Delta table with no gap and no duplicate."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ def _pg_rows(db: Any) -> dict[int, dict[str, Any]]:
 
 def _delta_rows(uri: str) -> dict[int, dict[str, Any]]:
     rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
-    return {r["id"]: r for r in rows}
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows), "a key is in the Delta table twice"
+    return by_id
 
 
 def test_spark_writes_the_first_version_and_the_engine_continues(
@@ -55,11 +58,27 @@ def test_spark_writes_the_first_version_and_the_engine_continues(
         "publication": {"create": True},
     }
     pipe = laredo.Pipeline("pg", ITEMS, DeltaTarget(DeltaTargetOptions(uri=uri)))
-    res = spark_delta_baseline(spark, cfg, [pipe], source_id="pg", partitions=3)
-    assert sum(res.row_counts.values()) == 300
+    stop = threading.Event()
+
+    def write() -> None:  # concurrent writers during the Spark job
+        with db.connect() as conn:
+            i = 2000
+            while not stop.is_set():
+                conn.execute("INSERT INTO items VALUES (%s, 'during', 2.5, now(), '{}')", (i,))
+                conn.execute("UPDATE items SET sku = %s WHERE id = %s", (f"u{i}", i % 300 + 1))
+                i += 1
+                time.sleep(0.01)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        res = spark_delta_baseline(spark, cfg, [pipe], source_id="pg", partitions=3)
+    finally:
+        stop.set()
+        writer.join()
+    assert sum(res.row_counts.values()) >= 300
     commits = history(uri)
     assert [(c.kind, c.position) for c in commits] == [("baseline", res.position)]
-    assert _delta_rows(uri) == _pg_rows(db)
 
     # changes after the baseline's snapshot: the engine streams them from the slot
     db.execute("UPDATE items SET sku = 'changed' WHERE id <= 10")

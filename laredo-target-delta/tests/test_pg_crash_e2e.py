@@ -168,7 +168,9 @@ def _pg_rows(db: Any) -> dict[int, dict[str, Any]]:
 
 def _delta_rows(uri: str, position: Any = "FFFFFFFF/FFFFFFFF") -> dict[int, dict[str, Any]]:
     rows, _, _ = rows_as_of(uri, position)
-    return {r["id"]: r for r in rows}
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows), "a key is in the Delta table twice"
+    return by_id
 
 
 def _confirmed(db: Any) -> int:
