@@ -183,7 +183,11 @@ def spark_delta_baseline(
     pipes = list(pipelines)
     bad = [p.pipeline_id() for p in pipes if not is_delta_pipeline(p)]
     if not pipes or bad:
-        raise ConfigError(f"spark delta baseline: pipelines without a delta target: {bad}")
+        raise ConfigError(
+            f"spark delta baseline: pipelines {bad} of this source have no delta target: one "
+            "Spark baseline creates the slot once, so a source's pipelines must all be delta "
+            "targets (or none); baseline the others with laredo serve or another source"
+        )
     uris = {p.pipeline_id(): _delta_uri(p) for p in pipes}
     sid = source_id or pipes[0].source_id
     tables = []
@@ -202,6 +206,11 @@ def spark_delta_baseline(
     spark.dataSource.register(PgSliceDataSource)
     n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
     dsn: str = opts.connection
+    row_filters = {
+        TableIdentifier.parse(k): v.row_filter
+        for k, v in opts.publication.tables.items()
+        if v.row_filter
+    }
     slot = ExportedSnapshot(dsn, src.slot_name)
     counts: dict[str, int] = {}
     versions: list[str] = []
@@ -223,7 +232,7 @@ def spark_delta_baseline(
                     "table": table.table,
                     "kinds": kinds,
                     "slices": slices[table],
-                    "row_filter": None,
+                    "row_filter": row_filters.get(table),
                     "fetch_size": fetch_size,
                 }
                 df = spark.read.format(PgSliceDataSource.name()).option("plan", json.dumps(plan))

@@ -224,7 +224,7 @@ def run_spark(
         pipes = [p for p in plan.pipelines if p.source_id == sid]
         if not pipes:
             continue
-        if all(is_delta_pipeline(p) for p in pipes):  # executors write the Delta version
+        if any(is_delta_pipeline(p) for p in pipes):  # executors write the Delta version
             results.append(
                 spark_delta_baseline(session, src, pipes, source_id=sid, partitions=parts)
             )
