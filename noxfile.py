@@ -26,6 +26,7 @@ SRC_DIRS = [
     "laredo-server/src",
     "laredo-target-fanout/src",
     "laredo-spark/src",
+    "laredo-target-delta/src",
 ]
 
 

@@ -96,9 +96,13 @@ def test_go_keys_we_cannot_honour_are_errors_naming_the_alternative() -> None:
         p.startswith("sources.cold.type = archive:") and "snapshot { store" in p for p in problems
     )
     assert any(
-        p.startswith("tables.0.targets.2.archive:") and "journal { max_entries" in p
-        for p in problems
+        p.startswith("tables.0.targets.2.archive:") and "archive { uri" in p for p in problems
     )
+    ours = copy.deepcopy(GO_TREE)
+    ours["tables"][0]["targets"][2]["archive"] = {"uri": "/lake/users"}  # our spelling
+    translated, _, ours_problems = translate(ours)
+    assert translated["tables"][0]["targets"][2]["archive"] == {"uri": "/lake/users"}
+    assert not any(".archive" in p for p in ours_problems)
     assert any(p.startswith("fanout.grpc: host: unknown") for p in problems)
     assert any("fanout.grpc.port: 4002 is also grpc.port" in p for p in problems)
     tree = copy.deepcopy(GO_TREE)

@@ -46,6 +46,7 @@ from laredo.pipeline import Pipeline
 from laredo.plugins import registry
 
 from ._session import spark_session
+from .delta_baseline import DeltaBaselineResult, is_delta_pipeline, spark_delta_baseline
 from .pg.baseline import BaselineResult, spark_baseline
 from .section import SparkSection, flatten_conf
 
@@ -179,7 +180,7 @@ def run_spark(
     master: str | None = None,
     partitions: int | None = None,
     spark_options: Mapping[str, Any] | None = None,
-) -> list[BaselineResult]:
+) -> list[BaselineResult | DeltaBaselineResult]:
     """Run the parallel baseline of every PostgreSQL source in ``config`` (or in the given
     ``sources``/``pipelines``) on Spark and write one snapshot per source.
 
@@ -200,7 +201,7 @@ def run_spark(
         plan.snapshot_store = snapshot_store
     if serializer is not None:
         plan.serializer = serializer
-    if plan.snapshot_store is None:
+    if plan.snapshot_store is None and not all(is_delta_pipeline(p) for p in plan.pipelines):
         raise ConfigError(
             "run_spark: no snapshot store: configure snapshot { store = local, store_config "
             "{ path = ... } } so the baseline has somewhere to go"
@@ -210,10 +211,15 @@ def run_spark(
         master or opts.get("master", "local[*]"), "laredo-spark", opts.get("conf")
     )
     parts = partitions or opts.get("partitions")
-    results = []
+    results: list[BaselineResult | DeltaBaselineResult] = []
     for sid, src in plan.sources.items():
         pipes = [p for p in plan.pipelines if p.source_id == sid]
         if not pipes:
+            continue
+        if any(is_delta_pipeline(p) for p in pipes):  # executors write the Delta version
+            results.append(
+                spark_delta_baseline(session, src, pipes, source_id=sid, partitions=parts)
+            )
             continue
         results.append(
             spark_baseline(

@@ -22,7 +22,12 @@ def build_target(options: ReplicationFanoutOptions) -> FanOutTarget:
     from .service import ReplicationServer  # noqa: PLC0415 - lazy: grpc, only when a target is built
 
     server = ReplicationServer.serving(options.grpc) if options.grpc is not None else None
-    return FanOutTarget(options, server=server)
+    target = FanOutTarget(options, server=server)
+    if options.archive is not None:
+        from .archive import ColdArchive  # noqa: PLC0415 - lazy: the optional Delta archive
+
+        target.sessions.archive = ColdArchive(options.archive.uri, options.archive.storage_options)
+    return target
 
 
 def build_source(options: FanOutSourceOptions) -> Any:

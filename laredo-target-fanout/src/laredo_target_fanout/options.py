@@ -209,6 +209,14 @@ class ClientBufferOptions(OptionsModel):
         return v
 
 
+class ArchiveOptions(OptionsModel):
+    """``archive { uri, storage_options }``: a Delta table of the same table, kept by a
+    ``delta`` target, that clients behind the journal catch up from (see ``.archive``)."""
+
+    uri: str
+    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)
+
+
 class ReplicationFanoutOptions(OptionsModel):
     """Options of the ``replication-fanout`` target. ``grpc = None``: the plugin factory does
     not serve the target (it can be added to a ``ReplicationServer`` by hand)."""
@@ -218,6 +226,7 @@ class ReplicationFanoutOptions(OptionsModel):
     grpc: GrpcOptions | None = Field(default_factory=GrpcOptions)
     client_buffer: ClientBufferOptions = Field(default_factory=ClientBufferOptions)
     heartbeat_interval: Duration = Field(default=5.0, gt=0)
+    archive: ArchiveOptions | None = None
     observer: Any = None
 
 

@@ -144,6 +144,8 @@ class Sessions:
         self._emit = emit
         self.stats = stats
         self.clients: dict[str, ClientSession] = {}
+        self.archive: Any = None
+        """A ``ColdArchive`` (``archive { uri }``): replays for clients behind the journal."""
         self.drain_state: tuple[str, float, int] | None = None
         """``(reason, monotonic deadline, deadline in unix ms)`` once draining."""
         self.closed = False
@@ -195,6 +197,12 @@ class Sessions:
             mode, resume_at = self._choose_locked(resume, codec, floor)
             if mode is SyncMode.DELTA_FROM_SNAPSHOT:
                 snap_id = resume.last_snapshot_id
+        replay = None
+        if mode is SyncMode.FULL_SNAPSHOT and self.archive is not None:
+            mine = resume.last_sequence if resume.journal_id == j.journal_id else None
+            replay = self.archive.plan(resume.last_position, j, codec, columns, mine)
+            if replay is not None:
+                mode, resume_at = SyncMode.DELTA, replay.start
         if mode is SyncMode.FULL_SNAPSHOT:
             # share a recent retained snapshot (then catch up from the journal, pinned)
             # rather than copying the state for every connecting client
@@ -219,6 +227,8 @@ class Sessions:
             connected_at=datetime.now(UTC),
             matcher=matcher,
         )
+        if replay is not None:
+            session.extra["archive"] = replay  # served first by read_batch (see .archive)
         self.clients[client_id] = session
         handshake = Handshake(
             mode=mode,
@@ -263,6 +273,10 @@ class Sessions:
         continues exactly where catch-up stopped."""
         j = self.journal
         with self._cond:
+            replay = session.extra.pop("archive", None)
+            if replay is not None and not session.closed:  # cold replay first (see .archive)
+                session.cursor = replay.resume_at
+                return replay.start, replay.resume_at, replay.entries
             if not session.closed and session.cursor >= j.current_sequence and timeout > 0:
                 self._cond.wait(timeout)
             if session.closed:
@@ -392,7 +406,7 @@ class Sessions:
         """Sessions whose next entry was pruned (the journal's hard cap) re-sync."""
         first = self.journal.first_sequence
         for c in list(self.clients.values()):
-            if not c.closed and c.cursor + 1 < first:
+            if not c.closed and c.cursor + 1 < first and "archive" not in c.extra:
                 self.close_locked(c, "resync", "fell more than twice journal.max_entries behind")
 
     # ------------------------------------------------------------------ backpressure

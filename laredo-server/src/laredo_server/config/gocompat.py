@@ -28,8 +28,9 @@ GO_SOURCE_TYPES = {"pg": "postgresql"}
 
 _UNSUPPORTED_SOURCES = {
     "archive": "Go Laredo's archive source (snapshots and diffs of laredo-snapshotter) is not "
-    "available: start from a snapshot with snapshot { store = s3 | local, store_config { ... } } "
-    "and stream from a postgresql or kinesis source",
+    "available: archive to Delta Lake with a delta target and read it back with a delta source "
+    "(pip install laredo-target-delta; type = delta, uri = ...), or start from a snapshot with "
+    "snapshot { store = s3 | local, store_config { ... } }",
 }
 _UNSUPPORTED_SOURCES["file"] = _UNSUPPORTED_SOURCES["archive"]
 
@@ -134,13 +135,14 @@ def _translate_fanout_target(
     if isinstance(buf, dict) and "max_size" in buf and "size" not in buf:
         buf["size"] = buf.pop("max_size")
         _note(notes, where, "client_buffer.max_size", "client_buffer.size")
-    if "archive" in target:
+    archive = target.get("archive")
+    if archive is not None and not (isinstance(archive, dict) and "uri" in archive):
         target.pop("archive")
         problems.append(
-            f"{where}.archive: Go Laredo's cold archive tier is not available: a client that "
-            "fell behind the journal gets a full snapshot; keep more history with "
-            "journal { max_entries, max_age }, or persist fan-out snapshots with "
-            "snapshot { store = ... }"
+            f"{where}.archive: Go Laredo's cold archive (laredo-snapshotter) is replaced by a "
+            "Delta table: keep one with a delta target on the same table and write "
+            "archive { uri = <its uri> } here (pip install laredo-target-fanout[archive]); "
+            "without it a client that fell behind the journal gets a full snapshot"
         )
 
 

@@ -1,0 +1,272 @@
+"""Parallel baseline of PostgreSQL tables into ``delta`` targets: executors write the Parquet
+files of the table's first version, the driver commits them to the Delta log.
+
+1. As :func:`laredo_spark.spark_baseline`: the driver initialises the source, creates the
+   replication slot with an exported snapshot and cuts each table into ctid slices.
+2. One Spark job per pipeline: each task reads its slice under the exported snapshot, runs
+   the pipeline's filters and transforms, encodes the rows exactly as the ``delta`` target does
+   (:mod:`laredo_target_delta.columns`) and writes one Parquet file into the table's directory.
+   Only the file's name, size and row count reach the driver.
+3. The driver commits the files as one Delta version (a new table, or an overwrite) whose
+   commit info carries the slot's consistent point, like the target's baseline version.
+   Files of failed or retried tasks are never committed (``vacuum`` removes them).
+4. ``laredo serve`` with the same configuration resumes from the slot: the ``delta`` target
+   finds the version at the slot's position and streams on from it, no gap and no duplicate.
+
+Every pipeline of the source must have a ``delta`` target with a local ``uri`` the executors
+share (object stores: not yet). Needs ``pip install laredo-spark[delta]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from laredo.errors import ConfigError, TargetError
+from laredo.pipeline import Pipeline
+from laredo.plugins import source as build_source
+from laredo.types import ColumnDefinition, SourceConfig, TableIdentifier
+
+from .compile import apply_chain
+from .errors import task_failure
+from .frame import LaredoFrame
+from .kinds import kind_of_column
+from .parts import frame_for_serializer
+from .pg.slices import PgSliceDataSource, plan_slices
+from .pg.slot import ExportedSnapshot, drop_slot
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DeltaBaselineResult", "is_delta_pipeline", "spark_delta_baseline"]
+
+_RESULT_SCHEMA = "path string, size long, rows long, mtime long"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaBaselineResult:
+    """What :func:`spark_delta_baseline` committed (``snapshot_id`` names the versions, for
+    the CLI's report)."""
+
+    snapshot_id: str
+    position: str
+    row_counts: dict[str, int]
+    seconds: float
+
+
+def is_delta_pipeline(p: Pipeline) -> bool:
+    return p.resolved_target_type() in ("delta", "DeltaTarget")
+
+
+def _delta_uri(p: Pipeline) -> str:
+    options = getattr(p.target, "options", None)
+    uri = getattr(options, "uri", None)
+    if not isinstance(uri, str):
+        raise ConfigError(f"spark delta baseline: pipeline {p.pipeline_id()} has no delta uri")
+    if "://" in uri and not uri.startswith("file://"):
+        raise ConfigError(
+            f"spark delta baseline: pipeline {p.pipeline_id()}: uri = {uri!r}: executors write "
+            "local files only for now; run the baseline with laredo serve for object stores"
+        )
+    return uri.removeprefix("file://")
+
+
+@dataclasses.dataclass(frozen=True)
+class _WriteFiles:
+    """The task function (``mapInArrow``): one Parquet file of Delta-encoded rows per task."""
+
+    directory: str
+    columns: tuple[ColumnDefinition, ...]
+    encoded: dict[str, str]
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa  # noqa: PLC0415 - lazy: runs in executors
+        import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: runs in executors
+        from laredo.snapshots.arrow import batch_rows  # noqa: PLC0415 - lazy: runs in executors
+        from laredo_target_delta.columns import (  # noqa: PLC0415 - lazy: optional extra
+            arrow_schema,
+            codecs_for,
+            to_arrow,
+        )
+
+        codecs = codecs_for(self.columns)
+        schema = arrow_schema(codecs)
+        name = f"part-{uuid.uuid4().hex}.zstd.parquet"
+        path = os.path.join(self.directory, name)
+        rows = 0
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            for batch in batches:
+                table = to_arrow(codecs, list(batch_rows(batch, self.encoded)))
+                writer.write_table(table.cast(schema))
+                rows += table.num_rows
+        mtime = int(time.time() * 1000)
+        yield pa.RecordBatch.from_pylist(
+            [{"path": name, "size": os.path.getsize(path), "rows": rows, "mtime": mtime}]
+        )
+
+
+def _commit(
+    directory: str,
+    table: TableIdentifier,
+    columns: tuple[ColumnDefinition, ...],
+    files: list[Any],
+    meta: dict[str, Any],
+) -> int:
+    from deltalake import CommitProperties, DeltaTable, Schema  # noqa: PLC0415 - lazy: optional
+    from deltalake.transaction import (  # noqa: PLC0415 - lazy: optional extra
+        AddAction,
+        create_table_with_add_actions,
+    )
+    from laredo_target_delta.columns import (  # noqa: PLC0415 - lazy: optional extra
+        TableDescription,
+        arrow_schema,
+        codecs_for,
+        encode_description,
+    )
+
+    actions = [
+        AddAction(f.path, int(f.size), {}, int(f.mtime), True, json.dumps({"numRecords": f.rows}))
+        for f in files
+    ]
+    exists = DeltaTable.is_deltatable(directory)
+    create_table_with_add_actions(
+        directory,
+        Schema.from_arrow(arrow_schema(codecs_for(columns))),
+        actions,
+        mode="overwrite" if exists else "error",
+        name=str(table),
+        description=encode_description(TableDescription(table, columns)),
+        configuration={"delta.enableChangeDataFeed": "true"},
+        commit_properties=CommitProperties(custom_metadata=meta),
+    )
+    return int(DeltaTable(directory).version())
+
+
+def _source_from(source: Any) -> Any:
+    if isinstance(source, Mapping):
+        cfg = {k: v for k, v in source.items() if k != "type"}
+        cfg["lease"] = False
+        return build_source("postgresql", **cfg)
+    return source
+
+
+def spark_delta_baseline(
+    spark: Any,
+    source: Any,
+    pipelines: Sequence[Pipeline],
+    *,
+    source_id: str | None = None,
+    partitions: int | None = None,
+    fetch_size: int = 10_000,
+    max_slice_pages: int = 2048,
+) -> DeltaBaselineResult:
+    """Baseline ``pipelines`` (each with a ``delta`` target) on Spark: see the module
+    docstring. The slot is (re-)created; on failure the slot this call created is dropped and
+    nothing is committed."""
+    from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
+        commit_metadata,
+    )
+
+    started = time.monotonic()
+    src = _source_from(source)
+    opts = getattr(src, "options", None)
+    if opts is None or getattr(opts, "slot_mode", None) != "stateful":
+        raise ConfigError(
+            "spark delta baseline: needs a postgresql source with slot_mode = stateful (the "
+            "stream continues from the slot the baseline creates)"
+        )
+    pipes = list(pipelines)
+    bad = [p.pipeline_id() for p in pipes if not is_delta_pipeline(p)]
+    if not pipes or bad:
+        raise ConfigError(
+            f"spark delta baseline: pipelines {bad} of this source have no delta target: one "
+            "Spark baseline creates the slot once, so a source's pipelines must all be delta "
+            "targets (or none); baseline the others with laredo serve or another source"
+        )
+    uris = {p.pipeline_id(): _delta_uri(p) for p in pipes}
+    sid = source_id or pipes[0].source_id
+    tables = []
+    for p in pipes:
+        t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
+        p.table = t
+        if t not in tables:
+            tables.append(t)
+    try:
+        columns = src.init(SourceConfig(list(tables)))
+        problems = [str(e) for e in src.validate_tables(tables)]
+        if problems:
+            raise ConfigError([f"spark delta baseline: {p}" for p in problems])
+    finally:
+        src.close()
+    spark.dataSource.register(PgSliceDataSource)
+    n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
+    dsn: str = opts.connection
+    row_filters = {
+        TableIdentifier.parse(k): v.row_filter
+        for k, v in opts.publication.tables.items()
+        if v.row_filter
+    }
+    slot = ExportedSnapshot(dsn, src.slot_name)
+    counts: dict[str, int] = {}
+    versions: list[str] = []
+    try:
+        with slot as snap:
+            slices, zone = plan_slices(dsn, snap.snapshot_name, tables, n_parts, max_slice_pages)
+            position_text = str(snap.position)  # the slot's consistent point, as LSN text
+            for p in pipes:
+                table = p.table
+                assert isinstance(table, TableIdentifier)
+                cols = tuple(columns.get(table, ()))
+                directory = uris[p.pipeline_id()]
+                os.makedirs(directory, exist_ok=True)
+                kinds = {c.name: kind_of_column(c, zone) for c in cols}
+                plan = {
+                    "dsn": dsn,
+                    "snapshot": snap.snapshot_name,
+                    "schema": table.schema,
+                    "table": table.table,
+                    "kinds": kinds,
+                    "slices": slices[table],
+                    "row_filter": row_filters.get(table),
+                    "fetch_size": fetch_size,
+                }
+                df = spark.read.format(PgSliceDataSource.name()).option("plan", json.dumps(plan))
+                frame = apply_chain(LaredoFrame(df.load(), kinds, table), p.filters, p.transforms)
+                out, encoded = frame_for_serializer(frame, "parquet")
+                try:
+                    files = out.mapInArrow(
+                        _WriteFiles(directory, cols, dict(encoded)), _RESULT_SCHEMA
+                    ).collect()  # one small row per task: file name, size, row count
+                    meta = commit_metadata(
+                        position_text, snap.position, sid, str(table), "baseline"
+                    )
+                    version = _commit(directory, table, cols, files, meta)
+                except Exception as exc:
+                    raise task_failure(
+                        exc, f"spark delta baseline of {table} ({p.pipeline_id()})", TargetError
+                    ) from None
+                counts[p.pipeline_id()] = sum(int(f.rows) for f in files)
+                versions.append(f"{directory}@v{version}")
+                logger.info(
+                    "spark delta baseline of %s: %d rows in %d files, version %d at %s",
+                    table,
+                    counts[p.pipeline_id()],
+                    len(files),
+                    version,
+                    position_text,
+                )
+    except BaseException:
+        if slot.created:
+            drop_slot(dsn, src.slot_name)
+        raise
+    return DeltaBaselineResult(
+        snapshot_id="delta " + ", ".join(versions),
+        position=position_text,
+        row_counts=counts,
+        seconds=time.monotonic() - started,
+    )

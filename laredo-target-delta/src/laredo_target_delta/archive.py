@@ -1,0 +1,225 @@
+"""The Delta table as an archive: commit metadata, history, and point-in-time reads.
+
+Every commit a ``delta`` target makes carries, in its commit info, ``laredo.position`` (the
+source position, in the source's own text), ``laredo.position_order`` (an integer that orders
+positions, when the source's positions are integers: PostgreSQL LSNs), ``laredo.source_id``,
+``laredo.table`` and ``laredo.kind`` (``baseline``, ``changes``, ``schema``, ``maintenance``).
+A version holds every change at or before its position and none after it, except a commit
+marked ``laredo.partial`` (made at shutdown, not knowing whether the transaction at its position
+was complete): it may hold only part of that transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from laredo.errors import LaredoError
+
+from .columns import TableDescription, codecs_for, decode_description, rows_of
+from .options import masked
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "KIND",
+    "ORDER",
+    "PARTIAL",
+    "POSITION",
+    "SOURCE_ID",
+    "TABLE",
+    "ArchiveError",
+    "Commit",
+    "commit_metadata",
+    "commits",
+    "description_of",
+    "history",
+    "open_table",
+    "position_order",
+    "read_as_of",
+    "rows_as_of",
+    "select_commit",
+]
+
+POSITION = "laredo.position"
+ORDER = "laredo.position_order"
+SOURCE_ID = "laredo.source_id"
+TABLE = "laredo.table"
+KIND = "laredo.kind"
+PARTIAL = "laredo.partial"
+
+_LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
+
+
+def commit_metadata(
+    position_text: str, position: Any, source_id: str, table: str, kind: str, **more: Any
+) -> dict[str, Any]:
+    """The commit info of a ``delta`` target's commit (writers other than the target, e.g.
+    the Spark baseline, use it too)."""
+    meta: dict[str, Any] = {
+        POSITION: position_text,
+        SOURCE_ID: source_id,
+        TABLE: table,
+        KIND: kind,
+        **more,
+    }
+    order = position_order(position)
+    if order is None:
+        order = position_order(position_text)
+    if order is not None:
+        meta[ORDER] = order
+    return meta
+
+
+class ArchiveError(LaredoError):
+    """The Delta archive cannot answer (no such table, no commit at that position...)."""
+
+
+def position_order(position: Any) -> int | None:
+    """An integer ordering ``position``: an int, integer text or LSN text ``X/Y``; else None."""
+    if isinstance(position, bool):
+        return None
+    if isinstance(position, int):
+        return position
+    if isinstance(position, str):
+        text = position.strip()
+        m = _LSN.fullmatch(text)
+        if m is not None:
+            return (int(m.group(1), 16) << 32) + int(m.group(2), 16)
+        if text.lstrip("-").isdigit():
+            return int(text)
+    return None
+
+
+def open_table(
+    uri: str, storage_options: Mapping[str, str] | None = None, *, key: str = "uri"
+) -> Any:
+    """The ``DeltaTable`` at ``uri``; ``ArchiveError`` naming ``key`` when there is none or the
+    store cannot be reached (storage options shown masked)."""
+    from deltalake import DeltaTable  # noqa: PLC0415 - lazy: deltalake loads a native library
+
+    try:
+        return DeltaTable(uri, storage_options=dict(storage_options or {}))
+    except Exception as exc:
+        raise ArchiveError(
+            f"{key} = {uri!r}: no readable Delta table there ({type(exc).__name__}: {exc}); "
+            f"check the path and storage_options {masked(dict(storage_options or {}))}"
+        ) from None
+
+
+def description_of(dt: Any, uri: str, key: str = "uri") -> TableDescription:
+    """The Laredo description of a Delta table; ``ArchiveError`` when another writer made it."""
+    desc = decode_description(dt.metadata().description)
+    if desc is None:
+        raise ArchiveError(
+            f"{key} = {uri!r}: this Delta table was not written by a laredo delta target (its "
+            "description holds no laredo table metadata)"
+        )
+    return desc
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One version of the archive."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    position: str | None
+    order: int | None
+    source_id: str | None
+    table: str | None
+    kind: str | None
+    partial: bool
+    inserted: int
+    updated: int
+    deleted: int
+
+
+def _commit(info: Mapping[str, Any]) -> Commit:
+    metrics = info.get("operationMetrics") or {}
+    order = info.get(ORDER)
+    operation = str(info.get("operation", ""))
+    if operation == "MERGE":
+        ins = int(metrics.get("num_target_rows_inserted", 0))
+        upd = int(metrics.get("num_target_rows_updated", 0))
+        dels = int(metrics.get("num_target_rows_deleted", 0))
+    elif operation in ("WRITE", "CREATE TABLE") and info.get(KIND) != "maintenance":
+        ins, upd, dels = int(metrics.get("num_added_rows", 0)), 0, 0
+    else:
+        ins = upd = dels = 0
+    return Commit(
+        version=int(info["version"]),
+        timestamp=datetime.fromtimestamp(int(info.get("timestamp", 0)) / 1000, UTC),
+        operation=operation,
+        position=info.get(POSITION),
+        order=int(order) if order is not None else None,
+        source_id=info.get(SOURCE_ID),
+        table=info.get(TABLE),
+        kind=info.get(KIND),
+        partial=bool(info.get(PARTIAL, False)),
+        inserted=ins,
+        updated=upd,
+        deleted=dels,
+    )
+
+
+def commits(dt: Any) -> list[Commit]:
+    """Every version still in the log, oldest first."""
+    return sorted((_commit(h) for h in dt.history()), key=lambda c: c.version)
+
+
+def history(uri: str, storage_options: Mapping[str, str] | None = None) -> list[Commit]:
+    """The archive's versions, oldest first (``laredo archive history``)."""
+    return commits(open_table(uri, storage_options))
+
+
+def select_commit(all_commits: list[Commit], position: Any, uri: str) -> Commit:
+    """The last commit at or before ``position``; ``ArchiveError`` when it predates them all."""
+    order = position_order(position)
+    text = str(position)
+    chosen: Commit | None = None
+    for c in all_commits:
+        if c.position is None:
+            continue
+        if order is not None and c.order is not None:
+            if c.order <= order:
+                chosen = c
+        elif c.position == text:
+            chosen = c
+    if chosen is None:
+        first = next((c.position for c in all_commits if c.position is not None), None)
+        raise ArchiveError(
+            f"--as-of {text}: the archive at {uri!r} has no commit at or before this position "
+            f"(its first commit is at {first}); the position predates the archive"
+        )
+    return chosen
+
+
+def read_as_of(
+    uri: str, position: Any, storage_options: Mapping[str, str] | None = None
+) -> tuple[pa.Table, str]:
+    """The table as it was at the last commit at or before ``position`` (a source position,
+    or its text: an LSN ``X/Y`` or an integer), with that commit's position. Columns hold the
+    Delta types (see :mod:`laredo_target_delta.columns`); :func:`rows_as_of` decodes them."""
+    dt = open_table(uri, storage_options)
+    description_of(dt, uri)
+    chosen = select_commit(commits(dt), position, uri)
+    dt.load_as_version(chosen.version)
+    return dt.to_pyarrow_table(), str(chosen.position)
+
+
+def rows_as_of(
+    uri: str, position: Any, storage_options: Mapping[str, str] | None = None
+) -> tuple[list[dict[str, Any]], str, TableDescription]:
+    """Like :func:`read_as_of`, the rows decoded to Laredo values, and the table's description."""
+    dt = open_table(uri, storage_options)
+    chosen = select_commit(commits(dt), position, uri)
+    dt.load_as_version(chosen.version)
+    desc = description_of(dt, uri)
+    return rows_of(dt.to_pyarrow_table(), codecs_for(desc.columns)), str(chosen.position), desc
