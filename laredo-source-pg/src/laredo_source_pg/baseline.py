@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
+from laredo.batches import RowBatch
 from laredo.errors import SourceError
 from laredo.types import Row, TableIdentifier
 from psycopg import sql
@@ -39,7 +40,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BaselineReader", "BatchCallback", "row_maker"]
 
-BatchCallback = Callable[[TableIdentifier, list[Row]], None]
+BatchCallback = Callable[[TableIdentifier, Sequence[Row]], None]
+"""Receives a table's rows in chunks: a :class:`~laredo.batches.RowBatch` (value tuples, read as
+row dicts by anyone who iterates it)."""
 
 
 def row_maker(names: Sequence[str]) -> Callable[[Sequence[Any]], Row]:
@@ -187,25 +190,23 @@ class BaselineReader:
         count = 0
         closed = self._closed
 
-        make = row_maker(names)
-
-        def make_row(_cur: Any) -> Callable[[Sequence[Any]], Row]:
-            return make
-
         # Cursor.stream() in chunks of ``size`` rows: one query, no DECLARE/FETCH round trips.
-        with conn.cursor(row_factory=make_row) as cur:
-            batch: list[Row] = []
+        # Rows stay tuples (psycopg's C loaders per column); the batch builds dicts only for a
+        # consumer that asks (a target storing tuples never does).
+        cols = tuple(names)
+        with conn.cursor() as cur:
+            batch: list[Any] = []
             append = batch.append
             for r in cur.stream(query, size=size):
                 append(r)
                 if len(batch) >= size:
                     count += len(batch)
-                    batch_callback(table, batch)
+                    batch_callback(table, RowBatch(cols, batch))
                     batch = []
                     append = batch.append
                     if closed.is_set():
                         raise SourceError("postgresql source closed during baseline")
             if batch:
                 count += len(batch)
-                batch_callback(table, batch)
+                batch_callback(table, RowBatch(cols, batch))
         return count

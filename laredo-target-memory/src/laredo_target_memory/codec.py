@@ -63,7 +63,7 @@ def _make_uuid(value: int) -> uuid.UUID:
 
 
 class _Layout:
-    __slots__ = ("decode", "encode_row", "encode_values", "names", "sid", "types")
+    __slots__ = ("decode", "encode_row", "encode_tuple", "encode_values", "names", "sid", "types")
 
     def __init__(
         self,
@@ -73,6 +73,7 @@ class _Layout:
         types: tuple[type, ...],
         encode_row: Callable[[Mapping[str, Any]], Packed],
         encode_values: Callable[[Sequence[Any]], Packed],
+        encode_tuple: Callable[[Sequence[Any]], Packed],
         decode: Callable[[tuple[Any, ...], Packed], dict[str, Any]],
     ) -> None:
         self.sid = sid
@@ -80,6 +81,7 @@ class _Layout:
         self.types = types
         self.encode_row = encode_row
         self.encode_values = encode_values
+        self.encode_tuple = encode_tuple
         self.decode = decode
 
 
@@ -100,6 +102,10 @@ class RowCodec:
         self.fast: Callable[[Mapping[str, Any]], Packed] = _no_fast
         """The current layout's encoder: the packed row, or None when the row does not fit it
         (then call :meth:`pack`). It changes when rows change shape: read it again then."""
+        self.fast_values: Callable[[Sequence[Any]], Packed] = _no_fast_values
+        """Like :attr:`fast` for a row given as its values in ``names`` order (a tuple from a
+        batch): the packed row, or None when the values do not fit the current layout (then
+        pack the row's dict with :meth:`pack`, and read this again)."""
         self.names: tuple[str, ...] = ()
         self.names_set: frozenset[str] = frozenset()
         self.irregular = 0
@@ -115,6 +121,7 @@ class RowCodec:
                 self.names = names
                 self.names_set = frozenset(names)
                 self.fast = _no_fast
+                self.fast_values = _no_fast_values
 
     # -- packing --------------------------------------------------------------------------
     def pack(self, row: Mapping[str, Any]) -> Packed:
@@ -141,6 +148,7 @@ class RowCodec:
             return dict(row)
         if names == self.names:
             self.fast = layout.encode_row
+            self.fast_values = layout.encode_tuple
         return layout.encode_values(values)
 
     def _layout(
@@ -250,6 +258,14 @@ class RowCodec:
             "        return None",
             f"    return {result}",
             "",
+            "def encode_tuple(v):",
+            f"    if len(v) != {n}:",
+            "        return None",
+            unpack_vals,
+            f"    if not ({' and '.join(checks) or 'True'}):",
+            "        return None",
+            f"    return {result}",
+            "",
             "def decode(t, p):",
             f"    return {{{', '.join(out)}}}",
         ]
@@ -260,6 +276,7 @@ class RowCodec:
             types=types,
             encode_row=env["encode_row"],
             encode_values=env["encode_values"],
+            encode_tuple=env["encode_tuple"],
             decode=env["decode"],
         )
 
@@ -284,4 +301,8 @@ class RowCodec:
 
 
 def _no_fast(row: Mapping[str, Any]) -> Packed:
+    return None
+
+
+def _no_fast_values(values: Sequence[Any]) -> Packed:
     return None

@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
-from laredo.errors import ConfigError, TargetError
+from laredo.batches import ChangeBatch, RowBatch, row_maker
+from laredo.errors import BatchApplyError, ConfigError, TargetError
 from laredo.types import (
+    ChangeAction,
+    ChangeEvent,
     ColumnDefinition,
     IndexDefinition,
     Row,
@@ -39,6 +43,11 @@ from .options import (
 )
 
 logger = logging.getLogger(__name__)
+
+_INSERT = ChangeAction.INSERT
+_UPDATE = ChangeAction.UPDATE
+_DELETE = ChangeAction.DELETE
+_TRUNCATE = ChangeAction.TRUNCATE
 
 
 class IndexedTarget(MemoryTargetBase[Row]):
@@ -117,6 +126,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._pack = self._codec.pack
             self._unpack = self._view = self._codec.unpack
         self._rows = self._new_store()
+        self._tuple_keys: (
+            tuple[tuple[str, ...], tuple[str, ...], Callable[[Sequence[Any]], Any]] | None
+        ) = None
 
     @classmethod
     def from_options(cls, options: IndexedMemoryOptions) -> IndexedTarget:
@@ -230,6 +242,89 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 return
         super()._update(new, identity, pending, unchanged)
 
+    # ------------------------------------------------------------------ batches
+    def _tuple_key(self, names: tuple[str, ...]) -> Callable[[Sequence[Any]], Any] | None:
+        """``values -> key`` for value tuples in ``names`` order, when those are exactly the
+        codec's columns and hold the key (packed or compact storage); else None."""
+        if self.storage == "dict" or names != self._codec.names or not self._key_fields:
+            return None
+        fields = self._key_fields
+        cached = self._tuple_keys
+        if cached is not None and cached[0] is names and cached[1] is fields:
+            return cached[2]
+        try:
+            getter = itemgetter(*(names.index(f) for f in fields))
+        except ValueError:
+            return None
+        self._tuple_keys = (names, fields, getter)
+        return getter
+
+    def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None:
+        """Apply a :class:`~laredo.batches.ChangeBatch` from its value tuples (the
+        ``ChangeBatchTarget`` fast path): same result, atomicity and errors as
+        :meth:`apply_changes` on its events. Inserts, updates under an unchanged key and deletes
+        are stored without building a row dict; updates with unchanged TOAST values or a key
+        change, truncates, secondary indexes, listeners and dict storage take the reference
+        path (events built for them)."""
+        keyget = None
+        if not self._indexes and not self._subs and not self._codec.irregular:
+            keyget = self._tuple_key(batch.names)
+        if keyget is None:
+            self.apply_changes(table, batch)
+            return
+        codec = self._codec
+        ops = batch.ops
+        with self._dispatch_lock, self._lock:
+            self._version += 1
+            try:
+                rows = self._rows
+                enc = codec.fast_values
+                key_of = self._key_of
+                i = 0
+                try:
+                    for i, op in enumerate(ops):  # noqa: B007 - i used on error
+                        action = op[0]
+                        if action is _DELETE:
+                            try:
+                                key = key_of(op[2])
+                            except (KeyError, TypeError):
+                                key = self._key(op[2], "DELETE identity")
+                            rows.pop(key, None)
+                            continue
+                        new = op[1]
+                        if (action is _INSERT or action is _UPDATE) and op[3] is None:
+                            key = keyget(new)
+                            old = op[2]
+                            if not old or key_of(old) == key:
+                                packed = enc(new)
+                                if packed is not None:
+                                    rows[key] = packed
+                                    continue
+                        # the reference path (it may change the layout: read it again)
+                        self._apply_event(batch.event(op))
+                        enc = codec.fast_values
+                except Exception as exc:
+                    if i:
+                        self._position = batch.position
+                    raise BatchApplyError(
+                        i, f"table {self._table}: change #{i} ({ops[i][0]}) failed: {exc}"
+                    ) from exc
+                self._position = batch.position
+            finally:
+                self._version += 1
+
+    def _apply_event(self, ev: ChangeEvent) -> None:
+        """One change through the reference write path (lock held, no listeners)."""
+        action = ev.action
+        if action is _UPDATE:
+            self._update(ev.new_values, ev.old_values, None, ev.unchanged_toast)  # type: ignore[arg-type]
+        elif action is _INSERT:
+            self._insert(ev.new_values, None)  # type: ignore[arg-type]
+        elif action is _DELETE:
+            self._delete(ev.old_values or ev.new_values, None)
+        elif action is _TRUNCATE:
+            self._truncate(None, None)
+
     # ------------------------------------------------------------------ storage (lock held)
     def _put(
         self,
@@ -305,7 +400,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
         """Bulk insert (baseline chunks): store rows first, then fill each index in one pass.
 
         Rows replacing an existing key, listeners (ordered notifications) or an unhashable index
-        value fall back to the per-row path, which gives the same result and errors."""
+        value fall back to the per-row path, which gives the same result and errors. A
+        :class:`~laredo.batches.RowBatch` of the table's columns is packed from its value
+        tuples (no row dict is built)."""
         if pending is not None:
             super()._insert_many(rows, pending)
             return
@@ -313,6 +410,24 @@ class IndexedTarget(MemoryTargetBase[Row]):
         key_of = self._key_of
         pack = self._pack
         indexes = self._indexes
+        if not indexes and type(rows) is RowBatch:
+            keyget = self._tuple_key(rows.names)
+            if keyget is not None:
+                codec = self._codec
+                enc = codec.fast_values
+                make = row_maker(rows.names)
+                for values in rows.values:
+                    key = keyget(values)
+                    packed = enc(values)
+                    if packed is None:  # not the current layout's shape
+                        packed = pack(make(values))
+                        enc = codec.fast_values
+                    try:
+                        store[key] = packed
+                    except TypeError:
+                        self._check_hashable(key)
+                        raise
+                return
         if not indexes:
             codec = self._codec
             fast = dict if self.storage == "dict" else codec.fast

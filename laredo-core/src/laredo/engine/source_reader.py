@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ..batches import ChangeBatch
 from ..contracts import (
     DeadLetterBindable,
     PipelineAware,
@@ -178,6 +179,24 @@ class SourceReader:
             others = [p for p in self.pipelines if p.id not in touched]
         if self.total_order and complete:
             for p in others:
+                if not p.failed:
+                    p.buffer.put_heartbeat(last)
+
+    def on_change_batch(self, batch: ChangeBatch, complete: bool = True) -> None:
+        """One table's changes at one position (``BatchChangeHandler``): routed as a whole,
+        without building events (see :meth:`on_changes` for ``complete``)."""
+        if not batch.ops:
+            return
+        stop = self._stop
+        table = batch.table
+        last = batch.position
+        if complete:
+            self.current = last
+        for p in self.by_table.get(table, ()):
+            if not p.failed:
+                p.enqueue(batch, stop, complete)
+        if self.total_order and complete:
+            for p in self.others.get(table, self.pipelines):
                 if not p.failed:
                     p.buffer.put_heartbeat(last)
 
