@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, overload
 
 from .types import ChangeEvent, Position, Row, TableIdentifier
@@ -62,17 +63,31 @@ source sent one, e.g. a key change) or None."""
 
 
 @functools.lru_cache(maxsize=256)
-def row_maker(names: tuple[str, ...]) -> Callable[[Sequence[Any]], Row]:
+def row_maker(
+    names: tuple[str, ...], decimals: frozenset[int] = frozenset()
+) -> Callable[[Sequence[Any]], Row]:
     """``values -> {name: value}`` for these column names, compiled to one dict display (about
     a third faster than ``dict(zip(names, values))``). Values past the names are ignored, and
-    fewer values than names give a shorter dict."""
-    body = ", ".join(f"{name!r}: v[{i}]" for i, name in enumerate(names))
-    env: dict[str, Any] = {"zip": zip, "dict": dict, "names": names}
+    fewer values than names give a shorter dict. Positions in ``decimals`` hold a decimal's
+    text (or None): the dict gets the ``Decimal``."""
+    body = ", ".join(
+        f"{name!r}: (None if v[{i}] is None else D(v[{i}]))"
+        if i in decimals
+        else f"{name!r}: v[{i}]"
+        for i, name in enumerate(names)
+    )
+    if decimals:  # a short tuple: convert what is there
+        short = (
+            "dict(zip(names, [D(x) if i in dec and x is not None else x for i, x in enumerate(v)]))"
+        )
+    else:
+        short = "dict(zip(names, v))"
+    env: dict[str, Any] = {"zip": zip, "dict": dict, "names": names, "D": Decimal, "dec": decimals}
     exec(
         f"def make(v):\n"
         f"    if len(v) == {len(names)}:\n"
         f"        return {{{body}}}\n"
-        f"    return dict(zip(names, v))",
+        f"    return {short}",
         env,
     )
     make: Callable[[Sequence[Any]], Row] = env["make"]
@@ -81,14 +96,24 @@ def row_maker(names: tuple[str, ...]) -> Callable[[Sequence[Any]], Row]:
 
 class RowBatch(Sequence[Row]):
     """Baseline rows of one table as value tuples in ``names`` order (see the module
-    docstring). ``values`` is the list of tuples; ``rows[i]`` builds a new dict."""
+    docstring). ``values`` is the list of tuples; ``rows[i]`` builds a new dict.
 
-    __slots__ = ("_make", "names", "values")
+    ``decimals``: positions whose values are a ``Decimal``'s text (or None), as a source may
+    load them to skip building a ``Decimal`` a packing target would turn back into text; the
+    row dicts hold ``Decimal(text)``. A target reading ``values`` must honour it."""
 
-    def __init__(self, names: Sequence[str], values: list[tuple[Any, ...]]) -> None:
+    __slots__ = ("_make", "decimals", "names", "values")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        values: list[tuple[Any, ...]],
+        decimals: frozenset[int] = frozenset(),
+    ) -> None:
         self.names: tuple[str, ...] = tuple(names)
         self.values = values
-        self._make = row_maker(self.names)
+        self.decimals = decimals
+        self._make = row_maker(self.names, decimals)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -101,7 +126,7 @@ class RowBatch(Sequence[Row]):
 
     def __getitem__(self, index: int | slice) -> Row | RowBatch:
         if isinstance(index, slice):
-            return RowBatch(self.names, self.values[index])
+            return RowBatch(self.names, self.values[index], self.decimals)
         return self._make(self.values[index])
 
     def __iter__(self) -> Iterator[Row]:

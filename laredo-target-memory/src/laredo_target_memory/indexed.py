@@ -61,8 +61,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
     * ``lookup(*values)`` finds one row by ``lookup_fields`` (a unique index; without
       ``lookup_fields`` it is ``get``). ``lookup_all(index, *values)`` lists the rows of any
       index (``"lookup"`` names the lookup index), ``lookup_by(index, *values)`` gives one.
-    * Every read returns a new dict: mutating it does not change the target. Nested values kept
-      by reference (JSON ``dict``/``list``) are shared: treat them as read-only.
+    * ``get``/``lookup``/``lookup_all`` return read-only row views (:class:`~.view.RowView`,
+      packed and compact storage: built without unpacking the row, values converted when read,
+      a snapshot of the row as it was read); ``dict(row)`` gives a dict you own. ``all()``,
+      exports and listeners give new dicts. Nested values kept by reference (JSON
+      ``dict``/``list``) are shared: treat them as read-only.
     * Reads are consistent while a writer applies changes: they see whole batches (a whole
       source transaction, or one chunk of a transaction too big to hold; see the README).
     * Unique indexes tolerate transient duplicates (two rows swapping a value inside one
@@ -122,9 +125,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._pack: Callable[[Row], Any] = dict
             self._unpack: Callable[[Any], Row] = dict
             self._view: Callable[[Any], Row] = _stored_dict
+            self._read_view: Callable[[Any], Mapping[str, Any]] = dict
         else:
             self._pack = self._codec.pack
             self._unpack = self._view = self._codec.unpack
+            self._read_view = self._codec.view
         self._rows = self._new_store()
         self._tuple_keys: (
             tuple[tuple[str, ...], tuple[str, ...], Callable[[Sequence[Any]], Any]] | None
@@ -414,14 +419,15 @@ class IndexedTarget(MemoryTargetBase[Row]):
             keyget = self._tuple_key(rows.names)
             if keyget is not None:
                 codec = self._codec
-                enc = codec.fast_values
-                make = row_maker(rows.names)
+                decimals = rows.decimals
+                make = row_maker(rows.names, decimals)
+                enc = codec.text_encoder(decimals) if decimals else codec.fast_values
                 for values in rows.values:
                     key = keyget(values)
-                    packed = enc(values)
+                    packed = None if enc is None else enc(values)
                     if packed is None:  # not the current layout's shape
                         packed = pack(make(values))
-                        enc = codec.fast_values
+                        enc = codec.text_encoder(decimals) if decimals else codec.fast_values
                     try:
                         store[key] = packed
                     except TypeError:
@@ -657,12 +663,13 @@ class IndexedTarget(MemoryTargetBase[Row]):
         return stored
 
     def get(self, *key_values: Any) -> Row | None:
-        """The row with this primary key (values in key order), or None. A new dict."""
+        """The row with this primary key (values in key order), or None: a read-only
+        :class:`~.view.RowView` (packed and compact storage), a new dict (dict storage)."""
         n = len(self._key_fields)
         if len(key_values) != n:
             self._arity("get()", self._key_fields, key_values)
         stored = self._read(key_values[0] if n == 1 else key_values)
-        return None if stored is None else self._unpack(stored)
+        return None if stored is None else self._read_view(stored)  # type: ignore[return-value]
 
     def lookup(self, *values: Any) -> Row | None:
         """The row whose ``lookup_fields`` equal ``values``, or None. A new dict."""
@@ -689,7 +696,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 idx = self._lookup_index or idx
                 pk = idx.get(ikey)
                 row = None if pk is MISSING else self._rows.get(pk)
-        return None if row is None else self._unpack(row)
+        return None if row is None else self._read_view(row)  # type: ignore[return-value]
 
     def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
         """Every row whose index ``index_name`` fields equal ``values`` (new dicts, in
@@ -712,8 +719,8 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 idx = self._index(index_name)  # a restore may have swapped the indexes
                 get = self._rows.get
                 found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
-        unpack = self._unpack
-        return [unpack(r) for r in found]
+        view = self._read_view
+        return [view(r) for r in found]  # type: ignore[misc]
 
     def lookup_by(self, index_name: str, *values: Any) -> Row | None:
         """One row of index ``index_name`` (the only one for a unique index), or None."""
