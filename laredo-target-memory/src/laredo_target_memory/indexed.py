@@ -305,9 +305,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
                                 if packed is not None:
                                     rows[key] = packed
                                     continue
-                        # the reference path (it may change the layout: read it again)
+                        # the reference path (it may change the layout, and a truncate
+                        # replaces the store: read both again)
                         self._apply_event(batch.event(op))
                         enc = codec.fast_values
+                        rows = self._rows
                 except Exception as exc:
                     if i:
                         self._position = batch.position
