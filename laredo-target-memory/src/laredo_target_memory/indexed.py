@@ -424,17 +424,26 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 decimals = rows.decimals
                 make = row_maker(rows.names, decimals)
                 enc = codec.text_encoder(decimals) if decimals else codec.fast_values
+                pairs: list[tuple[Any, Any]] = []
+                append = pairs.append
                 for values in rows.values:
-                    key = keyget(values)
                     packed = None if enc is None else enc(values)
                     if packed is None:  # not the current layout's shape
                         packed = pack(make(values))
                         enc = codec.text_encoder(decimals) if decimals else codec.fast_values
-                    try:
-                        store[key] = packed
-                    except TypeError:
-                        self._check_hashable(key)
-                        raise
+                    append((keyget(values), packed))
+                try:
+                    if isinstance(store, CompactStore):
+                        store.put_many(pairs)
+                    else:
+                        store.update(pairs)  # type: ignore[attr-defined]
+                except TypeError:  # an unhashable key: store row by row to name it
+                    for key, packed in pairs:
+                        try:
+                            store[key] = packed
+                        except TypeError:
+                            self._check_hashable(key)
+                            raise
                 return
         if not indexes:
             codec = self._codec
