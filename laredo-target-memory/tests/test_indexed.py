@@ -537,3 +537,33 @@ def test_reinit_with_a_key_some_rows_lack_fails_and_keeps_the_old_state() -> Non
     assert t.get(9) == {"id": 9, "team": 1}
     assert [r["id"] for r in t.lookup_all("by_team", 1)] == [1, 9]
     assert_indexes_consistent(t)
+
+
+def test_change_batch_goes_through_an_overridden_apply_changes() -> None:
+    """A subclass that overrides ``apply_changes`` keeps seeing every change when the engine
+    hands the target a ``ChangeBatch``; without an override the batch is stored from its
+    tuples, with the same result."""
+    from laredo.batches import ChangeBatch
+    from laredo.types import ChangeAction
+
+    seen: list[int] = []
+
+    class Spy(IndexedTarget):
+        def apply_changes(self, table: Any, events: Any) -> None:
+            seen.append(len(events))
+            super().apply_changes(table, events)
+
+    names = ("id", "email", "team", "name", "bio")
+    ops = [
+        (ChangeAction.INSERT, tuple(user(1).values()), None, None),
+        (ChangeAction.INSERT, tuple(user(2).values()), None, None),
+        (ChangeAction.DELETE, None, {"id": 1}, None),
+    ]
+    plain = IndexedTarget()
+    spy = Spy()
+    for t in (plain, spy):
+        t.on_init(T, COLS)
+        t.apply_change_batch(T, ChangeBatch(T, names, list(ops), 10))
+        assert t.all() == [user(2)]
+        assert t.position == 10
+    assert seen == [3]

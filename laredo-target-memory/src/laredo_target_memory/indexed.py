@@ -270,9 +270,15 @@ class IndexedTarget(MemoryTargetBase[Row]):
         :meth:`apply_changes` on its events. Inserts, updates under an unchanged key and deletes
         are stored without building a row dict; updates with unchanged TOAST values or a key
         change, truncates, secondary indexes, listeners and dict storage take the reference
-        path (events built for them)."""
+        path (events built for them), and so does a subclass that overrides
+        :meth:`apply_changes` (its override sees every change, as before batches)."""
         keyget = None
-        if not self._indexes and not self._subs and not self._codec.irregular:
+        if (
+            not self._indexes
+            and not self._subs
+            and not self._codec.irregular
+            and type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
+        ):
             keyget = self._tuple_key(batch.names)
         if keyget is None:
             self.apply_changes(table, batch)
@@ -766,6 +772,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if resp.action is SchemaChangeAction.CONTINUE and new_columns:
             self._codec.set_names([c.name for c in new_columns])
         return resp
+
+
+_REFERENCE_APPLY = IndexedTarget.apply_changes
 
 
 def _stored_dict(stored: Any) -> Row:
