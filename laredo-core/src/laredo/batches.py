@@ -135,6 +135,9 @@ class RowBatch(Sequence[Row]):
     def __repr__(self) -> str:
         return f"RowBatch({self.names!r}, <{len(self.values)} rows>)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RowBatch, (self.names, self.values, self.decimals))
+
 
 class ChangeBatch(Sequence[ChangeEvent]):
     """Changes of one table at one position, as :data:`ChangeOp` s (see the module docstring).
@@ -186,6 +189,10 @@ class ChangeBatch(Sequence[ChangeEvent]):
 
     def __repr__(self) -> str:
         return f"ChangeBatch({self.table}, <{len(self.ops)} changes> at {self.position!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as the list of its events (ops may hold a source's own objects)."""
+        return (list, (self.events(),))
 
     def events(self) -> list[ChangeEvent]:
         """The changes as events (built on the first call, then the same list)."""
