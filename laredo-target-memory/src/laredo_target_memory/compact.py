@@ -213,10 +213,30 @@ class CompactStore:
         return self._objects.get(slot)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        s = self._slot(key)
-        if s < 0:
-            return default
-        value = self._value(s)
+        # _slot() and _value() inlined (the read path of IndexedTarget.get); the probe reads
+        # one consistent table, as IntKeyIndex.get does, so it always ends.
+        if type(key) is int and _MIN_KEY <= key <= _MAX_KEY:
+            keys, slots, mask = self._ints._state
+            h = hash(key)
+            perturb = h & _U64
+            i = h & mask
+            while True:
+                s = slots[i]
+                if s == _EMPTY:
+                    return default
+                if s >= 0 and keys[i] == key:
+                    break
+                perturb >>= 5
+                i = (i * 5 + perturb + 1) & mask
+        else:
+            s = self._other.get(key, -1)
+            if s < 0:
+                return default
+        loc = self._loc[s]
+        if loc >= 0:
+            off = loc & 0xFFFFFFFF
+            return self._pages[loc >> 32][off : off + self._len[s]]
+        value = self._objects.get(s)
         return default if value is None else value
 
     def __getitem__(self, key: Any) -> Any:
