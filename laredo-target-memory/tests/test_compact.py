@@ -127,3 +127,29 @@ def test_compact_target_reads_stay_whole_while_a_writer_rewrites_and_compacts() 
         r.join()
     assert not bad
     assert t.get(7) == {"id": 7, "v": version, "pad": "x" * 300}
+
+
+def test_put_many_equals_setitem_loop() -> None:
+    """The bulk insert a baseline chunk takes gives the state of ``store[k] = v`` per pair
+    (int keys incl. -1, whose hash is -2; other keys; replaced and deleted keys; tombstones)."""
+    for trial in range(30):
+        rnd = random.Random(trial)
+        bulk, loop, ref = CompactStore(), CompactStore(), {}
+        for _ in range(5):
+            items = [
+                (
+                    rnd.choice([rnd.randrange(-50, 50), -1, -2, 2**62, "s", (1, 2)]),
+                    bytes([rnd.randrange(256)]) * rnd.randrange(1, 40),
+                )
+                for _ in range(200)
+            ]
+            bulk.put_many(items)
+            for k, v in items:
+                loop[k] = v
+                ref[k] = v
+            for k in rnd.sample(list(ref), min(20, len(ref))):
+                bulk.pop(k)
+                loop.pop(k)
+                ref.pop(k)
+        assert {k: bytes(bulk[k]) for k in bulk} == {k: bytes(loop[k]) for k in loop} == ref
+        assert len(bulk) == len(ref)

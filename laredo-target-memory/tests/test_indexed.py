@@ -188,21 +188,34 @@ def test_composite_secondary_index_and_missing_fields_index_as_none() -> None:
     assert [r["id"] for r in t.lookup_all("team_name", 1, None)] == [2]
 
 
-def test_reads_return_copies() -> None:
+def test_reads_return_copies_or_read_only_views() -> None:
     t = make(3)
-    for row in (
-        t.get(1),
-        t.lookup("u1@x.io"),
-        t.lookup_all("by_team", 1)[0],
-        t.all()[1],
-        t.export_snapshot()[1],
-        dict(t.items())[1],
-    ):
+    point = (t.get(1), t.lookup("u1@x.io"), t.lookup_all("by_team", 1)[0])
+    for row in point:
         assert row is not None
+        if type(row) is not dict:  # packed/compact storage: a read-only view
+            with pytest.raises(TypeError):
+                row["name"] = "hacked"  # type: ignore[index]
+        mine = dict(row)
+        mine["name"] = "hacked"
+        mine["new"] = 1
+        assert row == user(1)
+    for row in (t.all()[1], t.export_snapshot()[1], dict(t.items())[1], *point):
+        assert row is not None
+        row = dict(row)
         row["name"] = "hacked"
         row["new"] = 1
     assert t.get(1) == user(1)
     assert t.lookup_all("by_name", "hacked") == []
+
+
+def test_view_is_a_snapshot_of_the_row() -> None:
+    t = make(3)
+    before = t.get(1)
+    t.on_update(T, {**user(1), "name": "later"}, None)
+    assert before == user(1)
+    assert t.get(1) == {**user(1), "name": "later"}
+    assert dict(before or {}) == user(1)
 
 
 def test_rows_handed_in_are_copied() -> None:
@@ -524,3 +537,33 @@ def test_reinit_with_a_key_some_rows_lack_fails_and_keeps_the_old_state() -> Non
     assert t.get(9) == {"id": 9, "team": 1}
     assert [r["id"] for r in t.lookup_all("by_team", 1)] == [1, 9]
     assert_indexes_consistent(t)
+
+
+def test_change_batch_goes_through_an_overridden_apply_changes() -> None:
+    """A subclass that overrides ``apply_changes`` keeps seeing every change when the engine
+    hands the target a ``ChangeBatch``; without an override the batch is stored from its
+    tuples, with the same result."""
+    from laredo.batches import ChangeBatch
+    from laredo.types import ChangeAction
+
+    seen: list[int] = []
+
+    class Spy(IndexedTarget):
+        def apply_changes(self, table: Any, events: Any) -> None:
+            seen.append(len(events))
+            super().apply_changes(table, events)
+
+    names = ("id", "email", "team", "name", "bio")
+    ops = [
+        (ChangeAction.INSERT, tuple(user(1).values()), None, None),
+        (ChangeAction.INSERT, tuple(user(2).values()), None, None),
+        (ChangeAction.DELETE, None, {"id": 1}, None),
+    ]
+    plain = IndexedTarget()
+    spy = Spy()
+    for t in (plain, spy):
+        t.on_init(T, COLS)
+        t.apply_change_batch(T, ChangeBatch(T, names, list(ops), 10))
+        assert t.all() == [user(2)]
+        assert t.position == 10
+    assert seen == [3]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import IO, Any, Protocol, runtime_checkable
 
+from .batches import ChangeBatch
 from .types import (
     ChangeAction,
     ChangeEvent,
@@ -71,6 +72,17 @@ class ChangeHandler(Protocol):
         new_columns: Sequence[ColumnDefinition],
         position: Position,
     ) -> None: ...
+
+
+@runtime_checkable
+class BatchChangeHandler(Protocol):
+    """A handler that takes a source's :class:`~laredo.batches.ChangeBatch` es (the engine's
+    does). A source that builds batches calls ``on_change_batch(batch, complete)`` instead of
+    ``on_changes`` when the handler has it; ``complete`` as for ``on_changes``. The handler
+    passes the batch on without building its events (targets that store value tuples take it
+    as it is; anyone else reads it as the ``Sequence[ChangeEvent]`` it also is)."""
+
+    def on_change_batch(self, batch: ChangeBatch, complete: bool = True) -> None: ...
 
 
 @runtime_checkable
@@ -163,7 +175,7 @@ class BatchBaselineSource(Protocol):
     def baseline_batches(
         self,
         tables: Sequence[TableIdentifier],
-        batch_callback: Callable[[TableIdentifier, list[Row]], None],
+        batch_callback: Callable[[TableIdentifier, Sequence[Row]], None],
     ) -> Position: ...
 
 
@@ -270,7 +282,22 @@ class BatchTarget(Protocol):
 
 
 @runtime_checkable
+class ChangeBatchTarget(Protocol):
+    """Optional fast path: apply a :class:`~laredo.batches.ChangeBatch` (one table, one
+    position) from its value tuples, without building events. Same semantics, atomicity and
+    errors as ``BatchTarget.apply_changes`` (``BatchApplyError(index)`` names the first change
+    that failed; the ones before it stay applied). The engine calls it only when the pipeline has
+    no filter, transform or TTL and nobody asked for per-change events."""
+
+    def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None: ...
+
+
+@runtime_checkable
 class BaselineBatchTarget(Protocol):
+    """Optional fast path: baseline rows in chunks. ``rows`` may be a
+    :class:`~laredo.batches.RowBatch` (value tuples; a target may read its ``names`` and
+    ``values`` instead of building dicts)."""
+
     def on_baseline_rows(self, table: TableIdentifier, rows: Sequence[Row]) -> None: ...
 
 

@@ -516,6 +516,8 @@ class RowEncoder:
         ).encode
 
     def dumps(self, row: Row) -> str:
+        if type(row) is not dict:  # a read-only row view (Mapping): the C encoder takes dicts
+            row = dict(row)
         if (
             _FAST_TYPES.issuperset(map(type, row.values()))
             and TAG not in row

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from laredo.batches import UNCHANGED
 from laredo.errors import SourceError
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 
@@ -162,6 +163,11 @@ class Relation:
     decode_key: Callable[[bytes, int], tuple[dict[str, Any], frozenset[str] | None, int]] | None = (
         None
     )
+    decode_values: (
+        Callable[[bytes, int], tuple[tuple[Any, ...], frozenset[str] | None, int]] | None
+    ) = None
+    """Batch mode: a tuple's values in column order (:data:`~laredo.batches.UNCHANGED` where
+    an unchanged TOAST value was not sent)."""
 
     @property
     def signature(self) -> tuple[tuple[str, int], ...]:
@@ -233,8 +239,13 @@ class PgOutputDecoder:
         *,
         chunk_size: int = 0,
         resume: tuple[int, int] | None = None,
+        batches: bool = False,
     ) -> None:
         self._loader_for = loader_for
+        self.batches = batches
+        """Batch mode: changes are kept as ops ``(action, new values tuple, old identity dict,
+        unchanged, relation)`` (see :mod:`laredo.batches`), not :class:`ChangeEvent` s, and no
+        position is stamped on them (the batch carries it)."""
         self._tracked = tracked
         self.known: dict[TableIdentifier, tuple[tuple[str, int], ...]] = dict(known or {})
         self.relations: dict[int, Relation] = {}
@@ -293,6 +304,13 @@ class PgOutputDecoder:
                     return None
                 if buf[5] != 78:  # 'N'
                     raise DecodeError(f"Insert: expected 'N' tuple, got {chr(buf[5])!r}")
+                if self.batches:
+                    vals, unch, _ = rel.decode_values(buf, 6)  # type: ignore[misc]
+                    items = tx.items
+                    items.append((INSERT, vals, None, unch, rel))
+                    if len(items) > self._chunk:
+                        return tx
+                    return None
                 new, _unch, _ = rel.decode_row(buf, 6)  # type: ignore[misc]
                 items = tx.items
                 ts = tx.commit_time
@@ -324,6 +342,13 @@ class PgOutputDecoder:
                     marker = buf[pos]
                 if marker != 78:
                     raise DecodeError(f"Update: expected 'N' tuple, got {chr(marker)!r}")
+                if self.batches:
+                    vals, unch, _ = rel.decode_values(buf, pos + 1)  # type: ignore[misc]
+                    items = tx.items
+                    items.append((UPDATE, vals, old, unch, rel))
+                    if len(items) > self._chunk:
+                        return tx
+                    return None
                 new, unchanged, _ = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
                 items = tx.items
                 ts = tx.commit_time
@@ -360,6 +385,11 @@ class PgOutputDecoder:
                 else:
                     raise DecodeError(f"Delete: expected 'K' or 'O' tuple, got {chr(marker)!r}")
                 items = tx.items
+                if self.batches:
+                    items.append((DELETE, None, old, None, rel))
+                    if len(items) > self._chunk:
+                        return tx
+                    return None
                 ts = tx.commit_time
                 items.append(
                     make_event(
@@ -391,10 +421,11 @@ class PgOutputDecoder:
             tx.committed = True
             self.tx = None
             self._skip = 0
-            setter = set_position
-            for item in tx.items:
-                if type(item) is not SchemaItem:
-                    setter(item, end_lsn)
+            if not self.batches:
+                setter = set_position
+                for item in tx.items:
+                    if type(item) is not SchemaItem:
+                        setter(item, end_lsn)
             return tx
         if kind == 82:  # 'R'
             self._on_relation(buf)
@@ -412,6 +443,9 @@ class PgOutputDecoder:
                     tx.changes += 1
                     if self._skip:
                         self._skip -= 1
+                        continue
+                    if self.batches:
+                        tx.items.append((TRUNCATE, None, None, None, rel))
                         continue
                     tx.items.append(
                         make_event(
@@ -487,6 +521,8 @@ class PgOutputDecoder:
             rel.key_mask = tuple(c.is_key for c in cols)
             rel.decode_row = _compile_row_decoder(rel, self._tuple, key_only=False)
             rel.decode_key = _compile_row_decoder(rel, self._tuple, key_only=True)
+            if self.batches:
+                rel.decode_values = _compile_values_decoder(rel, self._values)
             sig = rel.signature
             previous = self.known.get(table)
             if previous != sig:
@@ -499,6 +535,16 @@ class PgOutputDecoder:
                     # with the next transaction.
                     self._pending_schema.append(SchemaItem(rel, previous))
         self.relations[relid] = rel
+
+    def _values(
+        self, buf: bytes, pos: int, rel: Relation
+    ) -> tuple[tuple[Any, ...], frozenset[str] | None, int]:
+        """The generic tuple decoder in batch mode: values in column order, ``UNCHANGED`` for
+        unchanged TOAST columns (named in the returned set)."""
+        row, unchanged, end = self._tuple(buf, pos, rel, False)
+        (ncols,) = _I16.unpack_from(buf, pos)
+        values = tuple(row.get(n, UNCHANGED) for n in rel.names[:ncols])
+        return values, unchanged, end
 
     def _tuple(
         self, buf: bytes, pos: int, rel: Relation, key_only: bool
@@ -596,4 +642,44 @@ def _compile_row_decoder(
         env[f"L{i}"] = loader
     exec("\n".join(lines), env)
     fn: Callable[[bytes, int], tuple[dict[str, Any], frozenset[str] | None, int]] = env["decode"]
+    return fn
+
+
+def _compile_values_decoder(
+    rel: Relation,
+    slow: Callable[[bytes, int, Relation], tuple[tuple[Any, ...], frozenset[str] | None, int]],
+) -> Callable[[bytes, int], tuple[tuple[Any, ...], frozenset[str] | None, int]]:
+    """Batch mode's tuple decoder unrolled for this relation's columns: the values as a tuple in
+    column order, each loaded by the column's loader (the same loaders as the dict decoder, so
+    the values are identical). Text and null values only; anything else falls back to
+    ``slow``."""
+    n = len(rel.names)
+    lines = [
+        "def decode(buf, pos):",
+        "    start = pos",
+        f"    if buf[pos] != {n >> 8} or buf[pos + 1] != {n & 0xFF}:",
+        "        return slow(buf, start, rel)",
+        "    pos += 2",
+    ]
+    for i in range(n):
+        lines += [
+            "    k = buf[pos]",
+            "    if k == 116:",
+            "        ln = i32(buf, pos + 1)[0]",
+            "        pos += 5",
+            f"        v{i} = L{i}(buf[pos:pos + ln])",
+            "        pos += ln",
+            "    elif k == 110:",
+            f"        v{i} = None",
+            "        pos += 1",
+            "    else:",
+            "        return slow(buf, start, rel)",
+        ]
+    vals = ", ".join(f"v{i}" for i in range(n)) + ("," if n == 1 else "")
+    lines.append(f"    return ({vals}), None, pos")
+    env: dict[str, Any] = {"i32": _I32.unpack_from, "slow": slow, "rel": rel}
+    for i, loader in enumerate(rel.loaders):
+        env[f"L{i}"] = loader
+    exec("\n".join(lines), env)
+    fn: Callable[[bytes, int], tuple[tuple[Any, ...], frozenset[str] | None, int]] = env["decode"]
     return fn

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from laredo.batches import ChangeBatch
+from laredo.contracts import BatchChangeHandler
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
 from laredo.types import ChangeEvent, ColumnDefinition, SourceState, TableIdentifier
 from psycopg import pq
@@ -112,8 +114,9 @@ def _chunk_emitter(
     return emit
 
 
-Deliver = Callable[[list[Any], int, bool], bool]
-"""``deliver(items, position, complete) -> completed``: pass on events and schema items."""
+Deliver = Callable[[list[Any], int, bool, Any], bool]
+"""``deliver(items, position, complete, tx) -> completed``: pass on events (or batch-mode ops)
+and schema items of the transaction ``tx``."""
 
 
 class ReplicationStream:
@@ -257,7 +260,11 @@ class ReplicationStream:
 
     def _make_delivery(self, handler: Any) -> tuple[Deliver, _HandlerDialect]:
         """``(deliver, dialect)``: ``dialect.chunked`` while the handler takes the ``complete``
-        flag (transactions may then be passed on before their commit)."""
+        flag (transactions may then be passed on before their commit). A
+        :class:`~laredo.contracts.BatchChangeHandler` gets :class:`~laredo.batches.ChangeBatch`
+        es (see :meth:`_batch_delivery`)."""
+        if isinstance(handler, BatchChangeHandler):
+            return self._batch_delivery(handler), _HandlerDialect(chunked=True)
         batch = self._options.batch_size
         on_changes = getattr(handler, "on_changes", None)
         on_change = getattr(handler, "on_change", None)
@@ -279,7 +286,7 @@ class ReplicationStream:
         emit = _chunk_emitter(on_changes, dialect, on_old)
         moves = self._catalog.move_keys  # live: partitioned parents added later count too
 
-        def deliver(items: list[Any], position: int, complete: bool) -> bool:
+        def deliver(items: list[Any], position: int, complete: bool, tx: Any = None) -> bool:
             """Emit ``items`` in chunks of ``batch`` events, schema changes in between; True
             when the last emit carried ``complete``."""
             if moves:
@@ -310,6 +317,74 @@ class ReplicationStream:
             return done
 
         return deliver, dialect
+
+    def _batch_delivery(self, handler: BatchChangeHandler) -> Deliver:
+        """Delivery in batch mode: each run of one table's ops (at most ``batch_size``)
+        becomes one :class:`~laredo.batches.ChangeBatch` passed to ``on_change_batch``; schema
+        changes in between, in stream order; only the last batch of a complete transaction
+        carries ``complete``. Partition moves (a DELETE + INSERT pair that is one UPDATE) are
+        merged on events, as in the reference path."""
+        size = self._options.batch_size
+        on_batch = handler.on_change_batch
+        on_schema = getattr(handler, "on_schema_change", None)
+        moves = self._catalog.move_keys  # live: partitioned parents added later count too
+
+        def deliver(items: list[Any], position: int, complete: bool, tx: Any = None) -> bool:
+            ts = None if tx is None else tx.commit_time
+            xid = 0 if tx is None else tx.xid
+            if not items:
+                return False
+            first = items[0]
+            rel: Any = None
+            if (
+                not moves
+                and len(items) <= size
+                and type(first) is tuple
+                and all(type(it) is tuple and it[4] is first[4] for it in items)
+            ):
+                rel = first[4]
+                on_batch(
+                    ChangeBatch(rel.table, rel.names, items, position, commit_time=ts, xid=xid),
+                    complete,
+                )
+                return complete
+            out: list[Any] = []  # ChangeBatches and SchemaItems, in order
+            run: list[Any] = []
+            for item in items:
+                if type(item) is SchemaItem:
+                    if run:
+                        out.append(
+                            ChangeBatch(
+                                rel.table, rel.names, run, position, commit_time=ts, xid=xid
+                            )
+                        )
+                        run = []
+                    out.append(item)
+                    continue
+                if run and (item[4] is not rel or len(run) >= size):
+                    out.append(
+                        ChangeBatch(rel.table, rel.names, run, position, commit_time=ts, xid=xid)
+                    )
+                    run = []
+                rel = item[4]
+                run.append(item)
+            if run:
+                out.append(
+                    ChangeBatch(rel.table, rel.names, run, position, commit_time=ts, xid=xid)
+                )
+            if moves:
+                out = [_merged(it, moves) if type(it) is ChangeBatch else it for it in out]
+            last = len(out) - 1
+            for i, it in enumerate(out):
+                if type(it) is SchemaItem:
+                    self._schema_change(it, position, on_schema)
+                elif type(it) is ChangeBatch:
+                    on_batch(it, complete and i == last)
+                else:  # merged partition moves, as events
+                    handler.on_changes(it, complete and i == last)  # type: ignore[attr-defined]
+            return complete and type(out[-1]) is not SchemaItem
+
+        return deliver
 
     def _schema_change(self, item: SchemaItem, position: int, on_schema: Any) -> None:
         rel = item.relation
@@ -408,6 +483,7 @@ class ReplicationStream:
             known,
             chunk_size=self._options.batch_size if chunked else 0,
             resume=run.partial,
+            batches=isinstance(handler, BatchChangeHandler),
         )
         self.decoder = decoder
         start = max(run.delivered, run.acked)
@@ -467,7 +543,7 @@ class ReplicationStream:
                         fresh = True
                         if not done.committed:
                             # a big transaction, passed on while it is received
-                            deliver(done.take_chunk(), done.position, False)
+                            deliver(done.take_chunk(), done.position, False, done)
                             run.partial = (done.final_lsn, done.early)
                         else:
                             end = done.end_lsn
@@ -480,7 +556,7 @@ class ReplicationStream:
                                     unacked_times.append((end, done.commit_time))
                                 run.delivered = end
                                 if (
-                                    not deliver(done.items, end, True)
+                                    not deliver(done.items, end, True, done)
                                     and done.changes
                                     and on_heartbeat is not None
                                 ):
@@ -573,3 +649,12 @@ class ReplicationStream:
             raise _Lost("could not send standby status")
         pgconn.flush()
         run.ack_sent = acked
+
+
+def _merged(batch: ChangeBatch, moves: Any) -> Any:
+    """A batch of a partitioned parent with its partition moves merged (as events: the
+    reference path's :func:`~.partitions.merge_moves`), or the batch as it is."""
+    if batch.table not in moves:
+        return batch
+    events = merge_moves(batch.events(), moves)
+    return events if len(events) != len(batch) else batch

@@ -221,7 +221,7 @@ class PostgresSource:
     ) -> Position:
         """Read the tables under the slot's exported snapshot; returns the stream's start."""
 
-        def per_row(table: TableIdentifier, rows: list[Row]) -> None:
+        def per_row(table: TableIdentifier, rows: Sequence[Row]) -> None:
             for r in rows:
                 row_callback(table, r)
 
@@ -230,9 +230,11 @@ class PostgresSource:
     def baseline_batches(
         self,
         tables: Sequence[TableIdentifier],
-        batch_callback: Callable[[TableIdentifier, list[Row]], None],
+        batch_callback: Callable[[TableIdentifier, Sequence[Row]], None],
     ) -> Position:
-        """Like :meth:`baseline`, delivering rows in lists of up to ``batch_size``.
+        """Like :meth:`baseline`, delivering rows in chunks of up to ``batch_size``: each a
+        :class:`~laredo.batches.RowBatch` (value tuples in column order; iterating or indexing
+        it gives row dicts).
 
         When the stream is not running, a new slot is created with an exported snapshot (an
         existing stateful slot is dropped and re-created): the returned position is its

@@ -38,6 +38,8 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
+from .view import FieldGetter, RowView, ViewLayout
+
 __all__ = ["MAX_LAYOUTS", "Packed", "RowCodec"]
 
 Packed = Any
@@ -51,6 +53,7 @@ _NATIVE = frozenset({int, str, float, bool, type(None), bytes})
 """Types ``marshal`` writes and reads back exactly (subclasses and buffers are not here)."""
 
 _UUID = uuid.UUID
+_NONE = type(None)
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
@@ -63,7 +66,17 @@ def _make_uuid(value: int) -> uuid.UUID:
 
 
 class _Layout:
-    __slots__ = ("decode", "encode_row", "encode_values", "names", "sid", "types")
+    __slots__ = (
+        "decode",
+        "encode_row",
+        "encode_text",
+        "encode_tuple",
+        "encode_values",
+        "getters",
+        "names",
+        "sid",
+        "types",
+    )
 
     def __init__(
         self,
@@ -73,14 +86,20 @@ class _Layout:
         types: tuple[type, ...],
         encode_row: Callable[[Mapping[str, Any]], Packed],
         encode_values: Callable[[Sequence[Any]], Packed],
+        encode_tuple: Callable[[Sequence[Any]], Packed],
+        encode_text: Callable[[Sequence[Any]], Packed],
         decode: Callable[[tuple[Any, ...], Packed], dict[str, Any]],
+        getters: dict[str, FieldGetter],
     ) -> None:
         self.sid = sid
         self.names = names
         self.types = types
         self.encode_row = encode_row
         self.encode_values = encode_values
+        self.encode_tuple = encode_tuple
+        self.encode_text = encode_text
         self.decode = decode
+        self.getters = getters
 
 
 class RowCodec:
@@ -97,9 +116,15 @@ class RowCodec:
         self._lock = threading.Lock()
         self._layouts: dict[tuple[tuple[str, ...], tuple[type, ...], tuple[Any, ...]], _Layout] = {}
         self._decoders: list[Callable[[tuple[Any, ...], Packed], dict[str, Any]]] = []
+        self._views: list[ViewLayout] = []
+        self._current: _Layout | None = None
         self.fast: Callable[[Mapping[str, Any]], Packed] = _no_fast
         """The current layout's encoder: the packed row, or None when the row does not fit it
         (then call :meth:`pack`). It changes when rows change shape: read it again then."""
+        self.fast_values: Callable[[Sequence[Any]], Packed] = _no_fast_values
+        """Like :attr:`fast` for a row given as its values in ``names`` order (a tuple from a
+        batch): the packed row, or None when the values do not fit the current layout (then
+        pack the row's dict with :meth:`pack`, and read this again)."""
         self.names: tuple[str, ...] = ()
         self.names_set: frozenset[str] = frozenset()
         self.irregular = 0
@@ -115,6 +140,8 @@ class RowCodec:
                 self.names = names
                 self.names_set = frozenset(names)
                 self.fast = _no_fast
+                self.fast_values = _no_fast_values
+                self._current = None
 
     # -- packing --------------------------------------------------------------------------
     def pack(self, row: Mapping[str, Any]) -> Packed:
@@ -141,6 +168,8 @@ class RowCodec:
             return dict(row)
         if names == self.names:
             self.fast = layout.encode_row
+            self.fast_values = layout.encode_tuple
+            self._current = layout
         return layout.encode_values(values)
 
     def _layout(
@@ -158,6 +187,7 @@ class RowCodec:
                 if len(self._decoders) >= MAX_LAYOUTS:
                     return None
                 layout = self._compile(len(self._decoders), names, types, zones)
+                self._views.append((names, layout.getters, layout.decode))
                 self._decoders.append(layout.decode)
                 self._layouts[key] = layout
             return layout
@@ -184,7 +214,9 @@ class RowCodec:
         }
         n = len(names)
         checks: list[str] = []
+        text_checks: list[str] = []  # encode_text: Decimal columns given as their text
         parts: list[str] = []  # marshalled elements, after the layout id
+        text_parts: list[str] = []
         refs: list[str] = []  # values kept by reference
         out: list[str] = []  # decoder dict entries
         pos = 1  # index in the decoded tuple (0 is the layout id)
@@ -193,7 +225,9 @@ class RowCodec:
             v = f"a{i}"
             env[f"T{i}"] = tp
             checks.append(f"type({v}) is T{i}")
+            text_checks.append(f"type({v}) is {'str' if tp is Decimal else f'T{i}'}")
             key = repr(name)
+            before = len(parts)
             if tp in _NATIVE:
                 parts.append(v)
                 out.append(f"{key}: t[{pos}]")
@@ -225,6 +259,7 @@ class RowCodec:
             else:
                 refs.append(v)
                 out.append(f"{key}: p[{len(refs)}]")
+            text_parts += [v] if tp is Decimal else parts[before:]
         unpack_vals = f"    {', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''} = v"
         if n == 0:
             unpack_vals = "    pass"
@@ -232,6 +267,10 @@ class RowCodec:
         if self._detach:
             packed += " + Z"  # a right-sized copy (a trailing byte loads() ignores)
         result = f"({packed}, {', '.join(refs)})" if refs else packed
+        text_packed = f"dumps(({sid}, {''.join(p + ', ' for p in text_parts)}))"
+        if self._detach:
+            text_packed += " + Z"
+        text_result = f"({text_packed}, {', '.join(refs)})" if refs else text_packed
         src = [
             "def encode_values(v):",
             unpack_vals,
@@ -250,8 +289,32 @@ class RowCodec:
             "        return None",
             f"    return {result}",
             "",
+            "def encode_tuple(v):",
+            f"    if len(v) != {n}:",
+            "        return None",
+            unpack_vals,
+            f"    if not ({' and '.join(checks) or 'True'}):",
+            "        return None",
+            f"    return {result}",
+            "",
+            "def encode_text(v):",
+            f"    if len(v) != {n}:",
+            "        return None",
+            unpack_vals,
+            f"    if not ({' and '.join(text_checks) or 'True'}):",
+            "        return None",
+            f"    return {text_result}",
+            "",
             "def decode(t, p):",
             f"    return {{{', '.join(out)}}}",
+            "",
+            # one getter per column: ``name: lambda t, p: <its entry in decode>``
+            "G = {"
+            + ", ".join(
+                f"{name!r}: lambda t, p: {e[len(repr(name)) + 2 :]}"
+                for name, e in zip(names, out, strict=True)
+            )
+            + "}",
         ]
         exec("\n".join(src), env)
         return _Layout(
@@ -260,7 +323,10 @@ class RowCodec:
             types=types,
             encode_row=env["encode_row"],
             encode_values=env["encode_values"],
+            encode_tuple=env["encode_tuple"],
+            encode_text=env["encode_text"],
             decode=env["decode"],
+            getters=env["G"],
         )
 
     # -- unpacking ------------------------------------------------------------------------
@@ -277,6 +343,34 @@ class RowCodec:
         row: dict[str, Any] = self._decoders[t[0]](t, packed)
         return row
 
+    def text_encoder(self, decimals: frozenset[int]) -> Callable[[Sequence[Any]], Packed] | None:
+        """The current layout's encoder for value tuples whose ``Decimal`` columns hold the
+        decimal's text (``str(Decimal(text))`` would give an equal ``Decimal``): usable when
+        the current layout's ``Decimal`` columns are exactly the positions in ``decimals``
+        that are not NULL in it (then text in any other column stays text). None otherwise:
+        build the row with ``Decimal`` values and :meth:`pack` it (which may change the
+        current layout; ask again)."""
+        layout = self._current
+        if layout is None or layout.names != self.names:
+            return None
+        types = layout.types
+        for i, tp in enumerate(types):
+            if (tp is Decimal) != (i in decimals) and not (tp is _NONE and i in decimals):
+                return None
+        return layout.encode_text
+
+    def load(self, packed: Packed) -> tuple[tuple[Any, ...], ViewLayout]:
+        """``(unpacked tuple, view layout)`` of a packed row (not a dict: see :meth:`view`)."""
+        t = marshal.loads(packed[0] if type(packed) is tuple else packed)
+        return t, self._views[t[0]]
+
+    def view(self, packed: Packed) -> Mapping[str, Any]:
+        """A read-only :class:`~.view.RowView` of the packed row (built without unpacking it);
+        a row kept as a dict (past :data:`MAX_LAYOUTS`) comes back as a new dict."""
+        if type(packed) is dict:
+            return dict(packed)
+        return RowView(self.load, packed)
+
     @property
     def layouts(self) -> int:
         """How many layouts were compiled (for tests and diagnostics)."""
@@ -284,4 +378,8 @@ class RowCodec:
 
 
 def _no_fast(row: Mapping[str, Any]) -> Packed:
+    return None
+
+
+def _no_fast_values(values: Sequence[Any]) -> Packed:
     return None

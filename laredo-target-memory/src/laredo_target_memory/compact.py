@@ -25,7 +25,7 @@ lock.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = ["PAGE_SIZE", "CompactStore", "IntKeyIndex"]
@@ -213,10 +213,30 @@ class CompactStore:
         return self._objects.get(slot)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        s = self._slot(key)
-        if s < 0:
-            return default
-        value = self._value(s)
+        # _slot() and _value() inlined (the read path of IndexedTarget.get); the probe reads
+        # one consistent table, as IntKeyIndex.get does, so it always ends.
+        if type(key) is int and _MIN_KEY <= key <= _MAX_KEY:
+            keys, slots, mask = self._ints._state
+            h = hash(key)
+            perturb = h & _U64
+            i = h & mask
+            while True:
+                s = slots[i]
+                if s == _EMPTY:
+                    return default
+                if s >= 0 and keys[i] == key:
+                    break
+                perturb >>= 5
+                i = (i * 5 + perturb + 1) & mask
+        else:
+            s = self._other.get(key, -1)
+            if s < 0:
+                return default
+        loc = self._loc[s]
+        if loc >= 0:
+            off = loc & 0xFFFFFFFF
+            return self._pages[loc >> 32][off : off + self._len[s]]
+        value = self._objects.get(s)
         return default if value is None else value
 
     def __getitem__(self, key: Any) -> Any:
@@ -251,6 +271,75 @@ class CompactStore:
         if self._loc[s] != _FREE:
             self._release(s)
         self._write(s, value)
+
+    def put_many(self, items: Iterable[tuple[Any, Any]]) -> None:
+        """``self[key] = value`` for each pair, in order (a baseline chunk): new integer keys
+        with small packed rows are stored inline, one probe and one page copy each; anything
+        else goes through ``__setitem__``. The same state as the loop, faster."""
+        ints = self._ints
+        loc = self._loc
+        lens = self._len
+        for key, value in items:
+            if (
+                type(key) is not int
+                or not _MIN_KEY <= key <= _MAX_KEY
+                or type(value) is not bytes
+                or len(value) > _BIG_ROW
+                or self._free
+            ):
+                self[key] = value
+                continue
+            slot = len(loc)
+            # ints.setdefault(key, slot), inlined (hot path of a baseline)
+            if (ints.used + 1) * 3 > (ints._state[2] + 1) * 2:
+                ints._resize(ints.live + 1)
+            keys, slots, mask = ints._state
+            h = hash(key)
+            perturb = h & _U64
+            i = h & mask
+            tomb = -1
+            while True:
+                s = slots[i]
+                if s == _EMPTY:
+                    break
+                if s >= 0:
+                    if keys[i] == key:
+                        break
+                elif tomb < 0:
+                    tomb = i
+                perturb >>= 5
+                i = (i * 5 + perturb + 1) & mask
+            if s < 0:  # absent: insert it (into the first tombstone passed, if any)
+                if tomb >= 0:
+                    i = tomb
+                else:
+                    ints.used += 1
+                keys[i] = key
+                slots[i] = slot
+                ints.live += 1
+                s = slot
+            if s != slot:  # the key holds a row: replace it
+                if loc[s] != _FREE:
+                    self._release(s)
+                self._write(s, value)
+                continue
+            loc.append(_FREE)
+            lens.append(0)
+            n = len(value)
+            off = self._off
+            if off + n > PAGE_SIZE:
+                self.garbage += PAGE_SIZE - off
+                self._pages.append(bytearray(PAGE_SIZE))
+                self._page = len(self._pages) - 1
+                off = 0
+            page = self._page
+            self._pages[page][off : off + n] = value
+            loc[s] = (page << 32) | off
+            lens[s] = n
+            self._off = off + n
+            self.live_bytes += n
+        if self.garbage > max(self.live_bytes, 8 * PAGE_SIZE):
+            self._compact()
 
     def _new_slot(self) -> int:
         if self._free:

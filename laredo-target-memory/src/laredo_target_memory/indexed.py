@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
-from laredo.errors import ConfigError, TargetError
+from laredo.batches import ChangeBatch, RowBatch, row_maker
+from laredo.errors import BatchApplyError, ConfigError, TargetError
 from laredo.types import (
+    ChangeAction,
+    ChangeEvent,
     ColumnDefinition,
     IndexDefinition,
     Row,
@@ -40,6 +44,11 @@ from .options import (
 
 logger = logging.getLogger(__name__)
 
+_INSERT = ChangeAction.INSERT
+_UPDATE = ChangeAction.UPDATE
+_DELETE = ChangeAction.DELETE
+_TRUNCATE = ChangeAction.TRUNCATE
+
 
 class IndexedTarget(MemoryTargetBase[Row]):
     """Keeps a table's rows in memory, keyed by primary key, with secondary indexes.
@@ -52,8 +61,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
     * ``lookup(*values)`` finds one row by ``lookup_fields`` (a unique index; without
       ``lookup_fields`` it is ``get``). ``lookup_all(index, *values)`` lists the rows of any
       index (``"lookup"`` names the lookup index), ``lookup_by(index, *values)`` gives one.
-    * Every read returns a new dict: mutating it does not change the target. Nested values kept
-      by reference (JSON ``dict``/``list``) are shared: treat them as read-only.
+    * ``get``/``lookup``/``lookup_all`` return read-only row views (:class:`~.view.RowView`,
+      packed and compact storage: built without unpacking the row, values converted when read,
+      a snapshot of the row as it was read); ``dict(row)`` gives a dict you own. ``all()``,
+      exports and listeners give new dicts. Nested values kept by reference (JSON
+      ``dict``/``list``) are shared: treat them as read-only.
     * Reads are consistent while a writer applies changes: they see whole batches (a whole
       source transaction, or one chunk of a transaction too big to hold; see the README).
     * Unique indexes tolerate transient duplicates (two rows swapping a value inside one
@@ -113,10 +125,15 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._pack: Callable[[Row], Any] = dict
             self._unpack: Callable[[Any], Row] = dict
             self._view: Callable[[Any], Row] = _stored_dict
+            self._read_view: Callable[[Any], Mapping[str, Any]] = dict
         else:
             self._pack = self._codec.pack
             self._unpack = self._view = self._codec.unpack
+            self._read_view = self._codec.view
         self._rows = self._new_store()
+        self._tuple_keys: (
+            tuple[tuple[str, ...], tuple[str, ...], Callable[[Sequence[Any]], Any]] | None
+        ) = None
 
     @classmethod
     def from_options(cls, options: IndexedMemoryOptions) -> IndexedTarget:
@@ -230,6 +247,97 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 return
         super()._update(new, identity, pending, unchanged)
 
+    # ------------------------------------------------------------------ batches
+    def _tuple_key(self, names: tuple[str, ...]) -> Callable[[Sequence[Any]], Any] | None:
+        """``values -> key`` for value tuples in ``names`` order, when those are exactly the
+        codec's columns and hold the key (packed or compact storage); else None."""
+        if self.storage == "dict" or names != self._codec.names or not self._key_fields:
+            return None
+        fields = self._key_fields
+        cached = self._tuple_keys
+        if cached is not None and cached[0] is names and cached[1] is fields:
+            return cached[2]
+        try:
+            getter = itemgetter(*(names.index(f) for f in fields))
+        except ValueError:
+            return None
+        self._tuple_keys = (names, fields, getter)
+        return getter
+
+    def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None:
+        """Apply a :class:`~laredo.batches.ChangeBatch` from its value tuples (the
+        ``ChangeBatchTarget`` fast path): same result, atomicity and errors as
+        :meth:`apply_changes` on its events. Inserts, updates under an unchanged key and deletes
+        are stored without building a row dict; updates with unchanged TOAST values or a key
+        change, truncates, secondary indexes, listeners and dict storage take the reference
+        path (events built for them), and so does a subclass that overrides
+        :meth:`apply_changes` (its override sees every change, as before batches)."""
+        keyget = None
+        if (
+            not self._indexes
+            and not self._subs
+            and not self._codec.irregular
+            and type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
+        ):
+            keyget = self._tuple_key(batch.names)
+        if keyget is None:
+            self.apply_changes(table, batch)
+            return
+        codec = self._codec
+        ops = batch.ops
+        with self._dispatch_lock, self._lock:
+            self._version += 1
+            try:
+                rows = self._rows
+                enc = codec.fast_values
+                key_of = self._key_of
+                i = 0
+                try:
+                    for i, op in enumerate(ops):  # noqa: B007 - i used on error
+                        action = op[0]
+                        if action is _DELETE:
+                            try:
+                                key = key_of(op[2])
+                            except (KeyError, TypeError):
+                                key = self._key(op[2], "DELETE identity")
+                            rows.pop(key, None)
+                            continue
+                        new = op[1]
+                        if (action is _INSERT or action is _UPDATE) and op[3] is None:
+                            key = keyget(new)
+                            old = op[2]
+                            if not old or key_of(old) == key:
+                                packed = enc(new)
+                                if packed is not None:
+                                    rows[key] = packed
+                                    continue
+                        # the reference path (it may change the layout, and a truncate
+                        # replaces the store: read both again)
+                        self._apply_event(batch.event(op))
+                        enc = codec.fast_values
+                        rows = self._rows
+                except Exception as exc:
+                    if i:
+                        self._position = batch.position
+                    raise BatchApplyError(
+                        i, f"table {self._table}: change #{i} ({ops[i][0]}) failed: {exc}"
+                    ) from exc
+                self._position = batch.position
+            finally:
+                self._version += 1
+
+    def _apply_event(self, ev: ChangeEvent) -> None:
+        """One change through the reference write path (lock held, no listeners)."""
+        action = ev.action
+        if action is _UPDATE:
+            self._update(ev.new_values, ev.old_values, None, ev.unchanged_toast)  # type: ignore[arg-type]
+        elif action is _INSERT:
+            self._insert(ev.new_values, None)  # type: ignore[arg-type]
+        elif action is _DELETE:
+            self._delete(ev.old_values or ev.new_values, None)
+        elif action is _TRUNCATE:
+            self._truncate(None, None)
+
     # ------------------------------------------------------------------ storage (lock held)
     def _put(
         self,
@@ -305,7 +413,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
         """Bulk insert (baseline chunks): store rows first, then fill each index in one pass.
 
         Rows replacing an existing key, listeners (ordered notifications) or an unhashable index
-        value fall back to the per-row path, which gives the same result and errors."""
+        value fall back to the per-row path, which gives the same result and errors. A
+        :class:`~laredo.batches.RowBatch` of the table's columns is packed from its value
+        tuples (no row dict is built)."""
         if pending is not None:
             super()._insert_many(rows, pending)
             return
@@ -313,6 +423,34 @@ class IndexedTarget(MemoryTargetBase[Row]):
         key_of = self._key_of
         pack = self._pack
         indexes = self._indexes
+        if not indexes and type(rows) is RowBatch:
+            keyget = self._tuple_key(rows.names)
+            if keyget is not None:
+                codec = self._codec
+                decimals = rows.decimals
+                make = row_maker(rows.names, decimals)
+                enc = codec.text_encoder(decimals) if decimals else codec.fast_values
+                pairs: list[tuple[Any, Any]] = []
+                append = pairs.append
+                for values in rows.values:
+                    packed = None if enc is None else enc(values)
+                    if packed is None:  # not the current layout's shape
+                        packed = pack(make(values))
+                        enc = codec.text_encoder(decimals) if decimals else codec.fast_values
+                    append((keyget(values), packed))
+                try:
+                    if isinstance(store, CompactStore):
+                        store.put_many(pairs)
+                    else:
+                        store.update(pairs)  # type: ignore[attr-defined]
+                except TypeError:  # an unhashable key: store row by row to name it
+                    for key, packed in pairs:
+                        try:
+                            store[key] = packed
+                        except TypeError:
+                            self._check_hashable(key)
+                            raise
+                return
         if not indexes:
             codec = self._codec
             fast = dict if self.storage == "dict" else codec.fast
@@ -542,12 +680,13 @@ class IndexedTarget(MemoryTargetBase[Row]):
         return stored
 
     def get(self, *key_values: Any) -> Row | None:
-        """The row with this primary key (values in key order), or None. A new dict."""
+        """The row with this primary key (values in key order), or None: a read-only
+        :class:`~.view.RowView` (packed and compact storage), a new dict (dict storage)."""
         n = len(self._key_fields)
         if len(key_values) != n:
             self._arity("get()", self._key_fields, key_values)
         stored = self._read(key_values[0] if n == 1 else key_values)
-        return None if stored is None else self._unpack(stored)
+        return None if stored is None else self._read_view(stored)  # type: ignore[return-value]
 
     def lookup(self, *values: Any) -> Row | None:
         """The row whose ``lookup_fields`` equal ``values``, or None. A new dict."""
@@ -574,7 +713,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 idx = self._lookup_index or idx
                 pk = idx.get(ikey)
                 row = None if pk is MISSING else self._rows.get(pk)
-        return None if row is None else self._unpack(row)
+        return None if row is None else self._read_view(row)  # type: ignore[return-value]
 
     def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
         """Every row whose index ``index_name`` fields equal ``values`` (new dicts, in
@@ -597,8 +736,8 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 idx = self._index(index_name)  # a restore may have swapped the indexes
                 get = self._rows.get
                 found = [r for pk in idx.keys_for(ikey) if (r := get(pk)) is not None]
-        unpack = self._unpack
-        return [unpack(r) for r in found]
+        view = self._read_view
+        return [view(r) for r in found]  # type: ignore[misc]
 
     def lookup_by(self, index_name: str, *values: Any) -> Row | None:
         """One row of index ``index_name`` (the only one for a unique index), or None."""
@@ -633,6 +772,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if resp.action is SchemaChangeAction.CONTINUE and new_columns:
             self._codec.set_names([c.name for c in new_columns])
         return resp
+
+
+_REFERENCE_APPLY = IndexedTarget.apply_changes
 
 
 def _stored_dict(stored: Any) -> Row:

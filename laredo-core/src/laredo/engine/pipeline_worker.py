@@ -19,8 +19,10 @@ from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..batches import ChangeBatch
 from ..contracts import (
     BatchTarget,
+    ChangeBatchTarget,
     CountableTarget,
     DurablePositionTarget,
     KeyedTarget,
@@ -102,6 +104,7 @@ class PipelineWorker:
         self.ready = False
         target = self.target
         self._batch = target if isinstance(target, BatchTarget) else None
+        self._change_batch = target if isinstance(target, ChangeBatchTarget) else None
         self._positioned = target if isinstance(target, PositionedTarget) else None
         self._durable = target if isinstance(target, DurablePositionTarget) else None
         self.is_positioned = self._positioned is not None
@@ -349,15 +352,20 @@ class PipelineWorker:
     def apply_batch(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
         """Apply one batch. Only a complete batch (the end of its transaction) moves the
         applied position: a crash after a partial chunk must redeliver the whole transaction."""
+        batch = events if type(events) is ChangeBatch else None
         if self.skip_until is not None:
             compare = self.link.compare
             skip = self.skip_until
-            idx = 0
-            while idx < len(events) and compare(events[idx].position, skip) <= 0:
-                idx += 1
-            if idx == len(events):
-                return
-            events = events[idx:]
+            if batch is not None:  # one position for the whole batch
+                if compare(batch.position, skip) <= 0:
+                    return
+            else:
+                idx = 0
+                while idx < len(events) and compare(events[idx].position, skip) <= 0:
+                    idx += 1
+                if idx == len(events):
+                    return
+                events = events[idx:]
             self.skip_until = None
         obs = self.ctx.observer
         wants = self.ctx.wants
@@ -371,16 +379,17 @@ class PipelineWorker:
             prepared = self.chain.prepare(events)
             self.expected_rows = prepared.count_after(self.expected_rows)
             work = prepared.events
+        last = batch.position if batch is not None else events[-1].position
         if work:
             self._apply_with_retries(work)
             # what the target must make durable before ``confirmed`` passes it (a chunk too)
-            self.last_change = events[-1].position
+            self.last_change = last
             if not complete and self._durable is not None:
                 self._note_chunk(self.last_change)
         if self.failed:
             return
         if complete:
-            self.applied = events[-1].position
+            self.applied = last
         elapsed = timedelta(seconds=time.perf_counter() - started)
         obs.on_changes_applied(self.id, self.table, len(work), elapsed)
         if wants.applied:
@@ -402,9 +411,13 @@ class PipelineWorker:
 
     def _apply_with_retries(self, events: Sequence[ChangeEvent]) -> None:
         start = 0
-        if self._batch is not None:
+        fast = self._change_batch if type(events) is ChangeBatch else None
+        if fast is not None or self._batch is not None:
             try:
-                self._batch.apply_changes(self.table, events)
+                if fast is not None:
+                    fast.apply_change_batch(self.table, events)  # type: ignore[arg-type]
+                else:
+                    self._batch.apply_changes(self.table, events)  # type: ignore[union-attr]
                 return
             except BatchApplyError as exc:
                 start = exc.index

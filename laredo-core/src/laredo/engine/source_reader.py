@@ -10,6 +10,7 @@ the stream in place from the last ACK; each pipeline skips what it already recei
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ..batches import ChangeBatch
 from ..contracts import (
     DeadLetterBindable,
     PipelineAware,
@@ -42,6 +44,17 @@ from .startup import BaselineFailed, StartKind, plan_start, run_baseline
 logger = logging.getLogger(__name__)
 
 __all__ = ["SourceReader"]
+
+
+def settle_heap() -> None:
+    """After a baseline: keep the cycle collector off what it loaded. Objects alive now (a
+    replica's rows, indexes, caches) go to the permanent generation (``gc.freeze()``), so the
+    full collections that streaming allocations trigger no longer traverse them (with dict rows
+    that was every stored row, again and again). Garbage cycles are collected first, so nothing
+    collectable is frozen. Process-wide and idempotent: a later baseline freezes what it
+    added."""
+    gc.collect()
+    gc.freeze()
 
 
 def _log_reload_failure(pipeline_id: str) -> Callable[[Future[Any]], None]:
@@ -180,6 +193,24 @@ class SourceReader:
             others = [p for p in self.pipelines if p.id not in touched]
         if self.total_order and complete:
             for p in others:
+                if not p.failed:
+                    p.buffer.put_heartbeat(last)
+
+    def on_change_batch(self, batch: ChangeBatch, complete: bool = True) -> None:
+        """One table's changes at one position (``BatchChangeHandler``): routed as a whole,
+        without building events (see :meth:`on_changes` for ``complete``)."""
+        if not batch.ops:
+            return
+        stop = self._stop
+        table = batch.table
+        last = batch.position
+        if complete:
+            self.current = last
+        for p in self.by_table.get(table, ()):
+            if not p.failed:
+                p.enqueue(batch, stop, complete)
+        if self.total_order and complete:
+            for p in self.others.get(table, self.pipelines):
                 if not p.failed:
                     p.buffer.put_heartbeat(last)
 
@@ -407,6 +438,7 @@ class SourceReader:
         position = run_baseline(self.ctx, self.id, self.source, self.pipelines, rebaseline)
         self.current = position
         self.try_ack()
+        settle_heap()
         return position
 
     def _stream(self, position: Position) -> None:

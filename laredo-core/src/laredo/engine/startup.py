@@ -139,7 +139,7 @@ def run_baseline(
     pending: dict[TableIdentifier, list[Row]] = {}
     wants_progress = ctx.wants.baseline_progress
 
-    def deliver(table: TableIdentifier, rows: list[Row]) -> None:
+    def deliver(table: TableIdentifier, rows: Sequence[Row]) -> None:
         targets = by_table.get(table)
         if not targets:
             return
