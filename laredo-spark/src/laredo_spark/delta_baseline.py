@@ -38,7 +38,7 @@ from .errors import task_failure
 from .frame import LaredoFrame
 from .kinds import kind_of_column
 from .parts import frame_for_serializer
-from .pg.slices import PgSliceDataSource, plan_slices
+from .pg.slices import plan_slices, slices_data_source
 from .pg.slot import ExportedSnapshot, drop_slot
 
 logger = logging.getLogger(__name__)
@@ -203,20 +203,20 @@ def spark_delta_baseline(
             raise ConfigError([f"spark delta baseline: {p}" for p in problems])
     finally:
         src.close()
-    spark.dataSource.register(PgSliceDataSource)
+    slices_source = slices_data_source(opts)  # tasks connect with the source's own options
+    spark.dataSource.register(slices_source)
     n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
-    dsn: str = opts.connection
     row_filters = {
         TableIdentifier.parse(k): v.row_filter
         for k, v in opts.publication.tables.items()
         if v.row_filter
     }
-    slot = ExportedSnapshot(dsn, src.slot_name)
+    slot = ExportedSnapshot(opts, src.slot_name)
     counts: dict[str, int] = {}
     versions: list[str] = []
     try:
         with slot as snap:
-            slices, zone = plan_slices(dsn, snap.snapshot_name, tables, n_parts, max_slice_pages)
+            slices, zone = plan_slices(opts, snap.snapshot_name, tables, n_parts, max_slice_pages)
             position_text = str(snap.position)  # the slot's consistent point, as LSN text
             for p in pipes:
                 table = p.table
@@ -226,7 +226,6 @@ def spark_delta_baseline(
                 os.makedirs(directory, exist_ok=True)
                 kinds = {c.name: kind_of_column(c, zone) for c in cols}
                 plan = {
-                    "dsn": dsn,
                     "snapshot": snap.snapshot_name,
                     "schema": table.schema,
                     "table": table.table,
@@ -235,7 +234,7 @@ def spark_delta_baseline(
                     "row_filter": row_filters.get(table),
                     "fetch_size": fetch_size,
                 }
-                df = spark.read.format(PgSliceDataSource.name()).option("plan", json.dumps(plan))
+                df = spark.read.format(slices_source.name()).option("plan", json.dumps(plan))
                 frame = apply_chain(LaredoFrame(df.load(), kinds, table), p.filters, p.transforms)
                 out, encoded = frame_for_serializer(frame, "parquet")
                 try:
@@ -262,7 +261,7 @@ def spark_delta_baseline(
                 )
     except BaseException:
         if slot.created:
-            drop_slot(dsn, src.slot_name)
+            drop_slot(opts, src.slot_name)
         raise
     return DeltaBaselineResult(
         snapshot_id="delta " + ", ".join(versions),
