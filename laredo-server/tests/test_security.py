@@ -133,6 +133,34 @@ def test_any_address_without_a_token_refuses_to_start_naming_the_keys(
     assert r.returncode == 2 and "grpc.auth.token_file" in r.stderr and "is empty" in r.stderr
 
 
+def test_fanout_targets_sharing_a_port_with_different_grpc_refuse_before_start(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    """M9 at config time: it used to surface only as a pipeline ERROR once serving."""
+    _, base = pg
+    port = free_port()
+    fan = "{{ type = replication-fanout, id = {id}, grpc {{ port = {port}, {extra} }} }}"
+    text = base.replace(
+        "targets = [ { type = indexed-memory } ]",
+        "targets = [ "
+        + fan.format(id="fan-a", port=port, extra='auth { token = "tok-a" }')
+        + ", "
+        + fan.format(id="fan-b", port=port, extra='auth { token = "tok-b" }, max_clients = 2')
+        + " ]",
+    )
+    assert "fan-b" in text
+    cfg = write(
+        tmp_path, text + f"grpc {{ port = {free_port()} }}\nhealth {{ port = {free_port()} }}\n"
+    )
+    for args in (["config", "validate"], ["check", "--config"], ["serve", "--config"]):
+        r = run_laredo(*args, str(cfg))
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, (args, out)
+        assert "'fan-a'" in out and "'fan-b'" in out, (args, out)
+        assert "grpc.auth.token, grpc.max_clients" in out, (args, out)
+        assert "tok-a" not in out and "tok-b" not in out
+
+
 # -- H1, L11, M6, M7: the token, before the body; probes open; limits ---------------------------
 
 

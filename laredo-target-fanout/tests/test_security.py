@@ -212,6 +212,35 @@ def test_off_loopback_without_token_is_a_config_error_naming_the_keys(tmp_path: 
     assert TOKEN not in str(err.value)
 
 
+def test_fanout_port_follows_the_core_auth_rule(tmp_path: Path) -> None:
+    """One rule, one home: a fan-out port's problems are laredo.auth's, word for word."""
+    from laredo.auth import AuthConfig, auth_problems
+    from laredo_target_fanout.options import FANOUT_PORT
+
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({}, "0.0.0.0"),
+        ({"token": " "}, "127.0.0.1"),
+        ({"token_file": str(empty)}, "0.0.0.0"),
+        ({"token_file": str(tmp_path / "missing")}, "127.0.0.1"),
+    ]
+    for auth, host in cases:
+        expected = auth_problems(
+            AuthConfig.model_validate(auth), key="grpc.auth", host=host, serves=FANOUT_PORT
+        )
+        assert expected
+        with pytest.raises(ConfigError) as err:
+            laredo.target("replication-fanout", grpc={"host": host, "port": 0, "auth": auth})
+        for problem in expected:
+            assert problem in str(err.value)
+    # protect_reads means nothing on a port where every RPC reads rows: said, not ignored
+    with pytest.raises(ConfigError, match=r"grpc\.auth: protect_reads does not apply"):
+        laredo.target(
+            "replication-fanout", grpc={"port": 0, "auth": {"token": TOKEN, "protect_reads": True}}
+        )
+
+
 def test_allow_unauthenticated_off_loopback_starts_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -226,7 +255,11 @@ def test_allow_unauthenticated_off_loopback_starts_with_a_warning(
             c.stop(save=False)
     finally:
         rig.stop()
-    assert any("UNAUTHENTICATED" in r.getMessage() for r in caplog.records), caplog.text
+    assert any(
+        "WITHOUT authentication" in r.getMessage()
+        and "grpc.auth.allow_unauthenticated = true" in r.getMessage()
+        for r in caplog.records
+    ), caplog.text
 
 
 def test_token_is_checked_on_every_rpc() -> None:
@@ -348,6 +381,40 @@ def test_targets_sharing_a_port_need_the_same_grpc_options() -> None:
     # the port is free again once its last user released it
     again = ReplicationServer.acquire(GrpcOptions(port=port, auth={"token": TOKEN}))
     again.release()
+
+
+def test_targets_sharing_a_port_with_different_grpc_are_a_config_error() -> None:
+    """Caught when the configuration is checked (config validate, check, serve), naming both
+    pipelines and the differing keys, never the values; the runtime check stays as a net."""
+    from laredo.config import EngineConfig, reference_problems
+
+    def problems(*grpcs: dict[str, Any]) -> list[str]:
+        tree = {
+            "sources": {"src": {"type": "postgresql"}},
+            "tables": [
+                {
+                    "source": "src",
+                    "table": f"t{i}",
+                    "targets": [{"type": "replication-fanout", "id": f"fan{i}", "grpc": g}],
+                }
+                for i, g in enumerate(grpcs)
+            ],
+        }
+        return [str(p) for p in reference_problems(EngineConfig.model_validate(tree))]
+
+    port = 4555
+    [msg] = problems(
+        {"port": port, "auth": {"token": TOKEN}},
+        {"port": port, "auth": {"token": "other-token"}, "max_clients": 3},
+    )
+    assert msg.startswith("tables.1.targets.0: pipeline 'fan1'") and "'fan0'" in msg
+    assert "grpc.auth.token, grpc.max_clients" in msg and f"127.0.0.1:{port}" in msg
+    assert TOKEN not in msg and "other-token" not in msg
+    # the same section, different ports and free ports (0) are fine
+    same = {"port": port, "auth": {"token": TOKEN}}
+    assert problems(same, dict(same)) == []
+    assert problems({"port": port}, {"port": port + 1, "max_clients": 3}) == []
+    assert problems({"port": 0}, {"port": 0, "max_clients": 3}) == []
 
 
 # -- H5: a decimal filter cannot freeze the process -------------------------------------------
