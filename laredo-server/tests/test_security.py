@@ -429,6 +429,52 @@ def test_reset_source_on_a_running_server_rebaselines_in_place(
         assert s.stop() == 0, s.text()[-3000:]
 
 
+def test_reset_source_refuses_to_drop_a_publication_laredo_did_not_create(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    """M4 through the RPC and the CLI: refused with the reason, nothing dropped or stopped."""
+    db, base = pg
+    db.execute(f"CREATE PUBLICATION {db.publication} FOR TABLE accounts")  # not Laredo's
+    cfg = write(
+        tmp_path,
+        base + f"grpc {{ port = {free_port()} }}\n" + f"health {{ port = {free_port()} }}\n",
+    )
+    s = Served(cfg)
+    try:
+        http = f"http://127.0.0.1:{s.health_port}"
+        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
+        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
+
+        def count() -> int:
+            r = run_laredo(*addr, "query", "count", "public.accounts")
+            return int(r.stdout.strip() or -1)
+
+        assert wait_for(lambda: count() == 50, 30)
+        r = run_laredo(*addr, "reset-source", "pg", "--drop-publication", "-y")
+        assert r.returncode != 0, r.stdout
+        assert "FAILED_PRECONDITION" in r.stderr, r.stderr
+        assert f"publication '{db.publication}': not dropped" in r.stderr, r.stderr
+        assert "drop it by hand" in r.stderr
+        # the RPC itself: FAILED_PRECONDITION with the reason
+        with pytest.raises(grpc.RpcError) as err:
+            oam_stub(s.grpc_port).ResetSource(
+                oam.ResetSourceRequest(source_id="pg", confirm=True, drop_publication=True),
+                timeout=30,
+            )
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "Laredo did not create it" in (err.value.details() or "")
+        # nothing was dropped or stopped: the publication and slot stay, changes keep coming
+        pubs = db.execute(f"SELECT 1 FROM pg_publication WHERE pubname = '{db.publication}'")
+        slots = db.execute(f"SELECT 1 FROM pg_replication_slots WHERE slot_name = '{db.slot_name}'")
+        assert pubs and slots
+        db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
+        assert wait_for(lambda: count() == 51, 60), s.text()[-3000:]
+        assert curl(f"{http}/health/ready")[0] == 200
+        assert "re-baselining in place" not in s.text()
+    finally:
+        assert s.stop() == 0, s.text()[-3000:]
+
+
 def test_an_open_listener_and_a_slot_that_never_advances_are_warned(
     pg: tuple[Any, str], tmp_path: Path
 ) -> None:
