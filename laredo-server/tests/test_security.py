@@ -28,10 +28,11 @@ from typing import Any
 
 import grpc
 import pytest
+from laredo.testing.pki import Pki, make_pki
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc
 
-from .seckit import Pki, Served, curl, make_pki, run_laredo
+from .seckit import Served, curl, run_laredo
 from .testkit import free_port, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -396,11 +397,8 @@ def test_mtls_on_grpc_a_plain_connect_call_never_reaches_a_service(
 # -- M5, M10, allow_unauthenticated ------------------------------------------------------------
 
 
-def test_reset_source_on_a_running_server_rebaselines_in_place(
-    pg: tuple[Any, str], tmp_path: Path
-) -> None:
-    """It used to end the reader silently: the new row never arrived, readiness stayed 200."""
-    db, base = pg
+def _serve_ready(base: str, tmp_path: Path) -> Served:
+    """``laredo serve`` on ``base`` (free ports), ready with its 50 accounts."""
     cfg = write(
         tmp_path,
         base + f"grpc {{ port = {free_port()} }}\n" + f"health {{ port = {free_port()} }}\n",
@@ -408,22 +406,36 @@ def test_reset_source_on_a_running_server_rebaselines_in_place(
     s = Served(cfg)
     try:
         http = f"http://127.0.0.1:{s.health_port}"
-        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
         assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(["--address", f"127.0.0.1:{s.grpc_port}"]) == 50, 30)
+    except BaseException:
+        s.stop()
+        raise
+    return s
 
-        def count() -> int:
-            r = run_laredo(*addr, "query", "count", "public.accounts")
-            return int(r.stdout.strip() or -1)
 
-        assert wait_for(lambda: count() == 50, 30)
+def _count(addr: list[str]) -> int:
+    r = run_laredo(*addr, "query", "count", "public.accounts")
+    return int(r.stdout.strip() or -1)
+
+
+def test_reset_source_on_a_running_server_rebaselines_in_place(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    """It used to end the reader silently: the new row never arrived, readiness stayed 200."""
+    db, base = pg
+    s = _serve_ready(base, tmp_path)
+    try:
+        http = f"http://127.0.0.1:{s.health_port}"
+        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
         r = run_laredo(*addr, "reset-source", "pg", "-y")
         assert r.returncode == 0, r.stderr
         db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
         # replication goes on after the reset: the new row arrives, and readiness is 200 again
-        assert wait_for(lambda: count() == 51, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(addr) == 51, 60), s.text()[-3000:]
         assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 30)
         db.execute("DELETE FROM accounts WHERE id = 1")
-        assert wait_for(lambda: count() == 50, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(addr) == 50, 60), s.text()[-3000:]
         assert "re-baselining in place" in s.text()
     finally:
         assert s.stop() == 0, s.text()[-3000:]
@@ -435,21 +447,10 @@ def test_reset_source_refuses_to_drop_a_publication_laredo_did_not_create(
     """M4 through the RPC and the CLI: refused with the reason, nothing dropped or stopped."""
     db, base = pg
     db.execute(f"CREATE PUBLICATION {db.publication} FOR TABLE accounts")  # not Laredo's
-    cfg = write(
-        tmp_path,
-        base + f"grpc {{ port = {free_port()} }}\n" + f"health {{ port = {free_port()} }}\n",
-    )
-    s = Served(cfg)
+    s = _serve_ready(base, tmp_path)
     try:
         http = f"http://127.0.0.1:{s.health_port}"
         addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
-        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
-
-        def count() -> int:
-            r = run_laredo(*addr, "query", "count", "public.accounts")
-            return int(r.stdout.strip() or -1)
-
-        assert wait_for(lambda: count() == 50, 30)
         r = run_laredo(*addr, "reset-source", "pg", "--drop-publication", "-y")
         assert r.returncode != 0, r.stdout
         assert "FAILED_PRECONDITION" in r.stderr, r.stderr
@@ -468,7 +469,7 @@ def test_reset_source_refuses_to_drop_a_publication_laredo_did_not_create(
         slots = db.execute(f"SELECT 1 FROM pg_replication_slots WHERE slot_name = '{db.slot_name}'")
         assert pubs and slots
         db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
-        assert wait_for(lambda: count() == 51, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(addr) == 51, 60), s.text()[-3000:]
         assert curl(f"{http}/health/ready")[0] == 200
         assert "re-baselining in place" not in s.text()
     finally:

@@ -5,12 +5,11 @@ process."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from laredo.errors import ConfigError
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing.pki import make_pki
 from laredo.types import SnapshotMetadata, TableSnapshotInfo
 from laredo_target_fanout import FanOutClient, FanOutSource, ReplicationServer
 from laredo_target_fanout._filters import compile_filters, normalize_filters
@@ -41,84 +41,6 @@ from laredo_target_fanout.testing import USERS, Rig, wait_until
 pytestmark = pytest.mark.integration
 
 TOKEN = "fan-out-s3cret"
-
-
-# -- certificates -----------------------------------------------------------------------------
-
-
-def _pem_key(key: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    out: bytes = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return out
-
-
-def make_pki(tmp_path: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it."""
-    x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.now(UTC)
-
-    def name(cn: str) -> Any:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name("laredo test CA"))
-        .issuer_name(name("laredo test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(cn: str, usage: Any, san: Any = None) -> tuple[bytes, bytes]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(name(cn))
-            .issuer_name(ca.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(days=1))
-            .not_valid_after(now + timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if san is not None:
-            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        cert = b.sign(ca_key, hashes.SHA256())
-        return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
-
-    server = leaf(
-        "localhost",
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
-    )
-    client = leaf("replica-1", ExtendedKeyUsageOID.CLIENT_AUTH)
-    files = {
-        "ca": ca.public_bytes(serialization.Encoding.PEM),
-        "server_cert": server[0],
-        "server_key": server[1],
-        "client_cert": client[0],
-        "client_key": client[1],
-    }
-    out = {}
-    for k, data in files.items():
-        p = tmp_path / f"{k}.pem"
-        p.write_bytes(data)
-        out[k] = p
-    return out
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -311,13 +233,13 @@ def test_not_found_lists_tables_only_to_an_authenticated_caller() -> None:
 def test_mtls_client_certificate_and_token(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     tls = {
-        "cert_file": str(pki["server_cert"]),
-        "key_file": str(pki["server_key"]),
-        "client_ca_file": str(pki["ca"]),
+        "cert_file": str(pki.server_cert),
+        "key_file": str(pki.server_key),
+        "client_ca_file": str(pki.ca),
     }
     rig = Rig(grpc={"port": 0, "tls": tls, "auth": {"token": TOKEN}})
-    ca = pki["ca"].read_bytes()
-    cert, key = pki["client_cert"].read_bytes(), pki["client_key"].read_bytes()
+    ca = pki.ca.read_bytes()
+    cert, key = pki.client_cert.read_bytes(), pki.client_key.read_bytes()
     good = FanOutClient(
         rig.address, USERS, root_certificates=ca, client_cert=cert, client_key=key, token=TOKEN
     ).start()
@@ -335,9 +257,9 @@ def test_mtls_client_certificate_and_token(tmp_path: Path) -> None:
             "fanout",
             address=rig.address,
             token_file=str(token_file),
-            root_certificates_file=str(pki["ca"]),
-            client_cert_file=str(pki["client_cert"]),
-            client_key_file=str(pki["client_key"]),
+            root_certificates_file=str(pki.ca),
+            client_cert_file=str(pki.client_cert),
+            client_key_file=str(pki.client_key),
         )
         assert isinstance(src, FanOutSource)
         replica = laredo.target("indexed-memory")
@@ -559,6 +481,6 @@ def test_preflight_check_warns_about_an_open_or_clear_text_port(tmp_path: Path) 
     ]
     assert codes({"host": "0.0.0.0", "auth": {"token": TOKEN}}) == ["FANOUT_TOKEN_WITHOUT_TLS"]
     pki = make_pki(tmp_path)
-    tls = {"cert_file": str(pki["server_cert"]), "key_file": str(pki["server_key"])}
+    tls = {"cert_file": str(pki.server_cert), "key_file": str(pki.server_key)}
     assert codes({"host": "0.0.0.0", "auth": {"token": TOKEN}, "tls": tls}) == []
     assert codes({"host": "127.0.0.1"}) == []
