@@ -271,6 +271,10 @@ class ListenerClaim:
     host: str
     port: int
     settings: Mapping[str, Any]
+    open_warning: str = ""
+    """The WARNING of a listener that serves without authentication off loopback
+    (``allow_unauthenticated``; :func:`laredo.auth.open_listener_warning`); empty: none. The
+    server shows it in ``GetStatus`` and ``laredo status``."""
 
 
 @runtime_checkable

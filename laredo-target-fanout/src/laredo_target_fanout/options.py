@@ -9,7 +9,13 @@ from __future__ import annotations
 from typing import Any, Literal, TypeVar
 
 import pydantic
-from laredo.auth import ListenerAuth, TokenConfig, auth_problems
+from laredo.auth import (
+    ListenerAuth,
+    TokenConfig,
+    auth_problems,
+    is_loopback,
+    open_listener_warning,
+)
 from laredo.errors import ConfigError
 from laredo.preflight import ListenerClaim
 from laredo.registry import format_validation_error
@@ -161,7 +167,14 @@ class ReplicationFanoutOptions(OptionsModel):
         """The port this target serves on (:class:`laredo.preflight.ClaimsListeners`): targets
         sharing it must have identical ``grpc`` sections (checked at config time)."""
         g = self.grpc
-        return [] if g is None else [ListenerClaim("grpc", g.host, g.port, g.model_dump())]
+        if g is None:
+            return []
+        warning = ""
+        if g.auth.allow_unauthenticated and not g.auth.configured and not is_loopback(g.host):
+            warning = open_listener_warning(
+                key="grpc.auth", host=g.host, port=g.port, serves=FANOUT_PORT
+            )
+        return [ListenerClaim("grpc", g.host, g.port, g.model_dump(), warning)]
 
 
 class FanOutSourceOptions(OptionsModel, TokenConfig):

@@ -28,6 +28,7 @@ __all__ = [
     "spec_problems",
     "stalled_slot_findings",
     "structure_problems",
+    "target_listener_claims",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -256,6 +257,23 @@ def _differing_keys(a: Any, b: Any, key: str) -> list[str]:
     return out
 
 
+def target_listener_claims(model: EngineConfig) -> list[tuple[str, str, ListenerClaim]]:
+    """``(where, pipeline id, claim)`` of every listener the targets' options claim
+    (:class:`laredo.preflight.ClaimsListeners`); targets with invalid options are skipped
+    (:func:`plugin_problems` reports them)."""
+    out: list[tuple[str, str, ListenerClaim]] = []
+    for i, t in enumerate(model.tables):
+        for j, tgt in enumerate(t.targets):
+            try:
+                options = registry("target").options_model(tgt.type, tgt.options())
+            except ConfigError:
+                continue
+            if isinstance(options, ClaimsListeners):
+                where, pid = f"tables.{i}.targets.{j}", pipeline_id(t, tgt)
+                out += [(where, pid, claim) for claim in options.listener_claims()]
+    return out
+
+
 def shared_listener_problems(model: EngineConfig) -> list[Problem]:
     """Targets whose options claim the same listener (:class:`laredo.preflight.ClaimsListeners`:
     a fan-out target's ``grpc.host:grpc.port``) with different settings: one listener serves
@@ -263,34 +281,24 @@ def shared_listener_problems(model: EngineConfig) -> list[Problem]:
     values: they may hold tokens). Port 0 (a free port each) never conflicts."""
     first: dict[tuple[str, int], tuple[str, str, ListenerClaim]] = {}
     out: list[Problem] = []
-    for i, t in enumerate(model.tables):
-        for j, tgt in enumerate(t.targets):
-            try:
-                options = registry("target").options_model(tgt.type, tgt.options())
-            except ConfigError:
-                continue  # unknown type or invalid options: reported by plugin_problems
-            if not isinstance(options, ClaimsListeners):
-                continue
-            where, pid = f"tables.{i}.targets.{j}", pipeline_id(t, tgt)
-            for claim in options.listener_claims():
-                if not claim.port:
-                    continue
-                seen = first.setdefault((claim.host, claim.port), (where, pid, claim))
-                if seen[2] is claim:
-                    continue
-                other_where, other_pid, other = seen
-                differ = _differing_keys(other.settings, claim.settings, claim.key)
-                if not differ:
-                    continue
-                out.append(
-                    Problem(
-                        (),
-                        f"{where}: pipeline {pid!r} shares {claim.host}:{claim.port} with "
-                        f"pipeline {other_pid!r} ({other_where}) but sets {', '.join(differ)} "
-                        f"differently: targets on one port share one listener, so give them "
-                        f"the same {claim.key} section, or give one its own {claim.key}.port",
-                    )
+    for where, pid, claim in target_listener_claims(model):
+        if not claim.port:
+            continue
+        seen = first.setdefault((claim.host, claim.port), (where, pid, claim))
+        if seen[2] is claim:
+            continue
+        other_where, other_pid, other = seen
+        differ = _differing_keys(other.settings, claim.settings, claim.key)
+        if differ:
+            out.append(
+                Problem(
+                    (),
+                    f"{where}: pipeline {pid!r} shares {claim.host}:{claim.port} with pipeline "
+                    f"{other_pid!r} ({other_where}) but sets {', '.join(differ)} differently: "
+                    "targets on one port share one listener, so give them the same "
+                    f"{claim.key} section, or give one its own {claim.key}.port",
                 )
+            )
     return out
 
 
