@@ -847,3 +847,41 @@ def test_source_reconnects_become_observer_events(obs: laredo.RecordingObserver)
     src._state = laredo.SourceState.STREAMING
     assert obs.wait_for("source_connected", 2, 5)
     eng.stop()
+
+
+class _ForeignPublicationSource(TestSource):
+    """Refuses ``drop_publication`` before changing anything (as the pg source does for a
+    publication Laredo did not create); a plain reset ends the stream like a dropped slot."""
+
+    __test__ = False
+
+    def reset_source(self, drop_publication: bool = False) -> None:
+        if drop_publication:
+            raise laredo.ConfigError("publication 'p': not dropped, Laredo did not create it")
+        self.stop_stream()
+
+
+def test_a_refused_reset_leaves_the_stream_alone(obs: laredo.RecordingObserver) -> None:
+    src = _ForeignPublicationSource()
+    src.add_table(USERS, columns("id", "name", "email"), [{"id": 1, "name": "a", "email": ""}])
+    t = RecordingTarget()
+    eng = run(src, [laredo.Pipeline("s", USERS, t)], observers=[obs])
+    assert eng.await_ready(5)
+    with pytest.raises(laredo.ConfigError, match="not dropped"):
+        eng.reset_source("s", drop_publication=True)
+    src.insert(USERS, {"id": 2, "name": "b", "email": ""})
+    assert wait(lambda: t.get(2) is not None)
+    # no re-baseline is left pending: a stream that ends now ends, it does not re-baseline
+    src.stop_stream()
+    time.sleep(0.3)
+    assert obs.count("rebaseline_triggered") == 0
+    eng.stop()
+    # a reset that goes through re-baselines in place
+    src2 = _ForeignPublicationSource()
+    src2.add_table(USERS, columns("id", "name", "email"), [{"id": 1, "name": "a", "email": ""}])
+    obs2 = laredo.RecordingObserver()
+    eng2 = run(src2, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs2])
+    assert eng2.await_ready(5)
+    assert eng2.reset_source("s") is True
+    assert obs2.wait_for("rebaseline_triggered", 1, 5)
+    eng2.stop()

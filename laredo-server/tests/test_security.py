@@ -28,10 +28,11 @@ from typing import Any
 
 import grpc
 import pytest
+from laredo.testing.pki import Pki, make_pki
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc
 
-from .seckit import Pki, Served, curl, make_pki, run_laredo
+from .seckit import Served, curl, run_laredo
 from .testkit import free_port, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -131,6 +132,34 @@ def test_any_address_without_a_token_refuses_to_start_naming_the_keys(
     )
     r = run_laredo("config", "validate", str(cfg))
     assert r.returncode == 2 and "grpc.auth.token_file" in r.stderr and "is empty" in r.stderr
+
+
+def test_fanout_targets_sharing_a_port_with_different_grpc_refuse_before_start(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    """M9 at config time: it used to surface only as a pipeline ERROR once serving."""
+    _, base = pg
+    port = free_port()
+    fan = "{{ type = replication-fanout, id = {id}, grpc {{ port = {port}, {extra} }} }}"
+    text = base.replace(
+        "targets = [ { type = indexed-memory } ]",
+        "targets = [ "
+        + fan.format(id="fan-a", port=port, extra='auth { token = "tok-a" }')
+        + ", "
+        + fan.format(id="fan-b", port=port, extra='auth { token = "tok-b" }, max_clients = 2')
+        + " ]",
+    )
+    assert "fan-b" in text
+    cfg = write(
+        tmp_path, text + f"grpc {{ port = {free_port()} }}\nhealth {{ port = {free_port()} }}\n"
+    )
+    for args in (["config", "validate"], ["check", "--config"], ["serve", "--config"]):
+        r = run_laredo(*args, str(cfg))
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, (args, out)
+        assert "'fan-a'" in out and "'fan-b'" in out, (args, out)
+        assert "grpc.auth.token, grpc.max_clients" in out, (args, out)
+        assert "tok-a" not in out and "tok-b" not in out
 
 
 # -- H1, L11, M6, M7: the token, before the body; probes open; limits ---------------------------
@@ -368,11 +397,8 @@ def test_mtls_on_grpc_a_plain_connect_call_never_reaches_a_service(
 # -- M5, M10, allow_unauthenticated ------------------------------------------------------------
 
 
-def test_reset_source_on_a_running_server_rebaselines_in_place(
-    pg: tuple[Any, str], tmp_path: Path
-) -> None:
-    """It used to end the reader silently: the new row never arrived, readiness stayed 200."""
-    db, base = pg
+def _serve_ready(base: str, tmp_path: Path) -> Served:
+    """``laredo serve`` on ``base`` (free ports), ready with its 50 accounts."""
     cfg = write(
         tmp_path,
         base + f"grpc {{ port = {free_port()} }}\n" + f"health {{ port = {free_port()} }}\n",
@@ -380,23 +406,72 @@ def test_reset_source_on_a_running_server_rebaselines_in_place(
     s = Served(cfg)
     try:
         http = f"http://127.0.0.1:{s.health_port}"
-        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
         assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(["--address", f"127.0.0.1:{s.grpc_port}"]) == 50, 30)
+    except BaseException:
+        s.stop()
+        raise
+    return s
 
-        def count() -> int:
-            r = run_laredo(*addr, "query", "count", "public.accounts")
-            return int(r.stdout.strip() or -1)
 
-        assert wait_for(lambda: count() == 50, 30)
+def _count(addr: list[str]) -> int:
+    r = run_laredo(*addr, "query", "count", "public.accounts")
+    return int(r.stdout.strip() or -1)
+
+
+def test_reset_source_on_a_running_server_rebaselines_in_place(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    """It used to end the reader silently: the new row never arrived, readiness stayed 200."""
+    db, base = pg
+    s = _serve_ready(base, tmp_path)
+    try:
+        http = f"http://127.0.0.1:{s.health_port}"
+        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
         r = run_laredo(*addr, "reset-source", "pg", "-y")
         assert r.returncode == 0, r.stderr
         db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
         # replication goes on after the reset: the new row arrives, and readiness is 200 again
-        assert wait_for(lambda: count() == 51, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(addr) == 51, 60), s.text()[-3000:]
         assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 30)
         db.execute("DELETE FROM accounts WHERE id = 1")
-        assert wait_for(lambda: count() == 50, 60), s.text()[-3000:]
+        assert wait_for(lambda: _count(addr) == 50, 60), s.text()[-3000:]
         assert "re-baselining in place" in s.text()
+    finally:
+        assert s.stop() == 0, s.text()[-3000:]
+
+
+def test_reset_source_refuses_to_drop_a_publication_laredo_did_not_create(
+    pg: tuple[Any, str], tmp_path: Path
+) -> None:
+    """M4 through the RPC and the CLI: refused with the reason, nothing dropped or stopped."""
+    db, base = pg
+    db.execute(f"CREATE PUBLICATION {db.publication} FOR TABLE accounts")  # not Laredo's
+    s = _serve_ready(base, tmp_path)
+    try:
+        http = f"http://127.0.0.1:{s.health_port}"
+        addr = ["--address", f"127.0.0.1:{s.grpc_port}"]
+        r = run_laredo(*addr, "reset-source", "pg", "--drop-publication", "-y")
+        assert r.returncode != 0, r.stdout
+        assert "FAILED_PRECONDITION" in r.stderr, r.stderr
+        assert f"publication '{db.publication}': not dropped" in r.stderr, r.stderr
+        assert "drop it by hand" in r.stderr
+        # the RPC itself: FAILED_PRECONDITION with the reason
+        with pytest.raises(grpc.RpcError) as err:
+            oam_stub(s.grpc_port).ResetSource(
+                oam.ResetSourceRequest(source_id="pg", confirm=True, drop_publication=True),
+                timeout=30,
+            )
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "Laredo did not create it" in (err.value.details() or "")
+        # nothing was dropped or stopped: the publication and slot stay, changes keep coming
+        pubs = db.execute(f"SELECT 1 FROM pg_publication WHERE pubname = '{db.publication}'")
+        slots = db.execute(f"SELECT 1 FROM pg_replication_slots WHERE slot_name = '{db.slot_name}'")
+        assert pubs and slots
+        db.execute("INSERT INTO accounts VALUES (51, 'new@x')")
+        assert wait_for(lambda: _count(addr) == 51, 60), s.text()[-3000:]
+        assert curl(f"{http}/health/ready")[0] == 200
+        assert "re-baselining in place" not in s.text()
     finally:
         assert s.stop() == 0, s.text()[-3000:]
 

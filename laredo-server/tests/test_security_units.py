@@ -218,3 +218,30 @@ def test_error_text_goes_out_masked(tmp_path: Path) -> None:
             assert secret not in body and secret not in text
     finally:
         h.stop()
+
+
+def test_an_open_fanout_port_is_a_security_warning_in_status(quicktest_plugin: None) -> None:
+    """A fan-out port serving without a token shows in GetStatus / ``laredo status`` like the
+    server's own listeners (once per port), through the plugin-neutral listener claims."""
+    from laredo_server.serve import runtime_from_config
+
+    def warnings(auth: str) -> list[str]:
+        fan = (
+            "{ type = replication-fanout, "
+            f'grpc {{ host = "0.0.0.0", port = 4777, auth {{ {auth} }} }} }}'
+        )
+        loaded = load_string(
+            "sources { src { type = quicktest } }\n"
+            f"tables = [ {{ source = src, table = users, targets = [ {fan} ] }},\n"
+            f"           {{ source = src, table = orders, targets = [ {fan} ] }} ]\n"
+            "grpc { port = 0 }\nhealth { port = 0 }\n",
+            env={},
+        )
+        assert loaded.model is not None
+        return runtime_from_config(loaded.model).security_warnings
+
+    [open_port] = warnings("allow_unauthenticated = true")
+    assert open_port.startswith("tables.0.targets.0 (pipeline 'src:public.users:replication")
+    assert "0.0.0.0:4777 accepts calls WITHOUT authentication" in open_port
+    assert "grpc.auth.allow_unauthenticated = true" in open_port
+    assert warnings(f'token = "{TOKEN}"') == []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import socket
+import stat
 import threading
 import time
 import urllib.error
@@ -110,6 +112,10 @@ def test_quickstart_runs_and_cleans_up(tmp_path: Path) -> None:
     assert "changes/s" in out and "ACK lag" in out
     conf = (tmp_path / "qs" / "laredo.conf").read_text()
     assert "type = postgresql" in conf and "indexed-memory" in conf
+    # the config holds the embedded PostgreSQL's random password: owner-only file and folder
+    assert re.search(r"\bpassword=\S{16,}", conf), conf
+    assert stat.S_IMODE((tmp_path / "qs" / "laredo.conf").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "qs").stat().st_mode) == 0o700
 
 
 def test_serve_returns_1_when_a_port_is_taken(quicktest_plugin: None, tmp_path: Path) -> None:

@@ -5,12 +5,11 @@ process."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from laredo.errors import ConfigError
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing.pki import make_pki
 from laredo.types import SnapshotMetadata, TableSnapshotInfo
 from laredo_target_fanout import FanOutClient, FanOutSource, ReplicationServer
 from laredo_target_fanout._filters import compile_filters, normalize_filters
@@ -41,84 +41,6 @@ from laredo_target_fanout.testing import USERS, Rig, wait_until
 pytestmark = pytest.mark.integration
 
 TOKEN = "fan-out-s3cret"
-
-
-# -- certificates -----------------------------------------------------------------------------
-
-
-def _pem_key(key: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    out: bytes = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return out
-
-
-def make_pki(tmp_path: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it."""
-    x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.now(UTC)
-
-    def name(cn: str) -> Any:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name("laredo test CA"))
-        .issuer_name(name("laredo test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(cn: str, usage: Any, san: Any = None) -> tuple[bytes, bytes]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(name(cn))
-            .issuer_name(ca.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(days=1))
-            .not_valid_after(now + timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if san is not None:
-            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        cert = b.sign(ca_key, hashes.SHA256())
-        return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
-
-    server = leaf(
-        "localhost",
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
-    )
-    client = leaf("replica-1", ExtendedKeyUsageOID.CLIENT_AUTH)
-    files = {
-        "ca": ca.public_bytes(serialization.Encoding.PEM),
-        "server_cert": server[0],
-        "server_key": server[1],
-        "client_cert": client[0],
-        "client_key": client[1],
-    }
-    out = {}
-    for k, data in files.items():
-        p = tmp_path / f"{k}.pem"
-        p.write_bytes(data)
-        out[k] = p
-    return out
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -212,6 +134,35 @@ def test_off_loopback_without_token_is_a_config_error_naming_the_keys(tmp_path: 
     assert TOKEN not in str(err.value)
 
 
+def test_fanout_port_follows_the_core_auth_rule(tmp_path: Path) -> None:
+    """One rule, one home: a fan-out port's problems are laredo.auth's, word for word."""
+    from laredo.auth import AuthConfig, auth_problems
+    from laredo_target_fanout.options import FANOUT_PORT
+
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({}, "0.0.0.0"),
+        ({"token": " "}, "127.0.0.1"),
+        ({"token_file": str(empty)}, "0.0.0.0"),
+        ({"token_file": str(tmp_path / "missing")}, "127.0.0.1"),
+    ]
+    for auth, host in cases:
+        expected = auth_problems(
+            AuthConfig.model_validate(auth), key="grpc.auth", host=host, serves=FANOUT_PORT
+        )
+        assert expected
+        with pytest.raises(ConfigError) as err:
+            laredo.target("replication-fanout", grpc={"host": host, "port": 0, "auth": auth})
+        for problem in expected:
+            assert problem in str(err.value)
+    # protect_reads means nothing on a port where every RPC reads rows: said, not ignored
+    with pytest.raises(ConfigError, match=r"grpc\.auth: protect_reads does not apply"):
+        laredo.target(
+            "replication-fanout", grpc={"port": 0, "auth": {"token": TOKEN, "protect_reads": True}}
+        )
+
+
 def test_allow_unauthenticated_off_loopback_starts_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -226,7 +177,11 @@ def test_allow_unauthenticated_off_loopback_starts_with_a_warning(
             c.stop(save=False)
     finally:
         rig.stop()
-    assert any("UNAUTHENTICATED" in r.getMessage() for r in caplog.records), caplog.text
+    assert any(
+        "WITHOUT authentication" in r.getMessage()
+        and "grpc.auth.allow_unauthenticated = true" in r.getMessage()
+        for r in caplog.records
+    ), caplog.text
 
 
 def test_token_is_checked_on_every_rpc() -> None:
@@ -278,13 +233,13 @@ def test_not_found_lists_tables_only_to_an_authenticated_caller() -> None:
 def test_mtls_client_certificate_and_token(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     tls = {
-        "cert_file": str(pki["server_cert"]),
-        "key_file": str(pki["server_key"]),
-        "client_ca_file": str(pki["ca"]),
+        "cert_file": str(pki.server_cert),
+        "key_file": str(pki.server_key),
+        "client_ca_file": str(pki.ca),
     }
     rig = Rig(grpc={"port": 0, "tls": tls, "auth": {"token": TOKEN}})
-    ca = pki["ca"].read_bytes()
-    cert, key = pki["client_cert"].read_bytes(), pki["client_key"].read_bytes()
+    ca = pki.ca.read_bytes()
+    cert, key = pki.client_cert.read_bytes(), pki.client_key.read_bytes()
     good = FanOutClient(
         rig.address, USERS, root_certificates=ca, client_cert=cert, client_key=key, token=TOKEN
     ).start()
@@ -302,9 +257,9 @@ def test_mtls_client_certificate_and_token(tmp_path: Path) -> None:
             "fanout",
             address=rig.address,
             token_file=str(token_file),
-            root_certificates_file=str(pki["ca"]),
-            client_cert_file=str(pki["client_cert"]),
-            client_key_file=str(pki["client_key"]),
+            root_certificates_file=str(pki.ca),
+            client_cert_file=str(pki.client_cert),
+            client_key_file=str(pki.client_key),
         )
         assert isinstance(src, FanOutSource)
         replica = laredo.target("indexed-memory")
@@ -348,6 +303,40 @@ def test_targets_sharing_a_port_need_the_same_grpc_options() -> None:
     # the port is free again once its last user released it
     again = ReplicationServer.acquire(GrpcOptions(port=port, auth={"token": TOKEN}))
     again.release()
+
+
+def test_targets_sharing_a_port_with_different_grpc_are_a_config_error() -> None:
+    """Caught when the configuration is checked (config validate, check, serve), naming both
+    pipelines and the differing keys, never the values; the runtime check stays as a net."""
+    from laredo.config import EngineConfig, reference_problems
+
+    def problems(*grpcs: dict[str, Any]) -> list[str]:
+        tree = {
+            "sources": {"src": {"type": "postgresql"}},
+            "tables": [
+                {
+                    "source": "src",
+                    "table": f"t{i}",
+                    "targets": [{"type": "replication-fanout", "id": f"fan{i}", "grpc": g}],
+                }
+                for i, g in enumerate(grpcs)
+            ],
+        }
+        return [str(p) for p in reference_problems(EngineConfig.model_validate(tree))]
+
+    port = 4555
+    [msg] = problems(
+        {"port": port, "auth": {"token": TOKEN}},
+        {"port": port, "auth": {"token": "other-token"}, "max_clients": 3},
+    )
+    assert msg.startswith("tables.1.targets.0: pipeline 'fan1'") and "'fan0'" in msg
+    assert "grpc.auth.token, grpc.max_clients" in msg and f"127.0.0.1:{port}" in msg
+    assert TOKEN not in msg and "other-token" not in msg
+    # the same section, different ports and free ports (0) are fine
+    same = {"port": port, "auth": {"token": TOKEN}}
+    assert problems(same, dict(same)) == []
+    assert problems({"port": port}, {"port": port + 1, "max_clients": 3}) == []
+    assert problems({"port": 0}, {"port": 0, "max_clients": 3}) == []
 
 
 # -- H5: a decimal filter cannot freeze the process -------------------------------------------
@@ -492,6 +481,6 @@ def test_preflight_check_warns_about_an_open_or_clear_text_port(tmp_path: Path) 
     ]
     assert codes({"host": "0.0.0.0", "auth": {"token": TOKEN}}) == ["FANOUT_TOKEN_WITHOUT_TLS"]
     pki = make_pki(tmp_path)
-    tls = {"cert_file": str(pki["server_cert"]), "key_file": str(pki["server_key"])}
+    tls = {"cert_file": str(pki.server_cert), "key_file": str(pki.server_key)}
     assert codes({"host": "0.0.0.0", "auth": {"token": TOKEN}, "tls": tls}) == []
     assert codes({"host": "127.0.0.1"}) == []

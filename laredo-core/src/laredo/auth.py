@@ -1,9 +1,12 @@
 """Who may call a listener: the ``auth`` block and the fail-closed rule every RPC listener
 follows (the server's gRPC and Connect ports, a fan-out replication port).
 
-* :class:`AuthConfig` is ``auth { token | token_file, protect_reads, allow_unauthenticated }``.
+* :class:`AuthConfig` is ``auth { token | token_file, protect_reads, allow_unauthenticated }``;
+  :class:`ListenerAuth` the same without ``protect_reads`` (a fan-out port, where every RPC
+  reads rows) and :class:`TokenConfig` just ``token | token_file`` (what a client presents).
   A token that is empty or only whitespace (inline, or a token file mounted before it was
   filled) is a configuration error, never "no token".
+* :func:`token_matches` checks a call's ``authorization: Bearer <token>`` in constant time.
 * :func:`is_loopback` tells whether a bind address only accepts local connections.
 * :func:`auth_problems` is the policy: a listener bound to anything but loopback needs a
   non-empty token or the explicit ``allow_unauthenticated = true``. Each problem names the key
@@ -14,18 +17,29 @@ The token itself is never part of a message: only key names and file paths are.
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from .errors import ConfigError
 
-__all__ = ["AuthConfig", "auth_problems", "is_loopback", "open_listener_warning"]
+__all__ = [
+    "AuthConfig",
+    "ListenerAuth",
+    "TokenConfig",
+    "auth_problems",
+    "is_loopback",
+    "open_listener_warning",
+    "token_matches",
+]
 
 
-class AuthConfig(BaseModel):
-    """``auth { token = ..., token_file = ..., protect_reads, allow_unauthenticated }``."""
+class TokenConfig(BaseModel):
+    """``token | token_file``: a bearer token given inline or in a file (a listener's, or
+    the one a client presents)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -33,10 +47,6 @@ class AuthConfig(BaseModel):
     """The bearer token callers send (``authorization: Bearer <token>``)."""
     token_file: str | None = None
     """Read the token from this file (surrounding whitespace stripped) instead."""
-    protect_reads: bool = False
-    """Also require the token for read-only RPCs (status, queries, lists, streams)."""
-    allow_unauthenticated: bool = False
-    """Serve without a token on a non-loopback address (a WARNING at every start)."""
 
     @property
     def configured(self) -> bool:
@@ -45,12 +55,13 @@ class AuthConfig(BaseModel):
 
     def resolve(self, key: str = "auth") -> str | None:
         """The token (None when none is configured). ``ConfigError`` naming ``key`` when it
-        is empty or whitespace, or the token file cannot be read."""
+        is empty or whitespace, or the token file cannot be read (``key`` "": top level)."""
+        key = f"{key}." if key else ""
         if self.token is not None:
             value = self.token.get_secret_value().strip()
             if not value:
                 raise ConfigError(
-                    f"{key}.token: is empty; set a non-empty token (or remove the key)"
+                    f"{key}token: is empty; set a non-empty token (or remove the key)"
                 )
             return value
         if self.token_file:
@@ -58,14 +69,40 @@ class AuthConfig(BaseModel):
                 value = Path(self.token_file).read_text().strip()
             except OSError as exc:
                 raise ConfigError(
-                    f"{key}.token_file: {self.token_file}: cannot read ({exc.strerror or exc})"
+                    f"{key}token_file: {self.token_file}: cannot read ({exc.strerror or exc})"
                 ) from None
             if not value:
                 raise ConfigError(
-                    f"{key}.token_file: {self.token_file} is empty; write the token into it"
+                    f"{key}token_file: {self.token_file} is empty; write the token into it"
                 )
             return value
         return None
+
+    def token_problems(self, key: str = "auth") -> list[str]:
+        """What is wrong with the token keys at ``key`` (both given, empty, unreadable)."""
+        if self.token is not None and self.token_file:
+            return [f"{key or 'token'}: give token or token_file, not both"]
+        try:
+            self.resolve(key)
+        except ConfigError as exc:
+            return [str(exc)]
+        return []
+
+
+class ListenerAuth(TokenConfig):
+    """``auth { token | token_file, allow_unauthenticated }`` of a listener whose every RPC
+    needs the token (a fan-out replication port)."""
+
+    allow_unauthenticated: bool = False
+    """Serve without a token on a non-loopback address (a WARNING at every start)."""
+
+
+class AuthConfig(ListenerAuth):
+    """``auth { token = ..., token_file = ..., protect_reads, allow_unauthenticated }`` of
+    the server's admin listeners."""
+
+    protect_reads: bool = False
+    """Also require the token for read-only RPCs (status, queries, lists, streams)."""
 
 
 _LOCAL_NAMES = ("localhost", "localhost.", "ip6-localhost", "ip6-loopback")
@@ -85,19 +122,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def auth_problems(auth: AuthConfig | None, *, key: str, host: str, serves: str) -> list[str]:
+def auth_problems(auth: ListenerAuth | None, *, key: str, host: str, serves: str) -> list[str]:
     """Why a listener on ``host`` protected by ``auth`` (found at ``key``) may not start;
     empty when it may. ``serves`` names the listener in messages (``"gRPC (grpc.host)"``)."""
-    a = auth or AuthConfig()
-    out: list[str] = []
-    if a.token is not None and a.token_file:
-        out.append(f"{key}: give token or token_file, not both")
-    else:
-        try:
-            a.resolve(key)
-        except ConfigError as exc:
-            out.append(str(exc))
-    if a.protect_reads and not a.configured:
+    a = auth or ListenerAuth()
+    out = a.token_problems(key)
+    if isinstance(a, AuthConfig) and a.protect_reads and not a.configured:
         out.append(f"{key}.protect_reads: needs {key}.token or {key}.token_file")
     if a.allow_unauthenticated and a.configured:
         out.append(f"{key}.allow_unauthenticated: a token is configured too; remove one of them")
@@ -118,3 +148,17 @@ def open_listener_warning(*, key: str, host: str, port: int | None, serves: str)
         f"({key}.allow_unauthenticated = true): anyone who can reach the port can call it; "
         f"set {key}.token or {key}.token_file"
     )
+
+
+def token_matches(
+    metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None, token: str
+) -> bool | None:
+    """Whether ``authorization: Bearer <token>`` in ``metadata`` (pairs or a mapping) matches
+    ``token`` (constant time); None when the call carries no authorization at all."""
+    pairs = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
+    for key, value in pairs:
+        if str(key).lower() == "authorization":
+            value = str(value)
+            given = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
+            return hmac.compare_digest(given.strip().encode(), token.encode())
+    return None

@@ -130,7 +130,9 @@ class SyncSource(Protocol):
 
 @runtime_checkable
 class Resettable(Protocol):
-    """A source that can drop and recreate its replication state (slot, checkpoints)."""
+    """A source that can drop and recreate its replication state (slot, checkpoints).
+    ``reset_source`` raises ``ConfigError`` only to refuse before changing anything (e.g. a
+    publication it does not manage): the stream goes on and nothing re-baselines."""
 
     def reset_source(self, drop_publication: bool = False) -> None: ...
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import difflib
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -47,8 +47,10 @@ __all__ = [
     "CheckRegistry",
     "CheckReport",
     "CheckRequest",
+    "ClaimsListeners",
     "FieldUse",
     "Finding",
+    "ListenerClaim",
     "MapsFields",
     "ReadsFields",
     "Severity",
@@ -254,6 +256,33 @@ class MapsFields(Protocol):
     when the transform writes that field itself or removes it (no input field to check)."""
 
     def input_field(self, name: str) -> str | None: ...
+
+
+# -- listeners a component opens ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerClaim:
+    """A listener a component's options open on ``host:port``, configured by the section at
+    ``key`` (relative to the component: ``"grpc"``) whose values are ``settings``. Components
+    that claim the same address share one listener, so their ``settings`` must be equal."""
+
+    key: str
+    host: str
+    port: int
+    settings: Mapping[str, Any]
+    open_warning: str = ""
+    """The WARNING of a listener that serves without authentication off loopback
+    (``allow_unauthenticated``; :func:`laredo.auth.open_listener_warning`); empty: none. The
+    server shows it in ``GetStatus`` and ``laredo status``."""
+
+
+@runtime_checkable
+class ClaimsListeners(Protocol):
+    """A component's options model that opens listeners (a fan-out target's port): core
+    checks that components claiming one address agree, without knowing the plugin."""
+
+    def listener_claims(self) -> Sequence[ListenerClaim]: ...
 
 
 def declared_fields(obj: Any) -> list[tuple[str, str]] | None:

@@ -75,6 +75,7 @@ VALUE = "value"
 LEGACY_TAG = "$t"
 
 __all__ = [
+    "DECIMAL_LIMIT",
     "ENCODING_NAME",
     "LEGACY_TAG",
     "TAG",
@@ -301,8 +302,9 @@ def _decode_float(text: str) -> float:
     return float(text.replace("Infinity", "inf"))
 
 
-_DECIMAL_LIMIT = 150_000
-"""Largest adjusted exponent (either sign) and text length of a decoded decimal. PostgreSQL's
+DECIMAL_LIMIT = 150_000
+"""Largest adjusted exponent (either sign) and text length of a decoded decimal (and of a
+fan-out filter's decimal value). PostgreSQL's
 ``numeric`` stays inside it (131072 digits before the point, 16383 after); a larger value is
 rejected, so no reader can be made to expand ``1e100000000`` into a huge integer."""
 
@@ -310,12 +312,12 @@ rejected, so no reader can be made to expand ``1e100000000`` into a huge integer
 def _decode_decimal(payload: Any) -> Decimal:
     d = Decimal(payload)
     exp = d.adjusted()
-    if -_DECIMAL_LIMIT <= exp <= _DECIMAL_LIMIT and (
-        type(payload) is not str or len(payload) <= _DECIMAL_LIMIT
+    if -DECIMAL_LIMIT <= exp <= DECIMAL_LIMIT and (
+        type(payload) is not str or len(payload) <= DECIMAL_LIMIT
     ):
         return d
     raise ValueError(
-        f"decimal beyond the limit of {_DECIMAL_LIMIT} digits or exponent (exponent {exp})"
+        f"decimal beyond the limit of {DECIMAL_LIMIT} digits or exponent (exponent {exp})"
     )
 
 

@@ -10,6 +10,7 @@ Ctrl-C (or ``--duration``) stops the workload, the server and PostgreSQL and rem
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import socket
@@ -136,6 +137,14 @@ def _commands(grpc_port: int, health_port: int, cfg: Path) -> str:
     )
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (0600, also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def run_quickstart(
     *,
     rows: int = 10_000,
@@ -161,8 +170,9 @@ def run_quickstart(
 
     con = console or Console()
     own_dir = workdir is None
-    root = Path(workdir or tempfile.mkdtemp(prefix="laredo-quickstart-"))
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(workdir or tempfile.mkdtemp(prefix="laredo-quickstart-"))  # mkdtemp: 0700
+    if not root.exists():
+        root.mkdir(mode=0o700, parents=True)  # the config holds the database password
     stop_server = threading.Event()
     stop_load = threading.Event()
     holder: dict[str, Any] = {}
@@ -180,13 +190,14 @@ def run_quickstart(
         cfg = root / "laredo.conf"
         if not grpc_port:  # 0: any free port (in the config file, 0 turns gRPC off)
             grpc_port = _free_port()
-        cfg.write_text(
+        _write_private(
+            cfg,
             CONFIG.format(
                 dsn=dsn.replace('"', '\\"'),
                 snapdir=root / "snapshots",
                 grpc_port=grpc_port,
                 health_port=health_port,
-            )
+            ),
         )
         model = load_config(cfg, conf_dirs=[]).model
         assert model is not None

@@ -31,6 +31,7 @@ from .config import (
     ServerConfig,
     TlsConfig,
     build_engine,
+    claimed_open_warnings,
     listener_problems,
     open_listener_warnings,
 )
@@ -130,7 +131,7 @@ def runtime_from_config(
         source_types={sid: s.type for sid, s in model.sources.items()},
         max_streams=g.max_streams if g is not None else 8,
     )
-    rt.security_warnings = open_listener_warnings(model)
+    rt.security_warnings = open_listener_warnings(model) + claimed_open_warnings(model)
     rt.metrics.deprecated_names = model.observability.metrics.deprecated_names
     if load is not None:
         reloader = ConfigReloader(rt, model, load, timeout=model.shutdown.grace_period)
@@ -176,7 +177,7 @@ def serve(
     except ConfigError as exc:
         logger.error("server refused to start: %s", exc)
         return 1
-    for warning in rt.security_warnings:
+    for warning in open_listener_warnings(model):  # a target's listener logs its own
         logger.warning("%s", warning)
     if checks:
         log_preflight(model)

@@ -15,13 +15,9 @@ from decimal import Decimal
 from typing import Any
 
 from laredo.errors import ConfigError
+from laredo.serialization import DECIMAL_LIMIT
 
 __all__ = ["Predicate", "RowMatcher", "compile_filters", "normalize_filters"]
-
-
-MAX_DECIMAL_EXPONENT = 200_000
-"""Largest ``|adjusted exponent|`` of a Decimal filter value (PostgreSQL's ``numeric`` reaches
-1e131072); a larger one is rejected (INVALID_ARGUMENT), never expanded."""
 
 
 def _norm(v: Any) -> Any:
@@ -44,10 +40,10 @@ def _check_value(v: Any) -> str | None:
     """Why a filter value cannot be used (None: it can)."""
     if isinstance(v, Decimal) and v.is_finite():
         exp = v.adjusted()
-        if abs(exp) > MAX_DECIMAL_EXPONENT:
+        if abs(exp) > DECIMAL_LIMIT:  # the same bound as typed-JSON decoding
             return (
                 f"decimal value has exponent {exp}, beyond the limit of "
-                f"{MAX_DECIMAL_EXPONENT} (PostgreSQL's numeric reaches 131072)"
+                f"{DECIMAL_LIMIT} (PostgreSQL's numeric reaches 131072)"
             )
     return None
 

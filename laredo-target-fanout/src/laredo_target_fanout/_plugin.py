@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import laredo
+from laredo.auth import is_loopback
 from laredo.preflight import CheckRegistry, CheckRequest, Finding
 from laredo.registry import Registry
 
 from .cli import register as register_cli
-from .options import FanOutSourceOptions, GrpcOptions, ReplicationFanoutOptions, is_loopback
+from .options import FanOutSourceOptions, GrpcOptions, ReplicationFanoutOptions
 from .target import FanOutTarget
 
 
@@ -67,7 +68,7 @@ def check_port_security(request: CheckRequest) -> list[Finding]:
     if not isinstance(grpc_opts, GrpcOptions) or is_loopback(grpc_opts.host):
         return []
     auth, where = grpc_opts.auth, f"{request.where}.grpc"
-    if auth.token is None and auth.token_file is None:
+    if not auth.configured:
         return [
             Finding.warning(
                 "FANOUT_UNAUTHENTICATED",

@@ -6,19 +6,27 @@ Durations accept every form of :mod:`laredo.units` (seconds, ``"200ms"``, ``"5s"
 
 from __future__ import annotations
 
-import ipaddress
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pydantic
+from laredo.auth import (
+    ListenerAuth,
+    TokenConfig,
+    auth_problems,
+    is_loopback,
+    open_listener_warning,
+)
 from laredo.errors import ConfigError
+from laredo.preflight import ListenerClaim
 from laredo.registry import format_validation_error
 from laredo.units import Duration, OptionalDuration
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
-    "AuthOptions",
+    "FANOUT_PORT",
     "ClientBufferOptions",
+    "FanOutAuth",
     "FanOutSourceOptions",
     "GrpcOptions",
     "JournalOptions",
@@ -26,9 +34,6 @@ __all__ = [
     "SnapshotOptions",
     "TlsOptions",
     "coerce_options",
-    "is_loopback",
-    "listener_problem",
-    "read_token_file",
 ]
 
 
@@ -82,91 +87,25 @@ class TlsOptions(OptionsModel):
     client_ca_file: str | None = None
 
 
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach (``localhost``, 127.0.0.0/8, ``::1``).
-    Anything else, ``0.0.0.0``, ``::``, an empty host or a host name included, is not."""
-    h = host.strip().strip("[]").lower()
-    if h == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
-
-
-def read_token_file(path: str, key: str) -> str:
-    """The stripped token in ``path``; ConfigError naming ``key`` when it is unreadable or
-    empty (a secret mounted before it was filled must not turn authentication off)."""
-    try:
-        token = Path(path).read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"{key}: cannot read {path!r}: {exc.strerror or exc}") from None
-    if not token:
-        raise ConfigError(f"{key}: {path!r} is empty; put the token in it")
-    return token
-
-
-def _check_token(v: SecretStr | None) -> SecretStr | None:
-    if v is not None and not v.get_secret_value().strip():
-        raise ValueError("the token is empty or whitespace; set a non-empty token")
-    return v
-
-
-def _check_token_file(v: str | None) -> str | None:
-    if v is not None:
-        try:
-            read_token_file(v, "token_file")
-        except ConfigError as exc:
-            raise ValueError(str(exc).removeprefix("token_file: ")) from None
-    return v
-
-
-class AuthOptions(OptionsModel):
+class FanOutAuth(ListenerAuth):
     """``grpc.auth { token | token_file | allow_unauthenticated }`` of a fan-out port: every
-    RPC must carry ``authorization: Bearer <token>``. ``allow_unauthenticated`` lets a port
-    bound off loopback run without a token (with a WARNING at every start)."""
+    RPC must carry ``authorization: Bearer <token>``; the rule and its messages are
+    :mod:`laredo.auth`'s. ``protect_reads`` is rejected: every fan-out RPC reads rows, so the
+    token already guards all of them."""
 
-    token: SecretStr | None = None
-    token_file: str | None = None
-    allow_unauthenticated: bool = False
-
-    @field_validator("token")
+    @model_validator(mode="before")
     @classmethod
-    def _token(cls, v: SecretStr | None) -> SecretStr | None:
-        return _check_token(v)
-
-    @field_validator("token_file")
-    @classmethod
-    def _token_file(cls, v: str | None) -> str | None:
-        return _check_token_file(v)
-
-    @model_validator(mode="after")
-    def _one_token(self) -> AuthOptions:
-        if self.token is not None and self.token_file is not None:
-            raise ValueError("set one of token and token_file, not both")
-        return self
-
-    def secret(self) -> str | None:
-        """The token (stripped; read from ``token_file`` now), or None when none is set."""
-        if self.token is not None:
-            return self.token.get_secret_value().strip()
-        if self.token_file is not None:
-            return read_token_file(self.token_file, "grpc.auth.token_file")
-        return None
+    def _no_protect_reads(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "protect_reads" in v:
+            raise PydanticCustomError(
+                "protect_reads",
+                "protect_reads does not apply to a fan-out port (every RPC there reads rows, "
+                "so a token guards all of them); remove it",
+            )
+        return v
 
 
-def listener_problem(host: str, auth: AuthOptions, key: str = "grpc") -> str | None:
-    """Why a listener on ``host`` may not start with ``auth`` (None: it may). Fail closed: off
-    loopback it needs a token or an explicit ``allow_unauthenticated``."""
-    if is_loopback(host) or auth.token is not None or auth.token_file is not None:
-        return None
-    if auth.allow_unauthenticated:
-        return None
-    return (
-        f"{key}.host = {host!r} is reachable from other machines but no token is set: set "
-        f"{key}.auth.token or {key}.auth.token_file (or {key}.auth.allow_unauthenticated = "
-        "true to serve every row to anyone who can reach the port)"
-    )
+FANOUT_PORT = "the fan-out replication port"
 
 
 class GrpcOptions(OptionsModel):
@@ -176,7 +115,7 @@ class GrpcOptions(OptionsModel):
     host: str = Field(default="127.0.0.1", description="bind address; 0.0.0.0 for all")
     max_clients: int = Field(default=0, ge=0, description="0 = unlimited")
     tls: TlsOptions | None = None
-    auth: AuthOptions = Field(default_factory=AuthOptions)
+    auth: FanOutAuth = Field(default_factory=FanOutAuth)
     drain_timeout: Duration = 5.0
     max_batch: int = Field(default=1000, ge=1, description="rows or entries per message")
     linger: OptionalDuration = Field(
@@ -187,10 +126,14 @@ class GrpcOptions(OptionsModel):
 
     @model_validator(mode="after")
     def _fail_closed(self) -> GrpcOptions:
-        problem = listener_problem(self.host, self.auth, "grpc")
-        if problem is not None:
-            raise ValueError(problem)
+        problems = self.problems()
+        if problems:
+            raise PydanticCustomError("auth", "; ".join(problems))
         return self
+
+    def problems(self, key: str = "grpc") -> list[str]:
+        """Why this port may not start (:func:`laredo.auth.auth_problems`), keys under ``key``."""
+        return auth_problems(self.auth, key=f"{key}.auth", host=self.host, serves=FANOUT_PORT)
 
 
 class ClientBufferOptions(OptionsModel):
@@ -229,46 +172,41 @@ class ReplicationFanoutOptions(OptionsModel):
     archive: ArchiveOptions | None = None
     observer: Any = None
 
+    def listener_claims(self) -> list[ListenerClaim]:
+        """The port this target serves on (:class:`laredo.preflight.ClaimsListeners`): targets
+        sharing it must have identical ``grpc`` sections (checked at config time)."""
+        g = self.grpc
+        if g is None:
+            return []
+        warning = ""
+        if g.auth.allow_unauthenticated and not g.auth.configured and not is_loopback(g.host):
+            warning = open_listener_warning(
+                key="grpc.auth", host=g.host, port=g.port, serves=FANOUT_PORT
+            )
+        return [ListenerClaim("grpc", g.host, g.port, g.model_dump(), warning)]
 
-class FanOutSourceOptions(OptionsModel):
-    """Options of the ``fanout`` cascade source."""
+
+class FanOutSourceOptions(OptionsModel, TokenConfig):
+    """Options of the ``fanout`` cascade source. ``token`` / ``token_file`` (from
+    :class:`laredo.auth.TokenConfig`) is sent as ``authorization: Bearer <token>`` on every
+    call (the server's ``grpc.auth``)."""
 
     address: str
     table: str | None = None
     client_id: str = ""
     filters: list[Any] = Field(default_factory=list)
     root_certificates_file: str | None = None
-    token: SecretStr | None = None
-    """Sent as ``authorization: Bearer <token>`` on every call (the server's grpc.auth)."""
-    token_file: str | None = None
     client_cert_file: str | None = None
     """PEM client certificate for a server that requires one (``tls.client_ca_file``)."""
     client_key_file: str | None = None
 
-    @field_validator("token")
-    @classmethod
-    def _token(cls, v: SecretStr | None) -> SecretStr | None:
-        return _check_token(v)
-
-    @field_validator("token_file")
-    @classmethod
-    def _token_file(cls, v: str | None) -> str | None:
-        return _check_token_file(v)
-
-    def secret(self) -> str | None:
-        """The token to send (stripped; read from ``token_file`` now), or None."""
-        if self.token is not None:
-            return self.token.get_secret_value().strip()
-        if self.token_file is not None:
-            return read_token_file(self.token_file, "token_file")
-        return None
-
     @model_validator(mode="after")
     def _credentials(self) -> FanOutSourceOptions:
-        if self.token is not None and self.token_file is not None:
-            raise ValueError("set one of token and token_file, not both")
+        problems = self.token_problems("")
         if (self.client_cert_file is None) != (self.client_key_file is None):
-            raise ValueError("client_cert_file and client_key_file go together; set both")
+            problems.append("client_cert_file and client_key_file go together; set both")
+        if problems:
+            raise PydanticCustomError("credentials", "; ".join(problems))
         return self
 
 

@@ -14,7 +14,6 @@ one place (``status_code``). Only the plugin factory and the package import this
 
 from __future__ import annotations
 
-import hmac
 import logging
 import threading
 import time
@@ -24,13 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
+from laredo.auth import is_loopback, open_listener_warning, token_matches
 from laredo.errors import ConfigError, grpc_status_name
 from laredo.types import SyncMode, TableIdentifier
 
 from . import _wire
 from ._filters import compile_filters, normalize_filters
 from ._proto import replication_pb2 as pb
-from .options import GrpcOptions, is_loopback, listener_problem
+from .options import FANOUT_PORT, GrpcOptions
 from .sessions import ClientSession, Exhausted, Replaced, Unavailable
 from .target import FanOutTarget
 
@@ -66,15 +66,14 @@ def _serialize(msg: Any) -> bytes:
     return out
 
 
-def check_token(context: Any, token: bytes) -> None:
+def check_token(context: Any, token: str) -> None:
     """Abort with UNAUTHENTICATED unless the call carries ``authorization: Bearer <token>``
     (compared in constant time). The reply never says which tables the server holds."""
-    for key, value in context.invocation_metadata() or ():
-        if key.lower() == "authorization":
-            given = value[7:] if value[:7].lower() == "bearer " else value
-            if hmac.compare_digest(given.strip().encode(), token):
-                return
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid replication token")
+    ok = token_matches(context.invocation_metadata(), token)
+    if ok:
+        return
+    if ok is False:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid replication token")
     context.abort(
         grpc.StatusCode.UNAUTHENTICATED,
         "this fan-out port needs a token: send metadata 'authorization: Bearer <token>' "
@@ -82,7 +81,7 @@ def check_token(context: Any, token: bytes) -> None:
     )
 
 
-def _guarded(fn: Callable[[Any, Any], Any], token: bytes | None) -> Callable[[Any, Any], Any]:
+def _guarded(fn: Callable[[Any, Any], Any], token: str | None) -> Callable[[Any, Any], Any]:
     """``fn`` behind the token check (``fn`` itself without a token)."""
     if token is None:
         return fn
@@ -301,27 +300,26 @@ def make_handler(registry: _Registry, token: str | None = None) -> Any:
     """The generic RPC handler of the replication service over ``registry``'s targets; with a
     ``token``, every RPC checks it first (before any request field is looked at)."""
     s = _Servicer(registry)
-    key = token.encode() if token is not None else None
     return grpc.method_handlers_generic_handler(
         SERVICE_NAME,
         {
             "Sync": grpc.unary_stream_rpc_method_handler(
-                _guarded(s.sync, key),
+                _guarded(s.sync, token),
                 request_deserializer=pb.SyncRequest.FromString,
                 response_serializer=_serialize,
             ),
             "ListSnapshots": grpc.unary_unary_rpc_method_handler(
-                _guarded(s.list_snapshots, key),
+                _guarded(s.list_snapshots, token),
                 request_deserializer=pb.ListSnapshotsRequest.FromString,
                 response_serializer=_serialize,
             ),
             "FetchSnapshot": grpc.unary_stream_rpc_method_handler(
-                _guarded(s.fetch_snapshot, key),
+                _guarded(s.fetch_snapshot, token),
                 request_deserializer=pb.FetchSnapshotRequest.FromString,
                 response_serializer=_serialize,
             ),
             "GetReplicationStatus": grpc.unary_unary_rpc_method_handler(
-                _guarded(s.get_status, key),
+                _guarded(s.get_status, token),
                 request_deserializer=pb.GetReplicationStatusRequest.FromString,
                 response_serializer=_serialize,
             ),
@@ -337,10 +335,10 @@ class ReplicationServer:
 
     def __init__(self, options: GrpcOptions) -> None:
         self.options = options
-        problem = listener_problem(options.host, options.auth, "replication-fanout grpc")
-        if problem is not None:  # options built without validation (model_construct)
-            raise ConfigError(problem)
-        token = options.auth.secret()
+        problems = options.problems()
+        if problems:  # options built without validation (model_construct)
+            raise ConfigError([f"replication-fanout: {p}" for p in problems])
+        token = options.auth.resolve("grpc.auth")
         self.registry = _Registry(authenticated=token is not None)
         workers = max(64, (options.max_clients or 200) + 16)
         self._server = grpc.server(
@@ -386,11 +384,10 @@ class ReplicationServer:
         if not is_loopback(options.host):
             if token is None:
                 logger.warning(
-                    "replication fan-out port %s:%d is UNAUTHENTICATED "
-                    "(grpc.auth.allow_unauthenticated = true): anyone who can reach it can read "
-                    "every row of its tables; set grpc.auth.token or token_file",
-                    options.host,
-                    self.port,
+                    "%s",
+                    open_listener_warning(
+                        key="grpc.auth", host=options.host, port=self.port, serves=FANOUT_PORT
+                    ),
                 )
             elif tls is None:
                 logger.warning(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
+from laredo.auth import TokenConfig
 from laredo.contracts import ChangeHandler, RowCallback
 from laredo.errors import ConfigError, ReBaselineRequired, SourceError
 from laredo.types import (
@@ -36,7 +37,6 @@ from . import _wire
 from ._filters import normalize_filters
 from ._proto import replication_pb2 as pb
 from .calls import Credentials, build_request, open_channel, sync_stub
-from .options import read_token_file
 from .positions import compare_sequences, sequence_from_string, sequence_to_string
 
 logger = logging.getLogger(__name__)
@@ -83,10 +83,7 @@ class FanOutSource:
         )
         self.client_id = client_id
         self.filters = normalize_filters(filters)
-        if hasattr(token, "get_secret_value"):
-            token = token.get_secret_value()
-        if token_file:
-            token = read_token_file(token_file, "fanout source token_file")
+        token = TokenConfig(token=token, token_file=token_file).resolve("fanout source")
         self._credentials = Credentials(
             _read(root_certificates_file), _read(client_cert_file), _read(client_key_file), token
         )

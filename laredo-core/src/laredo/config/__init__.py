@@ -38,8 +38,10 @@ from .checks import (
     load_engine_config,
     plugin_problems,
     reference_problems,
+    shared_listener_problems,
     spec_problems,
     structure_problems,
+    target_listener_claims,
 )
 from .models import (
     PIPELINE_KEYS,
@@ -90,7 +92,9 @@ __all__ = [
     "plugin_problems",
     "reference_problems",
     "run_checks",
+    "shared_listener_problems",
     "spec_problems",
     "structure_problems",
     "table_uses",
+    "target_listener_claims",
 ]

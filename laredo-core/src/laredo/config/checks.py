@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError
 from ..plugins import registry
-from ..preflight import Finding
+from ..preflight import ClaimsListeners, Finding, ListenerClaim
 from ..secrets import is_secret_key, show_value
 from .models import PIPELINE_KEYS, EngineConfig, pipeline_id
 
@@ -24,9 +24,11 @@ __all__ = [
     "load_engine_config",
     "plugin_problems",
     "reference_problems",
+    "shared_listener_problems",
     "spec_problems",
     "stalled_slot_findings",
     "structure_problems",
+    "target_listener_claims",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -192,7 +194,8 @@ def plugin_problems(tree: Mapping[str, Any]) -> list[Problem]:
 
 def reference_problems(model: EngineConfig) -> list[Problem]:
     """Problems between sections of a structurally valid config: unknown sources, a snapshot
-    schedule without a store, dead letters without a store, two pipelines with one id."""
+    schedule without a store, dead letters without a store, two pipelines with one id, targets
+    on one listener that disagree (:func:`shared_listener_problems`)."""
     out: list[Problem] = []
     for i, t in enumerate(model.tables):
         if t.source not in model.sources:
@@ -241,6 +244,61 @@ def reference_problems(model: EngineConfig) -> list[Problem]:
                     )
                 )
             ids[pid] = where
+    return out + shared_listener_problems(model)
+
+
+def _differing_keys(a: Any, b: Any, key: str) -> list[str]:
+    """The keys under ``key`` whose values differ between two settings mappings."""
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+        return [] if a == b else [key]
+    out: list[str] = []
+    for k in sorted({*a, *b}, key=str):
+        out += _differing_keys(a.get(k), b.get(k), f"{key}.{k}")
+    return out
+
+
+def target_listener_claims(model: EngineConfig) -> list[tuple[str, str, ListenerClaim]]:
+    """``(where, pipeline id, claim)`` of every listener the targets' options claim
+    (:class:`laredo.preflight.ClaimsListeners`); targets with invalid options are skipped
+    (:func:`plugin_problems` reports them)."""
+    out: list[tuple[str, str, ListenerClaim]] = []
+    for i, t in enumerate(model.tables):
+        for j, tgt in enumerate(t.targets):
+            try:
+                options = registry("target").options_model(tgt.type, tgt.options())
+            except ConfigError:
+                continue
+            if isinstance(options, ClaimsListeners):
+                where, pid = f"tables.{i}.targets.{j}", pipeline_id(t, tgt)
+                out += [(where, pid, claim) for claim in options.listener_claims()]
+    return out
+
+
+def shared_listener_problems(model: EngineConfig) -> list[Problem]:
+    """Targets whose options claim the same listener (:class:`laredo.preflight.ClaimsListeners`:
+    a fan-out target's ``grpc.host:grpc.port``) with different settings: one listener serves
+    them all, so they must agree. Names both pipelines and the keys that differ (never the
+    values: they may hold tokens). Port 0 (a free port each) never conflicts."""
+    first: dict[tuple[str, int], tuple[str, str, ListenerClaim]] = {}
+    out: list[Problem] = []
+    for where, pid, claim in target_listener_claims(model):
+        if not claim.port:
+            continue
+        seen = first.setdefault((claim.host, claim.port), (where, pid, claim))
+        if seen[2] is claim:
+            continue
+        other_where, other_pid, other = seen
+        differ = _differing_keys(other.settings, claim.settings, claim.key)
+        if differ:
+            out.append(
+                Problem(
+                    (),
+                    f"{where}: pipeline {pid!r} shares {claim.host}:{claim.port} with pipeline "
+                    f"{other_pid!r} ({other_where}) but sets {', '.join(differ)} differently: "
+                    "targets on one port share one listener, so give them the same "
+                    f"{claim.key} section, or give one its own {claim.key}.port",
+                )
+            )
     return out
 
 

@@ -26,7 +26,7 @@ from ..contracts import (
     StoppableSource,
     SyncSource,
 )
-from ..errors import ReBaselineRequired, retry_class
+from ..errors import ConfigError, ReBaselineRequired, retry_class
 from ..types import (
     ChangeEvent,
     ColumnDefinition,
@@ -318,11 +318,15 @@ class SourceReader:
         let the reader re-baseline every pipeline in place once it returned, instead of the
         reader ending with the stream: readiness drops to BASELINING until the new baseline
         is applied, never a silent stop. Errors of ``reset`` propagate (the re-baseline still
-        runs)."""
+        runs), except a ``ConfigError``: the source refused before changing anything (a
+        publication it does not manage), so nothing is re-baselined."""
         self._reset_done.clear()
         self._resetting.set()
         try:
             reset()
+        except ConfigError:
+            self._resetting.clear()
+            raise
         finally:
             self._reset_done.set()
 

@@ -55,7 +55,7 @@ from laredo.secrets import MASK, mask_secrets, mask_text
 from laredo.units import Duration, Size, parse_duration, parse_size
 
 from .dump import dump_config
-from .listeners import listener_problems, open_listener_warnings
+from .listeners import claimed_open_warnings, listener_problems, open_listener_warnings
 from .loaded import LoadedConfig
 from .loader import ENV_PREFIX, load_config, load_string, parse_value
 from .models import (
@@ -99,6 +99,7 @@ __all__ = [
     "TtlConfig",
     "ValidationConfig",
     "build_engine",
+    "claimed_open_warnings",
     "dump_config",
     "listener_problems",
     "load_config",

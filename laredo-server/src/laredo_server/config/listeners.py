@@ -14,10 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from laredo.auth import AuthConfig, auth_problems, is_loopback, open_listener_warning
+from laredo.config import target_listener_claims
 
 from .models import ServerConfig, TlsConfig
 
-__all__ = ["listener_problems", "open_listener_warnings"]
+__all__ = ["claimed_open_warnings", "listener_problems", "open_listener_warnings"]
 
 _GRPC = "gRPC (OAM, Query)"
 _CONNECT = "the HTTP port's Connect gateway (OAM, Query)"
@@ -90,4 +91,17 @@ def open_listener_warnings(model: ServerConfig) -> list[str]:
         out.append(
             open_listener_warning(key="grpc.auth", host=h.host, port=h.port, serves=_CONNECT)
         )
+    return out
+
+
+def claimed_open_warnings(model: ServerConfig) -> list[str]:
+    """The open-listener warnings of the listeners targets open (a fan-out port with
+    ``grpc.auth.allow_unauthenticated``), once per address and naming the first target there.
+    Those listeners log their own at start; these go into GetStatus and ``laredo status``."""
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for where, pid, claim in target_listener_claims(model):
+        if claim.open_warning and (claim.host, claim.port) not in seen:
+            seen.add((claim.host, claim.port))
+            out.append(f"{where} (pipeline {pid!r}): {claim.open_warning}")
     return out

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hmac
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
+from laredo.auth import token_matches
 from laredo.errors import grpc_status_name
 from laredo.secrets import mask_text
 
@@ -64,18 +64,6 @@ def abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
     msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     context.abort(code, mask_text(msg) or type(exc).__name__)
     raise exc  # pragma: no cover - abort raises
-
-
-def token_matches(metadata: Mapping[str, str] | Any, token: str) -> bool | None:
-    """Whether ``authorization: Bearer <token>`` in ``metadata`` (pairs or a mapping) matches
-    ``token`` (constant time); None when the call carries no authorization at all."""
-    pairs = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
-    for key, value in pairs:
-        if str(key).lower() == "authorization":
-            value = str(value)
-            given = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
-            return hmac.compare_digest(given.strip().encode(), token.encode())
-    return None
 
 
 UNAUTHENTICATED_HINT = (

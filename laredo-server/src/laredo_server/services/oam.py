@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 from laredo import PipelineInfo
-from laredo.errors import EngineStateError
+from laredo.errors import ConfigError, EngineStateError
 from laredo.replay import SnapshotReplay
 from laredo.serialization import object_hook
 from laredo.types import TableIdentifier
@@ -28,7 +28,7 @@ from .._proto.laredo_proto.v1 import oam_pb2_grpc as oam_grpc
 from ..capabilities import DescribedSource
 from ..runtime import ServerRuntime
 from ..state import PipelineStateChanged
-from ._rpc import rpc, stream
+from ._rpc import RpcStatusError, rpc, stream
 from .convert import (
     artifact_pb,
     column_pb,
@@ -281,7 +281,10 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
                 f"ResetSource drops the replication state of {sid!r}; set confirm=true "
                 "(laredo reset-source asks for it)"
             )
-        running = self.rt.engine.reset_source(sid, drop_publication=request.drop_publication)
+        try:
+            running = self.rt.engine.reset_source(sid, drop_publication=request.drop_publication)
+        except ConfigError as exc:  # refused before anything changed (a foreign publication)
+            raise RpcStatusError(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
         what = " and publication" if request.drop_publication else ""
         after = (
             "its pipelines re-baseline now (not ready until done)"
