@@ -8,17 +8,15 @@ and that engine's own snapshot and dead-letter stores). Admin RPCs need the bear
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import logging
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
 from laredo.errors import EngineStateError
-from laredo.replay import SnapshotReplay
 from laredo.serialization import object_hook
 from laredo.types import TableIdentifier
 
@@ -38,6 +36,7 @@ from .convert import (
     status_event_pb,
     table_id,
 )
+from .replays import start_replay
 from .status import pipeline_status, service_status
 
 logger = logging.getLogger(__name__)
@@ -405,13 +404,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     ) -> oam.ReplayDeadLettersResponse:
         dls = self._dls()
         pid = request.pipeline_id
-        cfg = self.rt.pipeline_config(pid)
-        eng = self.rt.engine
-        eng.pause(cfg.source_id)
-        try:
-            n = dls.replay(pid, cfg.target)
-        finally:
-            eng.resume(cfg.source_id)
+        target = self.rt.pipeline_config(pid).target
+        # applied by the pipeline's worker between two batches: the target has one writer
+        n = self.rt.engine.call_in_pipeline(pid, functools.partial(dls.replay, pid, target))
         return oam.ReplayDeadLettersResponse(
             replayed=n, message=f"replayed {n} dead letter(s) into {pid}"
         )
@@ -429,44 +424,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     def StartReplay(
         self, request: oam.StartReplayRequest, context: grpc.ServicerContext
     ) -> oam.StartReplayResponse:
-        store = self._store()
-        if not request.snapshot_id:
-            raise ValueError("snapshot_id is required")
-        desc = store.describe(request.snapshot_id)
-        wanted = {TableIdentifier.parse(t) for t in request.tables}
-        snap_tables = {t.table for t in desc.tables}
-        missing = wanted - snap_tables
-        if missing:
-            raise KeyError(
-                f"snapshot {request.snapshot_id} has no table(s) "
-                f"{', '.join(sorted(map(str, missing)))}"
-            )
-        replay = SnapshotReplay(store, self.rt.engine.snapshot_serializer)
-        mapped = 0
-        for cfg in self.rt.engine.pipeline_configs:
-            if request.target_pipeline_id and cfg.pipeline_id() != request.target_pipeline_id:
-                continue
-            t = cfg.table_id
-            if t in snap_tables and (not wanted or t in wanted):
-                replay.target(t, cfg.target)
-                mapped += 1
-        if not mapped:
-            raise KeyError(
-                "no pipeline target matches the snapshot's tables"
-                + (
-                    f" and pipeline {request.target_pipeline_id!r}"
-                    if request.target_pipeline_id
-                    else ""
-                )
-            )
-        speed: Any = request.speed or "full"
-        with contextlib.suppress(ValueError):
-            speed = float(speed)
-        replay.speed(speed, timestamp_field=request.timestamp_field or None)
-        replay_id = f"replay-{uuid.uuid4().hex[:12]}"
-        replay.start(request.snapshot_id)
-        self.rt.replays[replay_id] = replay
-        return oam.StartReplayResponse(replay_id=replay_id)
+        """Play a snapshot into the pipelines' targets, applied by each pipeline's worker
+        between its batches; needs ``confirm`` (see laredo_server.services.replays)."""
+        return oam.StartReplayResponse(replay_id=start_replay(self.rt, self._store(), request))
 
     def _replay(self, replay_id: str) -> Any:
         r = self.rt.replays.get(replay_id)
