@@ -460,12 +460,42 @@ def test_subscribe_overflow_is_an_error_not_a_silent_gap(tmp_path: Path) -> None
     h = Harness(tmp_path, watch_buffer=16).start()
     try:
         _, qs = stubs(h)
-        call = qs.Subscribe(q.SubscribeRequest(table=users_ref(), replay_existing=True))
+        call = qs.Subscribe(q.SubscribeRequest(table=users_ref()))
+        for i in range(3000):  # the client reads nothing meanwhile: it falls behind
+            h.source.insert(USERS, {"id": 1000 + i, "name": "x", "email": f"x{i}@x", "team": 0})
         with pytest.raises(grpc.RpcError) as ei:
             for _ in call:
                 pass
         assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "resubscribe" in ei.value.details()
+    finally:
+        h.stop()
+
+
+def test_subscribe_replays_a_table_larger_than_the_watch_buffer(tmp_path: Path) -> None:
+    """Review L3: the existing rows are not limited by grpc.watch_buffer (25 rows > 10)."""
+    h = Harness(tmp_path, watch_buffer=10).start()
+    try:
+        _, qs = stubs(h)
+        call = qs.Subscribe(q.SubscribeRequest(table=users_ref(), replay_existing=True))
+        got: list[Any] = []
+        for resp in call:
+            got.extend(resp.events)
+            if len(got) >= 25:
+                break
+        assert len(got) == 25 and all(e.action == "INSERT" and e.replayed for e in got)
+        assert sorted(row(e.new_values)["id"] for e in got) == list(range(1, 26))
+        # then the changes, in order, none lost or doubled
+        h.source.insert(USERS, {"id": 26, "name": "n", "email": "n26@x", "team": 0})
+        h.source.delete(USERS, {"id": 3})
+        live: list[Any] = []
+        for resp in call:
+            live.extend(resp.events)
+            if len(live) >= 2:
+                break
+        assert [(e.action, e.replayed) for e in live] == [("INSERT", False), ("DELETE", False)]
+        assert row(live[0].new_values)["id"] == 26 and row(live[1].old_values)["id"] == 3
+        call.cancel()
     finally:
         h.stop()
 
