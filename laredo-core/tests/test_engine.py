@@ -243,6 +243,28 @@ def test_pause_buffers_and_resume_applies_everything() -> None:
     eng.stop()
 
 
+def test_call_in_pipeline_runs_on_the_worker_also_while_paused() -> None:
+    src = make_source()
+    t = RecordingTarget()
+    eng = run(src, [laredo.Pipeline("s", USERS, t, id="u")])
+    assert eng.await_ready(5)
+    assert eng.call_in_pipeline("u", lambda: threading.current_thread().name) == (
+        "laredo-pipeline-u"
+    )
+    eng.pause("s")  # data items wait; the call does not
+    assert eng.call_in_pipeline("u", t.count, timeout=5) == 2
+    with pytest.raises(ZeroDivisionError):  # the work's own error, as raised
+        eng.call_in_pipeline("u", lambda: 1 / 0)
+    with pytest.raises(TimeoutError, match=r"did not run the call in 0\.2s"):
+        eng.call_in_pipeline("u", lambda: time.sleep(1), timeout=0.2)
+    with pytest.raises(KeyError, match="unknown pipeline 'nope'"):
+        eng.call_in_pipeline("nope", t.count)
+    eng.resume("s")
+    eng.stop()
+    with pytest.raises(laredo.errors.EngineStateError, match="pipeline u is not running"):
+        eng.call_in_pipeline("u", t.count)
+
+
 def test_reload_replaces_state_and_loses_no_concurrent_change() -> None:
     src = make_source()
     t = RecordingTarget()

@@ -61,6 +61,35 @@ def test_full_speed_replays_mapped_tables_only(tmp_path: Path) -> None:
     assert status.state == "idle"
 
 
+@pytest.mark.parametrize("speed", ["full", 5000.0])
+def test_every_target_call_goes_through_the_tables_call(tmp_path: Path, speed: Any) -> None:
+    store = _store(tmp_path, n_users=2100)
+    users, orders = RecordingTarget(), RecordingTarget()
+    ran: list[tuple[str, Any]] = []
+
+    def via(name: str) -> Any:
+        def call(work: Any) -> Any:
+            before = len(users.calls) + len(orders.calls)
+            out = work()
+            ran.append((name, len(users.calls) + len(orders.calls) - before))
+            return out
+
+        return call
+
+    replay = SnapshotReplay(store).speed(speed)
+    replay.target(USERS, users, call=via("users")).target(ORDERS, orders, call=via("orders"))
+    result = replay.run("snap")
+    assert result.total_rows == 2104
+    # every target call was made inside one of the table's own calls, none outside
+    assert sum(n for _, n in ran) == len(users.calls) + len(orders.calls)
+    assert {name for name, _ in ran} == {"users", "orders"}
+    per_users = [n for name, n in ran if name == "users"]
+    if speed == "full":
+        assert len(per_users) == 2 + 3  # on_init, 3 chunks of rows, on_baseline_complete
+    else:
+        assert len(per_users) == 2 + 2100  # paced: one call per row
+
+
 def test_two_targets_and_status(tmp_path: Path) -> None:
     store = _store(tmp_path, n_users=3000)
     a, b = RecordingTarget(), RecordingTarget()

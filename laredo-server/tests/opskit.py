@@ -132,6 +132,7 @@ class OpsServer:
         assert self.proc.poll() is None, self.log.read_text()[-3000:]
         ports = json.loads(ready.read_text())
         self.base = f"http://127.0.0.1:{ports['health_port']}"
+        self.grpc_address = f"127.0.0.1:{ports['grpc_port']}"
         self.pid = self.proc.pid
         # the ready file means "listening"; a change committed before the baseline's snapshot
         # arrives in the baseline, not as a change, so the tests write only once it is ready

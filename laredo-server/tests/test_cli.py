@@ -18,6 +18,10 @@ from .testkit import USERS, Harness, wait_for
 runner = CliRunner()
 
 
+def addr(h: Harness) -> list[str]:
+    return ["--address", f"127.0.0.1:{h.rt.listeners.grpc_port}"]
+
+
 def run(h: Harness | None, *args: str, token: str | None = None, code: int = 0) -> Any:
     pre = ["--address", f"127.0.0.1:{h.rt.listeners.grpc_port}"] if h else []
     if token:
@@ -110,9 +114,12 @@ def test_snapshot_dead_letter_replay_commands(harness: Harness) -> None:
     assert "public.users" in text and "parts (layout 2)" in text and "part-00000.jsonl" in text
     sid2 = run(harness, "snapshot", "create").stdout.strip()
     assert js(harness, "snapshot", "prune", "--keep", "1")["deleted_ids"] == [sid]
-    r = run(harness, "replay", "start", sid2, "public.orders", "--wait")
+    r = runner.invoke(cli.app, [*addr(harness), "replay", "start", sid2], input="n\n")
+    assert r.exit_code == 1 and "aborted" in r.stderr and harness.rt.replays == {}
+    r = run(harness, "replay", "start", sid2, "public.orders", "--wait", "--yes")
     assert "completed, 2 rows" in r.output
-    rid = run(harness, "replay", "start", sid2, "--speed", "2").stdout.strip()
+    rid = run(harness, "replay", "start", sid2, "--speed", "2", "--pipeline", "users", "-y")
+    rid = rid.stdout.strip()
     assert js(harness, "replay", "status", rid)["state"] in ("running", "completed")
     assert "stopped" in run(harness, "replay", "stop", rid).output
     assert "restarted from snapshot" in run(harness, "snapshot", "restore", sid2, "--yes").output

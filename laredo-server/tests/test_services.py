@@ -16,6 +16,7 @@ from laredo.serialization import object_hook
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
+from laredo_server.services.replays import KEEP_FINISHED
 
 from .testkit import ORDERS, USERS, Harness, wait_for
 
@@ -272,8 +273,13 @@ def test_dead_letters_list_replay_purge(harness: Harness) -> None:
 def test_snapshot_replay_start_status_stop(harness: Harness) -> None:
     o, _ = stubs(harness)
     snap = o.CreateSnapshot(oam.CreateSnapshotRequest()).snapshot_id
+    with pytest.raises(grpc.RpcError) as ei:  # writes into live targets: confirm first
+        o.StartReplay(oam.StartReplayRequest(snapshot_id=snap, tables=["public.orders"]))
+    assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "confirm=true" in ei.value.details() and "orders" in ei.value.details()
+    assert harness.rt.replays == {}
     rid = o.StartReplay(
-        oam.StartReplayRequest(snapshot_id=snap, tables=["public.orders"])
+        oam.StartReplayRequest(snapshot_id=snap, tables=["public.orders"], confirm=True)
     ).replay_id
     st = wait_for(
         lambda: (
@@ -285,7 +291,9 @@ def test_snapshot_replay_start_status_stop(harness: Harness) -> None:
     assert not o.StopReplay(oam.StopReplayRequest(replay_id=rid)).stopped
     # a slow replay can be stopped
     rid = o.StartReplay(
-        oam.StartReplayRequest(snapshot_id=snap, speed="5", target_pipeline_id="users")
+        oam.StartReplayRequest(
+            snapshot_id=snap, speed="5", target_pipeline_id="users", confirm=True
+        )
     ).replay_id
     assert o.StopReplay(oam.StopReplayRequest(replay_id=rid)).stopped
     st = o.GetReplayStatus(oam.GetReplayStatusRequest(replay_id=rid))
@@ -297,6 +305,23 @@ def test_snapshot_replay_start_status_stop(harness: Harness) -> None:
         code_of(o.StartReplay, oam.StartReplayRequest(snapshot_id=snap, tables=["public.nope"]))
         == grpc.StatusCode.NOT_FOUND
     )
+
+
+def test_finished_replays_are_pruned(harness: Harness) -> None:
+    o, _ = stubs(harness)
+    snap = o.CreateSnapshot(oam.CreateSnapshotRequest()).snapshot_id
+    req = oam.StartReplayRequest(snapshot_id=snap, tables=["public.orders"], confirm=True)
+    ids = []
+    for _ in range(KEEP_FINISHED + 3):
+        ids.append(o.StartReplay(req).replay_id)
+        assert wait_for(lambda: harness.rt.replays[ids[-1]].status().state == "completed")
+    # the newest replay and KEEP_FINISHED finished ones before it stay readable
+    assert list(harness.rt.replays) == ids[-(KEEP_FINISHED + 1) :]
+    assert code_of(o.GetReplayStatus, oam.GetReplayStatusRequest(replay_id=ids[0])) == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    st = o.GetReplayStatus(oam.GetReplayStatusRequest(replay_id=ids[-1]))
+    assert st.state == "completed" and st.rows_replayed == 2
 
 
 def test_query_lookup_get_count_typed_values(harness: Harness) -> None:
@@ -435,12 +460,42 @@ def test_subscribe_overflow_is_an_error_not_a_silent_gap(tmp_path: Path) -> None
     h = Harness(tmp_path, watch_buffer=16).start()
     try:
         _, qs = stubs(h)
-        call = qs.Subscribe(q.SubscribeRequest(table=users_ref(), replay_existing=True))
+        call = qs.Subscribe(q.SubscribeRequest(table=users_ref()))
+        for i in range(3000):  # the client reads nothing meanwhile: it falls behind
+            h.source.insert(USERS, {"id": 1000 + i, "name": "x", "email": f"x{i}@x", "team": 0})
         with pytest.raises(grpc.RpcError) as ei:
             for _ in call:
                 pass
         assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "resubscribe" in ei.value.details()
+    finally:
+        h.stop()
+
+
+def test_subscribe_replays_a_table_larger_than_the_watch_buffer(tmp_path: Path) -> None:
+    """Review L3: the existing rows are not limited by grpc.watch_buffer (25 rows > 10)."""
+    h = Harness(tmp_path, watch_buffer=10).start()
+    try:
+        _, qs = stubs(h)
+        call = qs.Subscribe(q.SubscribeRequest(table=users_ref(), replay_existing=True))
+        got: list[Any] = []
+        for resp in call:
+            got.extend(resp.events)
+            if len(got) >= 25:
+                break
+        assert len(got) == 25 and all(e.action == "INSERT" and e.replayed for e in got)
+        assert sorted(row(e.new_values)["id"] for e in got) == list(range(1, 26))
+        # then the changes, in order, none lost or doubled
+        h.source.insert(USERS, {"id": 26, "name": "n", "email": "n26@x", "team": 0})
+        h.source.delete(USERS, {"id": 3})
+        live: list[Any] = []
+        for resp in call:
+            live.extend(resp.events)
+            if len(live) >= 2:
+                break
+        assert [(e.action, e.replayed) for e in live] == [("INSERT", False), ("DELETE", False)]
+        assert row(live[0].new_values)["id"] == 26 and row(live[1].old_values)["id"] == 3
+        call.cancel()
     finally:
         h.stop()
 

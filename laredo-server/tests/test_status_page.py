@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import laredo
+import pytest
+from laredo.errors import ConfigError
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo
+from laredo_server.config import load_string
+from laredo_server.serve import runtime_from_config
 from laredo_server.status_facts import StatusFacts
 from laredo_server.status_page import PAGE_PATHS
 
 from .test_metric_names import lint_name
-from .testkit import USERS, Harness, wait_for
+from .testkit import USERS, Harness, free_port, wait_for
 
 
 def get(h: Harness, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
@@ -159,3 +163,62 @@ def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: 
     facts.on_dead_letter_written("u", change, err)
     assert facts.dead_letter_backlog() == {"u": 1}
     assert facts.counts("u").dead_letters_written == 1
+
+
+PAGE_CONFIG = """
+sources {{ src {{ type = quicktest }} }}
+tables = [ {{ source = src, schema = public, table = users,
+             targets = [ {{ type = indexed-memory }} ] }} ]
+grpc {{ port = {grpc} }}
+health {{
+  port = {health}
+  {extra}
+}}
+"""
+
+
+@pytest.mark.parametrize("switch", ["", "status_page = true", "status_page = false"])
+def test_health_status_page_switches_the_page(quicktest_plugin: None, switch: str) -> None:
+    loaded = load_string(
+        PAGE_CONFIG.format(grpc=free_port(), health=free_port(), extra=switch), env={}
+    )
+    assert loaded.model is not None
+    rt = runtime_from_config(loaded.model)
+    rt.start()
+    try:
+        base = f"http://127.0.0.1:{rt.listeners.health_port}"
+
+        def code(path: str) -> int:
+            try:
+                with urllib.request.urlopen(base + path, timeout=10) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as e:
+                return int(e.code)
+
+        served = switch != "status_page = false"
+        for path in ("/", *(p for p in PAGE_PATHS if p)):
+            assert code(path) == (200 if served else 404), path
+        assert code("/health/live") == 200 and code("/metrics") == 200  # probes stay
+        assert status_code(base) == 200  # and GetStatus, which the page would read
+    finally:
+        rt.stop(grace=10)
+
+
+def status_code(base: str) -> int:
+    req = urllib.request.Request(
+        base + "/laredo.v1.LaredoOAMService/GetStatus",
+        data=b"{}",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return int(r.status)
+
+
+def test_a_misspelt_status_page_key_names_the_key(quicktest_plugin: None) -> None:
+    text = PAGE_CONFIG.format(grpc=free_port(), health=free_port(), extra="statuspage = false")
+    with pytest.raises(ConfigError) as ei:
+        load_string(text, env={})
+    assert any(p.startswith("health.statuspage: unknown key") for p in ei.value.problems)
+    with pytest.raises(ConfigError) as ei:
+        load_string(text.replace("statuspage = false", 'status_page = "nope"'), env={})
+    assert any(p.startswith("health.status_page:") for p in ei.value.problems), ei.value.problems

@@ -27,18 +27,25 @@ Speeds:
 ``start(snapshot_id)`` runs the replay in a thread and returns a ``Future[ReplayResult]``;
 ``stop()`` makes it return early (the current table then gets no ``on_baseline_complete``);
 ``status()`` reports progress for the server's GetReplayStatus.
+
+Every target call goes through the ``call`` given with :meth:`target` (default: called on the
+replay's thread). A server replaying into a running engine passes
+``lambda work: engine.call_in_pipeline(pipeline_id, work)``, so the pipeline's worker makes the
+calls between its batches and the target keeps one writer (at full speed one call per chunk of
+rows, when paced one per row).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ConfigError, EngineStateError, SnapshotError
 from .pipeline_ops import deliver_baseline
@@ -52,7 +59,16 @@ logger = logging.getLogger(__name__)
 _CHUNK = 1024
 """Rows handed to a target at once when replaying at full speed."""
 
-__all__ = ["ReplayResult", "ReplayStatus", "SnapshotReplay"]
+__all__ = ["ReplayResult", "ReplayStatus", "SnapshotReplay", "TargetCall"]
+
+T = TypeVar("T")
+
+TargetCall = Callable[[Callable[[], Any]], Any]
+"""Runs one target call (``call(work)`` returns ``work()``), e.g. on the pipeline's thread."""
+
+
+def _direct(work: Callable[[], T]) -> T:
+    return work()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +117,7 @@ class SnapshotReplay:
         self.store = store
         self.serializer = serializer
         self._targets: dict[TableIdentifier, Any] = {}
+        self._calls: dict[TableIdentifier, TargetCall] = {}
         self._rate: float | None = None
         self._realtime = False
         self._ts_field: str | None = None
@@ -119,8 +136,13 @@ class SnapshotReplay:
         self._thread: threading.Thread | None = None
 
     # -- configuration --------------------------------------------------------------------
-    def target(self, table: TableIdentifier, target: Any) -> SnapshotReplay:
+    def target(
+        self, table: TableIdentifier, target: Any, *, call: TargetCall | None = None
+    ) -> SnapshotReplay:
+        """Replay ``table`` into ``target``; each target call runs through ``call`` (see the
+        module docstring)."""
         self._targets[table] = target
+        self._calls[table] = call or _direct
         return self
 
     def speed(
@@ -270,12 +292,13 @@ class SnapshotReplay:
                 continue
             with self._lock:
                 self._current = info.table
-            target.on_init(info.table, list(info.columns))
+            call = self._calls[info.table]
+            call(functools.partial(target.on_init, info.table, list(info.columns)))
             if self._replay_table(info.table, target, rows, rate, t_start):
                 stopped = True
                 _close(rows)
                 break
-            target.on_baseline_complete(info.table)
+            call(functools.partial(target.on_baseline_complete, info.table))
             done_tables.append(info.table)
             with self._lock:
                 self._completed += 1
@@ -304,6 +327,7 @@ class SnapshotReplay:
         t_start: float,
     ) -> bool:
         """Returns True when stopped."""
+        call = self._calls[table]
         stop = self._stop
         ts_field = self._ts_field if self._realtime else None
         if rate is None and ts_field is None:
@@ -311,12 +335,12 @@ class SnapshotReplay:
             for row in rows:
                 chunk.append(row)
                 if len(chunk) == _CHUNK:
-                    self._rows += deliver_baseline(target, table, chunk)
+                    self._rows += call(functools.partial(deliver_baseline, target, table, chunk))
                     chunk = []
                     if stop.is_set():
                         return True
             if chunk:
-                self._rows += deliver_baseline(target, table, chunk)
+                self._rows += call(functools.partial(deliver_baseline, target, table, chunk))
             return stop.is_set()
         on_row = target.on_baseline_row
         first_ts: float | None = None
@@ -342,7 +366,7 @@ class SnapshotReplay:
                 return True
             if stop.is_set():
                 return True
-            on_row(table, row)
+            call(functools.partial(on_row, table, row))
             self._rows += 1
         return False
 

@@ -201,6 +201,7 @@ def _handler(
     connect: bool,
     client_certs: bool,
     limits: HttpLimits,
+    status_page: bool = True,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "laredo/" + __version__
@@ -350,7 +351,7 @@ def _handler(
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/metrics":
                     self._send(200, rt.metrics.render(), CONTENT_TYPE)
-                elif not serve_page(self, path):
+                elif not (status_page and serve_page(self, path)):
                     self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
             except Exception as exc:  # never kill the probe thread
                 logger.warning("http %s failed: %s", path, exc)
@@ -360,9 +361,9 @@ def _handler(
 
 
 class HttpFrontend:
-    """Serves health, metrics and (with ``connect``) the Connect gateway on ``host:port`` (0:
-    any free port; the bound one goes to ``rt.listeners.health_port``), over TLS with
-    ``tls``."""
+    """Serves health, metrics, (with ``status_page``) the status page at ``/`` and (with
+    ``connect``) the Connect gateway on ``host:port`` (0: any free port; the bound one goes to
+    ``rt.listeners.health_port``), over TLS with ``tls``."""
 
     def __init__(
         self,
@@ -374,8 +375,10 @@ class HttpFrontend:
         connect: bool = True,
         tls: TlsConfig | None = None,
         limits: HttpLimits | None = None,
+        status_page: bool = True,
     ) -> None:
         self.rt = rt
+        self.status_page = status_page
         self.servicers = servicers
         self.host = host
         self.port = port
@@ -391,6 +394,7 @@ class HttpFrontend:
             connect=self.connect,
             client_certs=bool(self.tls and self.tls.client_ca_file),
             limits=self.limits,
+            status_page=self.status_page,
         )
         ctx = _tls_context(self.tls) if self.tls is not None else None
         try:

@@ -63,10 +63,11 @@ def attach_frontends(
     connect: bool = True,
     health_tls: TlsConfig | None = None,
     http_limits: HttpLimits | None = None,
+    status_page: bool = True,
 ) -> ServerRuntime:
-    """Give ``rt`` its HTTP (health, metrics, with ``connect`` the Connect gateway) and gRPC
-    front ends, sharing one set of servicers; a port of None leaves that front end out.
-    Returns ``rt``."""
+    """Give ``rt`` its HTTP (health, metrics, with ``status_page`` the status page, with
+    ``connect`` the Connect gateway) and gRPC front ends, sharing one set of servicers; a port
+    of None leaves that front end out. Returns ``rt``."""
     servicers = make_servicers(rt)
     if health_port is not None:
         rt.add_frontend(
@@ -78,6 +79,7 @@ def attach_frontends(
                 connect=connect,
                 tls=health_tls,
                 limits=http_limits,
+                status_page=status_page,
             )
         )
     if grpc_port is not None:
@@ -147,6 +149,7 @@ def runtime_from_config(
         max_workers=g.max_workers if g is not None else 16,
         connect=model.health.connect,
         health_tls=model.health.tls,
+        status_page=model.health.status_page,
         http_limits=HttpLimits(
             max_body=model.health.max_body,
             max_connections=model.health.max_connections,

@@ -335,6 +335,37 @@ class Engine(EngineQueries):
             for t in tables:
                 self.reload(sid, t, timeout)
 
+    def call_in_pipeline(
+        self, pipeline_id: str, work: Callable[[], T], timeout: float | None = None
+    ) -> T:
+        """Run ``work`` on the pipeline's worker thread, between two of its batches, and return
+        its result (or raise its error). This is how code outside the engine writes to a running
+        pipeline's target (a snapshot replay, a dead-letter replay), which keeps one writer per
+        target. The request goes ahead of buffered changes and also runs while the source is
+        paused or the pipeline is in ERROR. ``KeyError`` for an unknown pipeline;
+        ``EngineStateError`` when its worker is not running or stops before running ``work``;
+        ``TimeoutError`` after ``timeout`` seconds (``work`` may still run later)."""
+        worker = self._worker(pipeline_id)
+
+        def running() -> bool:
+            return worker.thread is not None and worker.thread.is_alive()
+
+        if not running():
+            raise EngineStateError(f"pipeline {pipeline_id} is not running")
+        future = worker.submit("call", work)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                result: T = future.result(0.25)
+                return result
+            except TimeoutError:
+                if future.done():
+                    raise  # raised by ``work`` itself
+            if not running() and not future.done():
+                raise EngineStateError(f"pipeline {pipeline_id} stopped before the call ran")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"pipeline {pipeline_id} did not run the call in {timeout}s")
+
     def pause(self, source_id: str) -> None:
         """Pause a source: its pipelines stop applying; changes keep buffering (with the block
         policy the source is then back-pressured). Nothing is dropped."""

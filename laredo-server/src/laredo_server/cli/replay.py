@@ -30,9 +30,17 @@ def replay_start(
     pipeline: Annotated[str | None, typer.Option("--pipeline")] = None,
     timestamp_field: Annotated[str | None, typer.Option("--timestamp-field")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="follow until it ends")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "--confirm", "-y", help="do not ask")] = False,
 ) -> None:
-    """Play a snapshot through the tables' targets; prints the replay id."""
+    """Play a snapshot through the tables' live targets (each pipeline's worker applies its
+    rows between batches); prints the replay id. Asks first: the snapshot's rows overwrite the
+    targets' current ones."""
     cli = state(ctx)
+    where = f"pipeline {pipeline!r}" if pipeline else ", ".join(tables_ or []) or "every table"
+    if not yes and not typer.confirm(
+        f"Overwrite the live rows of {where} with those of snapshot {snapshot_id}?"
+    ):
+        cli.fail("aborted", code=1)
     resp = cli.oam(
         "StartReplay",
         snapshot_id=snapshot_id,
@@ -40,6 +48,7 @@ def replay_start(
         speed=speed,
         target_pipeline_id=pipeline or "",
         timestamp_field=timestamp_field or "",
+        confirm=True,
     )
     if not wait:
         if cli.json:

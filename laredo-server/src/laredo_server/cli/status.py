@@ -12,11 +12,53 @@ import typer
 from .common import CliState, hookimpl, split_table, state, state_name, table_ref, to_dict
 
 
+def size_text(n: int) -> str:
+    """Bytes for people: ``512 B``, ``1.5 KiB``, ``3.2 GiB``; ``-`` when unknown (negative)."""
+    if n < 0:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def age_text(seconds: float) -> str:
+    """A duration for people: ``42s``, ``5m 3s``, ``2h 10m``, ``3d 4h``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _stamp(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
 def pipelines_table(cli: CliState, pipes: list[Any], title: str = "pipelines") -> None:
-    """Pipeline statuses as a table."""
+    """Pipeline statuses as a table (applied and errors are counted since the server started;
+    dead letters is the backlog stored for the pipeline, ``-`` when unknown)."""
     cli.table(
         title,
-        ["pipeline", "source", "table", "target", "state", "ready", "rows", "buffer", "error"],
+        [
+            "pipeline",
+            "source",
+            "table",
+            "target",
+            "state",
+            "ready",
+            "rows",
+            "buffer",
+            "applied",
+            "errors",
+            "dead letters",
+            "error",
+        ],
         [
             [
                 p.pipeline_id,
@@ -27,6 +69,9 @@ def pipelines_table(cli: CliState, pipes: list[Any], title: str = "pipelines") -
                 "yes" if p.ready else "no",
                 p.row_count if p.has_row_count else "-",
                 f"{p.buffer_depth}/{p.buffer_capacity}",
+                p.changes_applied,
+                p.change_errors,
+                "-" if p.dead_letters < 0 else p.dead_letters,
                 p.error,
             ]
             for p in pipes
@@ -59,7 +104,17 @@ def status(
         cli.out.print(f"[bold yellow]WARNING[/bold yellow] {warning}", highlight=False)
     cli.table(
         "sources",
-        ["source", "type", "state", "ready", "acked", "current", "lag bytes", "error"],
+        [
+            "source",
+            "type",
+            "state",
+            "ready",
+            "acked",
+            "current",
+            "lag bytes",
+            "WAL retained",
+            "error",
+        ],
         [
             [
                 s.source_id,
@@ -69,13 +124,56 @@ def status(
                 s.acked_position,
                 s.current_position,
                 s.lag_bytes,
+                size_text(s.wal_retained_bytes),
                 s.error,
             ]
             for s in resp.sources
         ],
     )
     pipelines_table(cli, list(resp.pipelines))
+    _snapshot_line(cli, resp.snapshot_status)
+    _reload_lines(cli, resp)
     return None
+
+
+def _snapshot_line(cli: CliState, snap: Any) -> None:
+    if not snap.store_configured:
+        cli.out.print("snapshots: no store configured", highlight=False)
+        return
+    every = f"every {age_text(snap.schedule_seconds)}" if snap.schedule_seconds else "none"
+    if snap.last_snapshot_id:
+        age = age_text(time.time() - snap.last_snapshot_at / 1000)
+        latest = (
+            f"latest {snap.last_snapshot_id} ({age} old, "
+            f"{size_text(snap.last_snapshot_size_bytes)})"
+        )
+    else:
+        latest = "none taken yet"
+    cli.out.print(
+        f"snapshots: {latest}; schedule {every}; {snap.snapshots_created} created since start",
+        highlight=False,
+        markup=False,
+    )
+    if snap.last_error:
+        cli.out.print(f"  last snapshot error: {snap.last_error}", highlight=False, markup=False)
+
+
+def _reload_lines(cli: CliState, resp: Any) -> None:
+    if not resp.HasField("last_reload"):
+        return
+    r = resp.last_reload
+    outcome = "applied" if r.accepted else "rejected"
+    cli.out.print(
+        f"last reload: {outcome} at {_stamp(resp.last_reload_at)}, generation {r.generation}"
+        + (f": {r.message}" if r.message else ""),
+        highlight=False,
+        markup=False,
+    )
+    for c in r.changes:
+        detail = f" ({c.detail})" if c.detail else ""
+        cli.out.print(f"  {c.kind} {c.id}{detail}", highlight=False, markup=False)
+    for e in r.errors:
+        cli.out.print(f"  error: {e}", highlight=False, markup=False)
 
 
 def pipelines(ctx: typer.Context) -> None:

@@ -57,8 +57,9 @@ class GrpcConfig(_Section):
 
 
 class HealthConfig(_Section):
-    """``health { port = 8080, host = "127.0.0.1", connect = true, tls { ... } }``: probes,
-    metrics and the Connect gateway to the services."""
+    """``health { port = 8080, host = "127.0.0.1", connect = true, status_page = true,
+    tls { ... } }``: probes, metrics, the status page and the Connect gateway to the
+    services."""
 
     enabled: bool = True
     port: int = Field(default=8080, ge=0, le=65535)
@@ -66,6 +67,9 @@ class HealthConfig(_Section):
     connect: bool = True
     """Serve the OAM and Query RPCs (Connect protocol) on this port too; the token of
     ``grpc.auth`` applies. False: probes and metrics only."""
+    status_page: bool = True
+    """Serve the operator's status page at ``/`` (it holds no data: it reads ``GetStatus``
+    over Connect, so it shows nothing with ``connect = false``). False: ``/`` answers 404."""
     tls: TlsConfig | None = None
     """Serve HTTPS. With ``client_ca_file``, Connect calls need a client certificate signed by
     that CA (probes and metrics do not)."""

@@ -8,18 +8,15 @@ and that engine's own snapshot and dead-letter stores). Admin RPCs need the bear
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import logging
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
-from laredo import PipelineInfo
 from laredo.errors import ConfigError, EngineStateError
-from laredo.replay import SnapshotReplay
 from laredo.serialization import object_hook
 from laredo.types import TableIdentifier
 
@@ -33,16 +30,14 @@ from .convert import (
     artifact_pb,
     column_pb,
     dead_letter_pb,
-    ms,
-    pipeline_status_pb,
     reload_result_pb,
-    service_state_pb,
     snapshot_pb,
     source_info_pb,
-    source_status_pb,
     status_event_pb,
     table_id,
 )
+from .replays import start_replay
+from .status import pipeline_status, service_status
 
 logger = logging.getLogger(__name__)
 
@@ -62,74 +57,11 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         self.rt = rt
 
     # status -----------------------------------------------------------------------------
-    def _pipeline_pb(
-        self,
-        info: PipelineInfo,
-        backlog: dict[str, int] | None = None,
-        check: Callable[[PipelineInfo], bool] | None = None,
-        targets: dict[str, Any] | None = None,
-    ) -> oam.PipelineStatus:
-        """One pipeline's status; a status of many passes the dead-letter ``backlog``, a
-        ``check`` (``rt.ready_check()``) and ``targets`` (``rt.pipeline_targets()``) once."""
-        if backlog is None:
-            backlog = self.rt.facts.dead_letter_backlog()
-        no_store = self.rt.engine.dead_letter_store is None
-        return pipeline_status_pb(
-            info,
-            ready=self.rt.pipeline_ready(info, check),
-            target=targets.get(info.id)
-            if targets is not None
-            else self.rt.pipeline_target(info.id),
-            counts=self.rt.facts.counts(info.id),
-            dead_letters=0 if no_store else -1 if backlog is None else backlog.get(info.id, 0),
-        )
-
-    def _source_pb(self, sid: str) -> oam.SourceStatus:
-        info = self.rt.engine.source_info(sid)
-        if info is None:
-            raise KeyError(f"unknown source {sid!r}")
-        return source_status_pb(
-            info, ready=self.rt.engine.is_ready(sid), wal_retained=self.rt.facts.wal_retained(sid)
-        )
-
-    def _snapshot_status_pb(self) -> oam.SnapshotStatus:
-        rt = self.rt
-        latest = rt.facts.latest_snapshot()
-        return oam.SnapshotStatus(
-            store_configured=rt.engine.snapshot_store is not None,
-            last_snapshot_id=latest.snapshot_id if latest else "",
-            last_snapshot_at=ms(latest.at if latest else None),
-            last_error=rt.hub.last_snapshot_error or "",
-            snapshots_created=rt.hub.snapshots_created,
-            last_snapshot_size_bytes=latest.size_bytes if latest else 0,
-            schedule_seconds=int(rt.facts.snapshot_schedule() or 0),
-        )
-
     @rpc()
     def GetStatus(
         self, request: oam.GetStatusRequest, context: grpc.ServicerContext
     ) -> oam.GetStatusResponse:
-        rt = self.rt
-        eng = rt.engine
-        backlog = rt.facts.dead_letter_backlog()
-        check, targets = rt.ready_check(), rt.pipeline_targets()
-        out = oam.GetStatusResponse(
-            state=service_state_pb(rt.service_state()),
-            ready=rt.is_ready(),
-            sources=[self._source_pb(s) for s in eng.source_ids()],
-            pipelines=[self._pipeline_pb(p, backlog, check, targets) for p in eng.pipelines()],
-            started_at=ms(rt.started_at),
-            last_change_at=ms(rt.hub.last_change_at),
-            snapshot_status=self._snapshot_status_pb(),
-            version=rt.version,
-            config_generation=rt.config_generation,
-            security_warnings=rt.security_warnings,
-        )
-        last = rt.reloader.last if rt.reloader is not None else None
-        if last is not None and rt.reloader is not None:
-            out.last_reload.CopyFrom(reload_result_pb(last))
-            out.last_reload_at = ms(rt.reloader.last_at)
-        return out
+        return service_status(self.rt)
 
     @rpc()
     def GetTableStatus(
@@ -139,7 +71,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         pipes = [p for p in self.rt.engine.pipelines() if p.table == table]
         if not pipes:
             raise KeyError(f"no pipeline for table {table}; see ListTables")
-        out = [self._pipeline_pb(p) for p in pipes]
+        out = [pipeline_status(self.rt, p) for p in pipes]
         idx: list[oam.IndexInfo] = []
         for p in out:
             idx.extend(p.indexes)
@@ -151,7 +83,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     ) -> oam.GetPipelineStatusResponse:
         for p in self.rt.engine.pipelines():
             if p.id == request.pipeline_id:
-                st = self._pipeline_pb(p)
+                st = pipeline_status(self.rt, p)
                 return oam.GetPipelineStatusResponse(status=st, indexes=list(st.indexes))
         known = ", ".join(p.id for p in self.rt.engine.pipelines())
         raise KeyError(f"unknown pipeline {request.pipeline_id!r} (pipelines: {known})")
@@ -255,7 +187,8 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         )
 
     def _pipes_of(self, sid: str) -> list[oam.PipelineStatus]:
-        return [self._pipeline_pb(p) for p in self.rt.engine.pipelines() if p.source_id == sid]
+        pipes = self.rt.engine.pipelines()
+        return [pipeline_status(self.rt, p) for p in pipes if p.source_id == sid]
 
     @rpc(admin=True)
     def PauseSync(
@@ -474,13 +407,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     ) -> oam.ReplayDeadLettersResponse:
         dls = self._dls()
         pid = request.pipeline_id
-        cfg = self.rt.pipeline_config(pid)
-        eng = self.rt.engine
-        eng.pause(cfg.source_id)
-        try:
-            n = dls.replay(pid, cfg.target)
-        finally:
-            eng.resume(cfg.source_id)
+        target = self.rt.pipeline_config(pid).target
+        # applied by the pipeline's worker between two batches: the target has one writer
+        n = self.rt.engine.call_in_pipeline(pid, functools.partial(dls.replay, pid, target))
         return oam.ReplayDeadLettersResponse(
             replayed=n, message=f"replayed {n} dead letter(s) into {pid}"
         )
@@ -498,44 +427,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
     def StartReplay(
         self, request: oam.StartReplayRequest, context: grpc.ServicerContext
     ) -> oam.StartReplayResponse:
-        store = self._store()
-        if not request.snapshot_id:
-            raise ValueError("snapshot_id is required")
-        desc = store.describe(request.snapshot_id)
-        wanted = {TableIdentifier.parse(t) for t in request.tables}
-        snap_tables = {t.table for t in desc.tables}
-        missing = wanted - snap_tables
-        if missing:
-            raise KeyError(
-                f"snapshot {request.snapshot_id} has no table(s) "
-                f"{', '.join(sorted(map(str, missing)))}"
-            )
-        replay = SnapshotReplay(store, self.rt.engine.snapshot_serializer)
-        mapped = 0
-        for cfg in self.rt.engine.pipeline_configs:
-            if request.target_pipeline_id and cfg.pipeline_id() != request.target_pipeline_id:
-                continue
-            t = cfg.table_id
-            if t in snap_tables and (not wanted or t in wanted):
-                replay.target(t, cfg.target)
-                mapped += 1
-        if not mapped:
-            raise KeyError(
-                "no pipeline target matches the snapshot's tables"
-                + (
-                    f" and pipeline {request.target_pipeline_id!r}"
-                    if request.target_pipeline_id
-                    else ""
-                )
-            )
-        speed: Any = request.speed or "full"
-        with contextlib.suppress(ValueError):
-            speed = float(speed)
-        replay.speed(speed, timestamp_field=request.timestamp_field or None)
-        replay_id = f"replay-{uuid.uuid4().hex[:12]}"
-        replay.start(request.snapshot_id)
-        self.rt.replays[replay_id] = replay
-        return oam.StartReplayResponse(replay_id=replay_id)
+        """Play a snapshot into the pipelines' targets, applied by each pipeline's worker
+        between its batches; needs ``confirm`` (see laredo_server.services.replays)."""
+        return oam.StartReplayResponse(replay_id=start_replay(self.rt, self._store(), request))
 
     def _replay(self, replay_id: str) -> Any:
         r = self.rt.replays.get(replay_id)

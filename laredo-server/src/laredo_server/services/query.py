@@ -215,6 +215,11 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
             raise EngineStateError(f"target of {cfg.table_id} does not support listeners")
         position_of = _position_reader(target)
         limit = self.rt.watch_buffer
+        # The existing rows (replay_existing) are delivered by listen() on this thread, before
+        # any later change, into ``existing``: unbounded (the target hands over its whole list
+        # at once anyway) and streamed with the client's flow control. Later changes arrive on
+        # the pipeline's thread into ``pending``, at most ``limit`` ahead of the client.
+        existing: collections.deque[Any] = collections.deque()
         pending: collections.deque[Any] = collections.deque()
         has_data = threading.Event()
         overflow = threading.Event()
@@ -222,17 +227,22 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         source = self.rt.engine.sources.get(cfg.source_id)
 
         def on_change(old: Any, new: Any) -> None:
+            if getattr(replaying, "on", False):
+                existing.append((old, new, position_of(), True))
+                return
             # Runs on the pipeline's writer thread: keep it to an append.
             if len(pending) >= limit:
                 overflow.set()
                 has_data.set()
                 return
-            pending.append((old, new, position_of(), getattr(replaying, "on", False)))
+            pending.append((old, new, position_of(), False))
             has_data.set()
 
         replaying.on = bool(request.replay_existing)
-        unsubscribe = target.listen(on_change, replay_existing=bool(request.replay_existing))
-        replaying.on = False
+        try:
+            unsubscribe = target.listen(on_change, replay_existing=bool(request.replay_existing))
+        finally:
+            replaying.on = False
         context.add_callback(unsubscribe)
         last_pos: Any = None
         last_text = ""
@@ -244,32 +254,33 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
                         f"subscriber fell more than {limit} changes behind; "
                         "resubscribe with replay_existing=true",
                     )
-                if not has_data.wait(0.25):
+                queue = existing or pending
+                if not queue:
+                    if has_data.wait(0.25):
+                        has_data.clear()  # the queues are checked again before waiting
                     continue
-                has_data.clear()
-                while pending:
-                    events: list[Any] = []
-                    now = ms(time.time())
-                    while pending and len(events) < SUBSCRIBE_BATCH:
-                        old, new, pos, replayed = pending.popleft()
-                        if pos is not last_pos:
-                            last_pos = pos
-                            last_text = _pos_text(source, pos)
-                        if old is None:
-                            action = "TRUNCATE" if new is None else "INSERT"
-                        else:
-                            action = "DELETE" if new is None else "UPDATE"
-                        events.append(
-                            qry.RowEvent(
-                                action=action,
-                                old_values=row_pb(old),
-                                new_values=row_pb(new),
-                                position=last_text,
-                                timestamp=now,
-                                replayed=replayed,
-                            )
+                events: list[Any] = []
+                now = ms(time.time())
+                while queue and len(events) < SUBSCRIBE_BATCH:
+                    old, new, pos, replayed = queue.popleft()
+                    if pos is not last_pos:
+                        last_pos = pos
+                        last_text = _pos_text(source, pos)
+                    if old is None:
+                        action = "TRUNCATE" if new is None else "INSERT"
+                    else:
+                        action = "DELETE" if new is None else "UPDATE"
+                    events.append(
+                        qry.RowEvent(
+                            action=action,
+                            old_values=row_pb(old),
+                            new_values=row_pb(new),
+                            position=last_text,
+                            timestamp=now,
+                            replayed=replayed,
                         )
-                    yield qry.SubscribeResponse(events=events)
+                    )
+                yield qry.SubscribeResponse(events=events)
         finally:
             unsubscribe()
 

@@ -704,18 +704,20 @@ class PurgeDeadLettersResponse(_message.Message):
     def __init__(self, purged: _Optional[int] = ...) -> None: ...
 
 class StartReplayRequest(_message.Message):
-    __slots__ = ("snapshot_id", "target_pipeline_id", "speed", "tables", "timestamp_field")
+    __slots__ = ("snapshot_id", "target_pipeline_id", "speed", "tables", "timestamp_field", "confirm")
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
     SPEED_FIELD_NUMBER: _ClassVar[int]
     TABLES_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_FIELD_NUMBER: _ClassVar[int]
     snapshot_id: str
     target_pipeline_id: str
     speed: str
     tables: _containers.RepeatedScalarFieldContainer[str]
     timestamp_field: str
-    def __init__(self, snapshot_id: _Optional[str] = ..., target_pipeline_id: _Optional[str] = ..., speed: _Optional[str] = ..., tables: _Optional[_Iterable[str]] = ..., timestamp_field: _Optional[str] = ...) -> None: ...
+    confirm: bool
+    def __init__(self, snapshot_id: _Optional[str] = ..., target_pipeline_id: _Optional[str] = ..., speed: _Optional[str] = ..., tables: _Optional[_Iterable[str]] = ..., timestamp_field: _Optional[str] = ..., confirm: _Optional[bool] = ...) -> None: ...
 
 class StartReplayResponse(_message.Message):
     __slots__ = ("replay_id",)

@@ -1,0 +1,93 @@
+"""The status messages of ``laredo.v1.LaredoOAMService``: a pipeline's, a source's, the
+snapshots' and the whole service's (``GetStatus``, what ``laredo status`` and the status page
+read), built from a :class:`~laredo_server.runtime.ServerRuntime`, its engine and its
+:class:`~laredo_server.status_facts.StatusFacts`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from laredo import PipelineInfo
+
+from .._proto.laredo_proto.v1 import oam_pb2 as oam
+from ..runtime import ServerRuntime
+from .convert import (
+    ms,
+    pipeline_status_pb,
+    reload_result_pb,
+    service_state_pb,
+    source_status_pb,
+)
+
+__all__ = ["pipeline_status", "service_status", "snapshot_status", "source_status"]
+
+
+def pipeline_status(
+    rt: ServerRuntime,
+    info: PipelineInfo,
+    backlog: dict[str, int] | None = None,
+    check: Callable[[PipelineInfo], bool] | None = None,
+    targets: dict[str, Any] | None = None,
+) -> oam.PipelineStatus:
+    """One pipeline's status; a status of many passes the dead-letter ``backlog``, a
+    ``check`` (``rt.ready_check()``) and ``targets`` (``rt.pipeline_targets()``) once."""
+    if backlog is None:
+        backlog = rt.facts.dead_letter_backlog()
+    no_store = rt.engine.dead_letter_store is None
+    return pipeline_status_pb(
+        info,
+        ready=rt.pipeline_ready(info, check),
+        target=targets.get(info.id) if targets is not None else rt.pipeline_target(info.id),
+        counts=rt.facts.counts(info.id),
+        dead_letters=0 if no_store else -1 if backlog is None else backlog.get(info.id, 0),
+    )
+
+
+def source_status(rt: ServerRuntime, sid: str) -> oam.SourceStatus:
+    """One source's status (KeyError naming an unknown source)."""
+    info = rt.engine.source_info(sid)
+    if info is None:
+        raise KeyError(f"unknown source {sid!r}")
+    return source_status_pb(
+        info, ready=rt.engine.is_ready(sid), wal_retained=rt.facts.wal_retained(sid)
+    )
+
+
+def snapshot_status(rt: ServerRuntime) -> oam.SnapshotStatus:
+    """The snapshot store, the latest snapshot and the schedule."""
+    latest = rt.facts.latest_snapshot()
+    return oam.SnapshotStatus(
+        store_configured=rt.engine.snapshot_store is not None,
+        last_snapshot_id=latest.snapshot_id if latest else "",
+        last_snapshot_at=ms(latest.at if latest else None),
+        last_error=rt.hub.last_snapshot_error or "",
+        snapshots_created=rt.hub.snapshots_created,
+        last_snapshot_size_bytes=latest.size_bytes if latest else 0,
+        schedule_seconds=int(rt.facts.snapshot_schedule() or 0),
+    )
+
+
+def service_status(rt: ServerRuntime) -> oam.GetStatusResponse:
+    """The answer of ``GetStatus``: the service, every source and pipeline, the snapshots and
+    the last configuration reload."""
+    eng = rt.engine
+    backlog = rt.facts.dead_letter_backlog()
+    check, targets = rt.ready_check(), rt.pipeline_targets()
+    out = oam.GetStatusResponse(
+        state=service_state_pb(rt.service_state()),
+        ready=rt.is_ready(),
+        sources=[source_status(rt, s) for s in eng.source_ids()],
+        pipelines=[pipeline_status(rt, p, backlog, check, targets) for p in eng.pipelines()],
+        started_at=ms(rt.started_at),
+        last_change_at=ms(rt.hub.last_change_at),
+        snapshot_status=snapshot_status(rt),
+        version=rt.version,
+        config_generation=rt.config_generation,
+        security_warnings=rt.security_warnings,
+    )
+    last = rt.reloader.last if rt.reloader is not None else None
+    if last is not None and rt.reloader is not None:
+        out.last_reload.CopyFrom(reload_result_pb(last))
+        out.last_reload_at = ms(rt.reloader.last_at)
+    return out
