@@ -93,8 +93,15 @@ def test_pause_holds_data_but_not_control() -> None:
 class Harness:
     """A worker wired to a source link and context that record what goes upward."""
 
-    def __init__(self, target: Any = None, dead_letters: Any = None, **pipeline: Any) -> None:
-        self.source = TestSource()
+    def __init__(
+        self,
+        target: Any = None,
+        dead_letters: Any = None,
+        source: TestSource | None = None,
+        wants: ObserverWants | None = None,
+        **pipeline: Any,
+    ) -> None:
+        self.source = source or TestSource()
         self.observer = laredo.RecordingObserver()
         self.escalations: list[tuple[FailureScope, str, str]] = []
         self.acks = 0
@@ -102,7 +109,7 @@ class Harness:
             observer=self.observer,
             dead_letters=dead_letters,
             snapshots=None,
-            wants=ObserverWants(),
+            wants=wants or ObserverWants(),
             escalate=lambda scope, sid, msg: self.escalations.append((scope, sid, msg)),
             readiness_changed=lambda: None,
         )
@@ -251,6 +258,49 @@ def test_confirmed_never_lies_inside_a_chunked_transaction() -> None:
     w.handle(Batch([ev(400, id=5)]))
     h.target.durable_at = 301
     assert w.confirmed() == 200
+
+
+class BatchOnlySource(TestSource):
+    """Delivers its baseline only in lists (``baseline()`` must not be called)."""
+
+    def baseline(self, tables: Sequence[laredo.TableIdentifier], row_callback: Any) -> int:
+        raise AssertionError("the batch path was not taken")
+
+    def baseline_batches(
+        self, tables: Sequence[laredo.TableIdentifier], batch_callback: Any
+    ) -> int:
+        for t in tables:
+            rows = [{"id": i, "name": f"n{i}", "active": True} for i in range(25_000)]
+            for at in range(0, len(rows), 4_096):
+                batch_callback(t, rows[at : at + 4_096])
+        return 42
+
+
+def test_reload_takes_the_batch_path_and_reports_progress() -> None:
+    h = Harness(source=BatchOnlySource(), wants=ObserverWants(baseline_progress=True))
+    h.target.on_insert(
+        T, {"id": 99_999, "name": "stale", "active": False}
+    )  # truncated by the reload
+    h.worker.buffer.put_batch([ev(40, id=1, name="old")], threading.Event())
+    assert h.worker.reload() == 42
+    assert [a[2] for a in h.observer.of("baseline_row_loaded")] == [12_288, 20_480]
+    assert h.observer.of("baseline_completed")[0][2] == 25_000
+    assert h.target.count() == 25_000 and h.target.get(99_999) is None
+    assert h.worker.state is PipelineState.STREAMING and h.worker.applied == 42
+    h.worker.handle(h.worker.buffer.get(0))  # buffered before the reload's position: skipped
+    assert h.target.get(1) == {"id": 1, "name": "n1", "active": True}
+
+
+def test_a_reload_the_target_refuses_fails_the_pipeline_and_raises() -> None:
+    h = Harness()
+    h.target.fail_when = lambda method, row: method == "on_baseline_row"
+    h.source.add_table(T, columns("id", "name", "active"), [{"id": 1, "name": "a", "active": True}])
+    with pytest.raises(
+        laredo.LaredoError, match=r"reload of public\.users failed: .*injected failure"
+    ):
+        h.worker.reload()
+    assert h.worker.failed and "baseline load into target failed" in (h.worker.error or "")
+    assert h.observer.of("baseline_completed") == []
 
 
 # -- startup decision -----------------------------------------------------------------------

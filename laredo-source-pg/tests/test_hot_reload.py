@@ -120,3 +120,34 @@ def test_adding_a_table_without_a_key_or_twice_is_refused_and_disturbs_nothing(
         wait_until(lambda: dict(ta.items()).get((2,)) == {"id": 2, "v": 2})
     finally:
         eng.stop()
+
+
+def test_a_table_added_at_run_time_reports_progress_and_arrives_in_batches(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    """``add_pipeline`` baselines through the start-up path: row batches from the source,
+    ``on_baseline_row_loaded`` every 10,000 rows, the row count in ``on_baseline_completed``."""
+    db = pg_database
+    db.execute("CREATE TABLE a (id int PRIMARY KEY, v int)")
+    db.execute("CREATE TABLE b (id int PRIMARY KEY, v int)")
+    db.execute("INSERT INTO b SELECT g, g FROM generate_series(1, 25000) g")
+    obs = laredo.RecordingObserver()
+    tb = RecordingTarget(durable=True)
+    eng = laredo.Engine(
+        sources={"pg": make_source(batch_size=5_000)},
+        pipelines=[laredo.Pipeline("pg", A, RecordingTarget(durable=True), id="a")],
+        observer=obs,
+    )
+    eng.start()
+    try:
+        assert eng.await_ready(30)
+        assert obs.of("baseline_row_loaded") == []
+        eng.add_pipeline(laredo.Pipeline("pg", B, tb, id="b"), timeout=60)
+        assert obs.of("baseline_row_loaded") == [("b", B, 10_000), ("b", B, 20_000)]
+        assert [(a[0], a[2]) for a in obs.of("baseline_completed")] == [("a", 0), ("b", 25_000)]
+        baseline_calls = [c for c in tb.calls if c[0].startswith("on_baseline_row")]
+        assert len(baseline_calls) == 25_000  # RecordingTarget takes rows one by one
+        db.execute("UPDATE b SET v = -v WHERE id <= 10")
+        wait_until(lambda: dict(tb.items()) == _rows(db, "b"), 30, what="b == SELECT * FROM b")
+    finally:
+        eng.stop()

@@ -5,8 +5,9 @@ Module map (each imports only modules listed before it):
 * ``buffer``: a pipeline's bounded buffer and its typed items.
 * ``snapshots``: ``SnapshotCoordinator``: take, restore (a ``RestoreResult``), retention.
 * ``context``: ``EngineContext``: what readers and workers may see and do upward.
+* ``baseline``: baseline delivery, shared by start-up, re-baselines and reloads.
 * ``pipeline_worker``: one pipeline's worker thread (apply, retry, dead letters, reload, TTL).
-* ``startup``: the resume > restore > baseline decision and baseline delivery.
+* ``startup``: the resume > restore > baseline decision.
 * ``source_reader``: one source's reader thread, demultiplexing and ACKs.
 * ``scheduler``: ACK ticks, scheduled snapshots, lag, reconnect events.
 * ``validation``: checks of ``Engine(...)`` arguments.

@@ -31,7 +31,7 @@ from ..contracts import (
     SelfFilteringTarget,
     SyncTarget,
 )
-from ..errors import BatchApplyError, BufferOverflow, retry_class
+from ..errors import BatchApplyError, BufferOverflow, LaredoError, retry_class
 from ..filters import as_filter
 from ..pipeline import Pipeline
 from ..pipeline_ops import Chain, apply_change, deliver_baseline, ttl_from_field
@@ -51,6 +51,7 @@ from ..types import (
     ValidationAction,
 )
 from ..units import to_seconds
+from .baseline import baseline_into
 from .buffer import Batch, ChangeBuffer, ControlKind, ControlRequest, Heartbeat, SchemaItem, Skip
 from .context import EngineContext, FailureScope, SourceLink
 from .snapshots import Export, TableRestore
@@ -58,9 +59,6 @@ from .snapshots import Export, TableRestore
 logger = logging.getLogger(__name__)
 
 __all__ = ["PipelineWorker"]
-
-RELOAD_CHUNK = 2_000
-"""Baseline rows handed to the target at once during a reload."""
 
 _SCOPE = {
     ErrorPolicy.STOP_SOURCE: FailureScope.SOURCE,
@@ -203,6 +201,11 @@ class PipelineWorker:
         return self.applied
 
     # -- baseline (runs on the source thread, or on this worker for reloads) ---------------
+    def begin_baseline(self) -> None:
+        """The pipeline's table is about to be baselined (start-up, re-baseline or reload)."""
+        self.set_state(PipelineState.BASELINING)
+        self.ctx.observer.on_baseline_started(self.id, self.table)
+
     def baseline_rows(self, rows: Sequence[Row]) -> int:
         """Load baseline rows through the chain (TTL included); returns how many were kept."""
         if not self.chain.plain:
@@ -502,35 +505,24 @@ class PipelineWorker:
             )
 
     def reload(self) -> Position:
-        """Replace the target's state by a fresh baseline of this table.
+        """Replace the target's state by a fresh baseline of this table (the start-up path,
+        :func:`~laredo.engine.baseline.baseline_into`: batches, progress events).
 
         Buffered changes at or before the new baseline's position are skipped afterwards; later
-        ones apply. No stale row survives (the target is truncated first)."""
-        src = self.link.source
+        ones apply. No stale row survives (the target is truncated first). On failure the
+        pipeline is failed and the error raised."""
         was = self.state
-        self.set_state(PipelineState.BASELINING)
-        self.ctx.observer.on_baseline_started(self.id, self.table)
+        self.begin_baseline()
         started = time.monotonic()
-        pending: list[Row] = []
-        loaded = 0
-
-        def cb(table: TableIdentifier, row: Row) -> None:
-            nonlocal loaded, pending
-            if table == self.table:
-                pending.append(row)
-                if len(pending) >= RELOAD_CHUNK:
-                    rows, pending = pending, []  # the target may keep the list it is given
-                    loaded += self.baseline_rows(rows)
-
         try:
             self.target.on_truncate(self.table)
-            position = src.baseline([self.table], cb)
-            if pending:
-                loaded += self.baseline_rows(pending)
+            position, loaded = baseline_into(self.ctx, self.link.source, [self])
         except Exception as exc:
             self.fail(f"reload of {self.table} failed: {exc}")
             raise
-        self.complete_baseline(position, loaded, started)
+        if self.failed:  # the target refused the rows (the reason is in ``error``)
+            raise LaredoError(f"reload of {self.table} failed: {self.error}")
+        self.complete_baseline(position, loaded[self.id], started)
         self.skip_until = position
         if not self.failed:
             self.set_state(

@@ -7,7 +7,8 @@
   acknowledged position: the stream resumes strictly after the snapshot's position, each table
   skipping what its snapshot already holds.
 * **Baseline** otherwise: a consistent baseline of every table, the stream starting strictly
-  after the position the source returns.
+  after the position the source returns. Rows reach the targets through
+  :mod:`laredo.engine.baseline`, the path a one-table reload takes too.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..contracts import BatchBaselineSource, DurablePositionTarget, SyncSource, SyncTarget
-from ..types import PipelineState, Position, Row, TableIdentifier
+from ..contracts import DurablePositionTarget, SyncSource, SyncTarget
+from ..types import Position
+from .baseline import baseline_into
 from .context import EngineContext
 from .pipeline_worker import PipelineWorker
 from .snapshots import Restorer, RestoreResult
@@ -27,8 +29,6 @@ from .snapshots import Restorer, RestoreResult
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "BASELINE_CHUNK",
-    "PROGRESS_EVERY",
     "BaselineFailed",
     "StartKind",
     "StartPlan",
@@ -36,11 +36,6 @@ __all__ = [
     "plan_start",
     "run_baseline",
 ]
-
-PROGRESS_EVERY = 10_000
-"""Baseline progress events every this many rows per table."""
-BASELINE_CHUNK = 2_000
-"""Rows handed to targets at once when the source delivers them one by one."""
 
 
 class StartKind(enum.Enum):
@@ -116,17 +111,15 @@ def run_baseline(
     pipes: Sequence[PipelineWorker],
     rebaseline: bool = False,
 ) -> Position:
-    """Baseline every table of ``pipes`` (truncating targets first on a re-baseline) and
-    return the position the stream starts strictly after. Raises :class:`BaselineFailed`."""
+    """Baseline every table of ``pipes`` (truncating targets first on a re-baseline) through
+    :func:`~laredo.engine.baseline.baseline_into` and return the position the stream starts
+    strictly after. Raises :class:`BaselineFailed`."""
     obs = ctx.observer
     active = [p for p in pipes if not p.failed]
     started = time.monotonic()
-    by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
     for p in active:
-        p.set_state(PipelineState.BASELINING)
+        p.begin_baseline()
         p.ready = False
-        obs.on_baseline_started(p.id, p.table)
-        by_table.setdefault(p.table, []).append(p)
         if rebaseline:
             p.buffer.clear()
             p.skip_until = None
@@ -134,48 +127,8 @@ def run_baseline(
                 p.target.on_truncate(p.table)
             except Exception as exc:
                 p.fail(f"truncate before re-baseline failed: {exc}")
-    loaded: dict[str, int] = {p.id: 0 for p in active}
-    seen: dict[TableIdentifier, int] = dict.fromkeys(by_table, 0)
-    pending: dict[TableIdentifier, list[Row]] = {}
-    wants_progress = ctx.wants.baseline_progress
-
-    def deliver(table: TableIdentifier, rows: Sequence[Row]) -> None:
-        targets = by_table.get(table)
-        if not targets:
-            return
-        for p in targets:
-            if p.failed:
-                continue
-            try:
-                loaded[p.id] += p.baseline_rows(rows)
-            except Exception as exc:
-                p.fail(f"baseline load into target failed for {table}: {exc}")
-        before = seen[table]
-        seen[table] = after = before + len(rows)
-        if wants_progress and after // PROGRESS_EVERY != before // PROGRESS_EVERY:
-            for p in targets:
-                obs.on_baseline_row_loaded(p.id, table, after)
-
-    def row_cb(table: TableIdentifier, row: Row) -> None:
-        buf = pending.get(table)
-        if buf is None:
-            if table not in by_table:
-                return
-            buf = pending[table] = []
-        buf.append(row)
-        if len(buf) >= BASELINE_CHUNK:
-            pending[table] = []
-            deliver(table, buf)
-
-    tables = list(by_table)
     try:
-        if isinstance(source, BatchBaselineSource):
-            position = source.baseline_batches(tables, deliver)
-        else:
-            position = source.baseline(tables, row_cb)
-        for table, rows in pending.items():
-            if rows:
-                deliver(table, rows)
+        position, loaded = baseline_into(ctx, source, active)
     except Exception as exc:
         msg = f"baseline failed: {exc}"
         obs.on_source_disconnected(source_id, msg)
