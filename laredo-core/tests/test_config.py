@@ -172,6 +172,44 @@ def test_references_between_sections_are_checked(plugin: ConfigPlugin) -> None:
     ]
 
 
+def test_cross_section_rules_read_the_same_in_both_front_ends(plugin: ConfigPlugin) -> None:
+    """One rule, two wordings: a table's targets report its unknown source once; the Python
+    API reports the same four rules in its own keys."""
+    cfg = tree(error_handling={"on_persistent_failure": "dead_letter"})
+    cfg["tables"][0]["source"] = "other"
+    cfg["tables"][0]["targets"].append({"type": "model-recording", "id": "second"})
+    model, problems = check_engine_config(cfg, EngineConfig)
+    assert model is not None
+    assert [str(p) for p in problems][:1] == [
+        "tables.0.source: unknown source 'other' (defined sources: src)"
+    ]
+    assert sum("unknown source" in str(p) for p in problems) == 1
+    src = TestSource()
+    with pytest.raises(laredo.ConfigError) as ei:
+        laredo.Engine(
+            sources={"s": src},
+            pipelines=[
+                laredo.Pipeline("nope", laredo.Table("public", "u"), RecordingTarget()),
+                laredo.Pipeline("s", laredo.Table("public", "u"), RecordingTarget(), id="x"),
+                laredo.Pipeline(
+                    "s",
+                    laredo.Table("public", "v"),
+                    RecordingTarget(),
+                    id="x",
+                    error_policy="dead_letter",
+                ),
+            ],
+            snapshot_on_shutdown=True,
+        )
+    assert ei.value.problems == [
+        "pipelines[0].source_id: unknown source 'nope' (sources: s)",
+        "snapshot_schedule/snapshot_on_shutdown: need a snapshot_store "
+        "(e.g. laredo.snapshot_store('local', path=...))",
+        "pipelines[2].error_policy: 'dead_letter' needs a dead_letter_store",
+        "pipelines[2]: duplicate pipeline id 'x'; give it a distinct id=",
+    ]
+
+
 class RunnerConfig(EngineConfig):
     """A runner's own section on top of the engine sections."""
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pydantic
 from pydantic import BaseModel
 
+from ..engine.validation import CONFIG_WORDS, Declared, KeyPath, cross_section_problems
 from ..errors import ConfigError
 from ..plugins import registry
 from ..preflight import ClaimsListeners, Finding, ListenerClaim
@@ -33,8 +34,6 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 C = TypeVar("C", bound=EngineConfig)
-
-KeyPath = tuple[str | int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,57 +193,33 @@ def plugin_problems(tree: Mapping[str, Any]) -> list[Problem]:
 
 def reference_problems(model: EngineConfig) -> list[Problem]:
     """Problems between sections of a structurally valid config: unknown sources, a snapshot
-    schedule without a store, dead letters without a store, two pipelines with one id, targets
-    on one listener that disagree (:func:`shared_listener_problems`)."""
-    out: list[Problem] = []
-    for i, t in enumerate(model.tables):
-        if t.source not in model.sources:
-            known = ", ".join(sorted(model.sources))
-            out.append(
-                Problem(
-                    ("tables", i, "source"),
-                    f"unknown source {t.source!r} (defined sources: {known})",
-                )
-            )
+    schedule without a store, dead letters without a store, two pipelines with one id (the
+    rules of :func:`laredo.engine.validation.cross_section_problems`, in configuration
+    words), targets on one listener that disagree (:func:`shared_listener_problems`)."""
+    declared = [
+        Declared(
+            where=("tables", i, "targets", j),
+            source_key=("tables", i, "source"),
+            policy_key=("tables", i, "targets", j, "error_handling", "on_persistent_failure"),
+            source_id=t.source,
+            pipeline_id=pipeline_id(t, tgt),
+            dead_letter=tgt.error_handling.on_persistent_failure == "dead_letter",
+        )
+        for i, t in enumerate(model.tables)
+        for j, tgt in enumerate(t.targets)
+    ]
     snap = model.snapshot
-    if (
-        snap is not None
+    found = cross_section_problems(
+        declared,
+        model.sources,
+        dead_letter_store=model.dead_letter is not None,
+        snapshots_without_store=snap is not None
         and snap.enabled
         and snap.store is None
-        and (snap.schedule or snap.on_shutdown)
-    ):
-        out.append(
-            Problem(
-                ("snapshot", "store"),
-                "schedule/on_shutdown need a store "
-                "(e.g. store = local, store_config { path = /var/lib/laredo })",
-            )
-        )
-    if model.dead_letter is None:
-        for i, t in enumerate(model.tables):
-            for j, tgt in enumerate(t.targets):
-                if tgt.error_handling.on_persistent_failure == "dead_letter":
-                    out.append(
-                        Problem(
-                            ("tables", i, "targets", j, "error_handling", "on_persistent_failure"),
-                            "dead_letter needs a dead_letter { store = ... } section",
-                        )
-                    )
-    ids: dict[str, str] = {}
-    for i, t in enumerate(model.tables):
-        for j, tgt in enumerate(t.targets):
-            pid = pipeline_id(t, tgt)
-            where = f"tables.{i}.targets.{j}"
-            if pid in ids:
-                out.append(
-                    Problem(
-                        (),
-                        f"{where}: pipeline id {pid!r} also used by {ids[pid]}: give one of "
-                        "them a distinct `id`",
-                    )
-                )
-            ids[pid] = where
-    return out + shared_listener_problems(model)
+        and bool(snap.schedule or snap.on_shutdown),
+        words=CONFIG_WORDS,
+    )
+    return [Problem(path, message) for path, message in found] + shared_listener_problems(model)
 
 
 def _differing_keys(a: Any, b: Any, key: str) -> list[str]:

@@ -10,7 +10,7 @@ Module map (each imports only modules listed before it):
 * ``startup``: the resume > restore > baseline decision.
 * ``source_reader``: one source's reader thread, demultiplexing and ACKs.
 * ``scheduler``: ACK ticks, scheduled snapshots, lag, reconnect events.
-* ``validation``: checks of ``Engine(...)`` arguments.
+* ``validation``: checks of ``Engine(...)`` arguments; the cross-section rules (both front ends).
 * ``engine``: ``Engine``, the public facade; nothing imports it.
 """
 

@@ -80,23 +80,23 @@ class Engine(EngineQueries):
     ) -> None:
         self.sources: dict[str, SyncSource] = dict(sources or {})
         self.pipeline_configs = list(pipelines or [])
+        own: list[str] = []
+        sched = check_duration(snapshot_schedule, "snapshot_schedule", own)
+        max_age = check_duration(snapshot_max_age, "snapshot_max_age", own)
+        shutdown = check_duration(shutdown_timeout, "shutdown_timeout", own)
+        lag_every = check_duration(lag_interval, "lag_interval", own)
         problems = check_sources(self.sources)
         problems += check_pipelines(
-            self.pipeline_configs, self.sources, dead_letter_store is not None
+            self.pipeline_configs,
+            self.sources,
+            dead_letter_store is not None,
+            snapshots_without_store=bool(sched or snapshot_on_shutdown) and snapshot_store is None,
         )
-        sched = check_duration(snapshot_schedule, "snapshot_schedule", problems)
-        max_age = check_duration(snapshot_max_age, "snapshot_max_age", problems)
-        shutdown = check_duration(shutdown_timeout, "shutdown_timeout", problems)
-        lag_every = check_duration(lag_interval, "lag_interval", problems)
+        problems += own
         if sched is not None and sched <= 0:
             problems.append(f"snapshot_schedule: must be positive (got {snapshot_schedule!r})")
         if snapshot_retention is not None and snapshot_retention < 1:
             problems.append(f"snapshot_retention: must be >= 1 (got {snapshot_retention!r})")
-        if (sched or snapshot_on_shutdown) and snapshot_store is None:
-            problems.append(
-                "snapshot_schedule/snapshot_on_shutdown: need a snapshot_store "
-                "(e.g. laredo.snapshot_store('local', path=...))"
-            )
         if snapshot_meta_policy not in ("warn", "reject"):
             problems.append(
                 f"snapshot_meta_policy: use 'warn' or 'reject' (got {snapshot_meta_policy!r})"
