@@ -19,7 +19,7 @@ from laredo.testing.source import columns
 from laredo.types import BufferPolicy, ChangeAction, ChangeEvent, PipelineState
 
 T = laredo.TableIdentifier("public", "users")
-COLS = columns(("id", "int8", True), ("name", "text"), ("active", "bool"))
+COLS = columns("id", "name", "active", types={"id": "int8", "active": "bool"})
 
 
 def ev(pos: int, action: ChangeAction = ChangeAction.INSERT, **row: Any) -> ChangeEvent:

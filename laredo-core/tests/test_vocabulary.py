@@ -184,3 +184,39 @@ def test_aws_error_code_reads_the_sdk_error_shape() -> None:
     assert aws_error_code(ClientError({"Error": None})) == ""
     assert aws_error_code(ClientError(None)) == ""
     assert aws_error_code(ValueError("x")) == ""
+
+
+def test_row_key_is_the_primary_key_else_every_column() -> None:
+    """One rule for the row key (REPLICA IDENTITY FULL without a primary key), used by the
+    test source and the recording target alike."""
+    from laredo.testing import RecordingTarget, TestSource, columns
+    from laredo.types import ColumnDefinition, no_primary_key_problem, row_key, row_key_columns
+
+    cols = [
+        ColumnDefinition("tenant", primary_key=True, primary_key_ordinal=2, ordinal_position=1),
+        ColumnDefinition("v", ordinal_position=2),
+        ColumnDefinition("id", primary_key=True, primary_key_ordinal=1, ordinal_position=3),
+    ]
+    assert row_key_columns(cols) == ("id", "tenant")
+    nokey = columns("day", "doc", pk=())
+    assert row_key_columns(nokey) == ("day", "doc")
+    assert row_key_columns([]) == ()
+    assert row_key({"day": 1, "doc": {"b": [1], "a": 2}}, ("day", "doc")) == (
+        1,
+        (("a", 2), ("b", (1,))),
+    )  # hashable even for JSON values
+    t = laredo.Table("public", "log")
+    rows = [{"day": 1, "doc": "x"}, {"day": 1, "doc": "y"}]
+    src = TestSource()
+    src.add_table(t, nokey, rows)
+    assert sorted(src.rows(t), key=str) == rows  # rows sharing a first column stay apart
+    target = RecordingTarget()
+    target.on_init(t, nokey)
+    for r in rows:
+        target.on_baseline_row(t, r)
+    target.on_delete(t, {"day": 1, "doc": "x"})
+    assert target.rows() == [{"day": 1, "doc": "y"}]
+    assert no_primary_key_problem(t, "indexed-memory", "lookup_fields") == (
+        "table public.log: table has no primary key; set lookup_fields (the columns that "
+        "identify a row) on the indexed-memory target, or add a primary key to the table"
+    )

@@ -315,3 +315,21 @@ def test_periodic_snapshots() -> None:
         assert t.snapshots()[0].sequence == 1 and len(t.snapshots()[0].rows) == 11
     finally:
         t.on_close(T)
+
+
+def test_key_without_primary_key_is_id_else_every_column() -> None:
+    """The fan-out's documented key: the primary key, else an ``id`` column, else every column
+    (``laredo.types.row_key_columns``)."""
+    t = FanOutTarget(serve=False, grpc={"port": 0, "drain_timeout": 0})
+    try:
+        t.on_init(T, columns("id", "name", pk=()))
+        assert t.key_fields == ("id",)
+        t.on_init(T, columns("day", "note", pk=()))
+        assert t.key_fields == ("day", "note")
+        t.on_baseline_rows(T, [{"day": 1, "note": "a"}, {"day": 1, "note": "b"}])
+        t.on_baseline_complete(T)
+        assert t.count() == 2
+        with pytest.raises(laredo.ConfigError, match=r"public\.users.*add a primary key"):
+            t.on_init(T, [])
+    finally:
+        t.on_close(T)

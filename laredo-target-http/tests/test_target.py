@@ -569,3 +569,18 @@ def test_close_stops_a_flusher_stuck_in_retries(
     t.on_close(T)  # returns: the flusher's retry loop ends once the target is closing
     assert t._flusher is not None and not t._flusher.is_alive()
     assert t.durable_position() is None
+
+
+def test_replica_keys_a_table_without_primary_key_by_every_column() -> None:
+    """The receiver follows ``laredo.types.row_key_columns``: no primary key, every column."""
+    from laredo_target_http.replica import Replica
+
+    replica = Replica()
+    columns = [{"name": "day", "type": "int4"}, {"name": "note", "type": "text"}]
+    replica.apply("/baseline/start", {"table": "public.log", "columns": columns, "primary_key": []})
+    replica.apply("/baseline/batch", {"rows": [{"day": 1, "note": "a"}, {"day": 1, "note": "b"}]})
+    replica.apply("/baseline/complete", {"row_count": 2})
+    assert replica.key_columns == ["day", "note"] and len(replica) == 2
+    replica.apply("/changes", {"changes": [{"action": "DELETE", "old": {"day": 1, "note": "a"}}]})
+    assert replica.rows() == [{"day": 1, "note": "b"}]
+    assert replica.get(1, "b") == {"day": 1, "note": "b"}

@@ -7,6 +7,7 @@ path (baseline, stream, snapshot restore, fan-out wire).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
@@ -68,6 +69,53 @@ def primary_key_columns(
     pk = [c for c in columns if c.primary_key]
     pk.sort(key=lambda c: (c.primary_key_ordinal or 1_000_000, c.ordinal_position))
     return [c.name for c in pk]
+
+
+def row_key_columns(columns: Sequence[ColumnDefinition]) -> tuple[str, ...]:
+    """The columns that identify a row: the primary key (in key order) when the table has one,
+    otherwise every column in table order (PostgreSQL's ``REPLICA IDENTITY FULL``: an update or
+    delete then carries the whole old row). Empty only when ``columns`` is. The one rule for
+    every part that keys rows; a target that cannot key by every column refuses the table with
+    :func:`no_primary_key_problem` instead."""
+    pk = [c for c in columns if c.primary_key]
+    if pk:
+        pk.sort(key=lambda c: (c.primary_key_ordinal or 1_000_000, c.ordinal_position))
+        return tuple(c.name for c in pk)
+    return tuple(c.name for c in columns)
+
+
+def row_key(row: Mapping[str, Any], fields: Sequence[str]) -> tuple[Any, ...]:
+    """The key of ``row`` under ``fields`` (see :func:`row_key_columns`), hashable even when a
+    key column holds a list or a mapping (JSON, arrays: a table keyed by every column). Raises
+    ``KeyError`` for a missing field."""
+    return key_tuple(row[f] for f in fields)
+
+
+def key_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
+    """``values`` as a hashable key: lists become tuples, mappings sorted item tuples."""
+    return tuple(_hashable(v) for v in values)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted(((k, _hashable(v)) for k, v in value.items()), key=lambda kv: kv[0]))
+    return value
+
+
+def no_primary_key_problem(table: TableIdentifier, target: str, setting: str = "") -> str:
+    """Why a target that stores rows by a key of its own refuses a table without a primary key,
+    with the fix: add a primary key (or set ``setting``, the target's own key option)."""
+    if setting:
+        return (
+            f"table {table}: table has no primary key; set {setting} (the columns that "
+            f"identify a row) on the {target} target, or add a primary key to the table"
+        )
+    return (
+        f"table {table}: table has no primary key and the {target} target stores rows by "
+        "key; add a primary key to the table"
+    )
 
 
 class ChangeAction(enum.IntEnum):

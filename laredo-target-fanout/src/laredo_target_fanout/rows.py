@@ -1,6 +1,7 @@
 """One table's current rows, by key: what the fan-out target serves and snapshots.
 
-The key is the primary key of the column definitions, else an ``id`` column, else every column.
+The key is the primary key of the column definitions, else an ``id`` column (this target's
+documented choice, kept), else every column (:func:`laredo.types.row_key_columns`).
 Stored rows are never mutated in place (an update stores a new dict), so a snapshot can share
 them. The owner (``FanOutTarget``) calls every method with its lock held.
 
@@ -16,7 +17,13 @@ from operator import itemgetter
 from typing import Any
 
 from laredo.errors import ConfigError, TargetError
-from laredo.types import ColumnDefinition, Row, TableIdentifier, primary_key_columns
+from laredo.types import (
+    ColumnDefinition,
+    Row,
+    TableIdentifier,
+    primary_key_columns,
+    row_key_columns,
+)
 
 __all__ = ["KeyedRows"]
 
@@ -40,11 +47,12 @@ class KeyedRows:
         key = tuple(primary_key_columns(columns))
         if not key:
             names = [c.name for c in columns]
-            key = ("id",) if "id" in names else tuple(names)
+            key = ("id",) if "id" in names else row_key_columns(columns)
         if not key:
             raise ConfigError(
-                f"table {table}: replication-fanout target needs column definitions with a "
-                "primary key (or an 'id' column)"
+                f"table {table}: the replication-fanout target got no column definitions, so "
+                "no row key (the source must describe the table's columns; add a primary key "
+                "to the table)"
             )
         changed = key != self.key_fields
         self.table = table

@@ -15,13 +15,17 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from laredo.serialization import decode_columns
+from laredo.types import key_tuple, row_key, row_key_columns
+
 from ._codec import decode_row
 
 Row = dict[str, Any]
 
 
 class Replica:
-    """One table, keyed by its primary key (the first column when the table has none).
+    """One table, keyed by its primary key (every column when the table has none: the rule of
+    :func:`laredo.types.row_key_columns`, PostgreSQL's ``REPLICA IDENTITY FULL``).
 
     Rules: ``/baseline/start`` begins a new copy, ``/baseline/batch`` adds rows to it,
     ``/baseline/complete`` replaces the table with it. ``/changes``: INSERT upserts, UPDATE
@@ -41,17 +45,16 @@ class Replica:
         self.changes_applied = 0
 
     def _key(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
-        cols = self.key_columns or list(row)[:1]
-        return tuple(_hashable(row[c]) for c in cols)
+        return row_key(row, self.key_columns or sorted(row))
 
     def apply(self, path: str, body: Mapping[str, Any]) -> None:
         """Apply one request (``path`` may carry the base URL's prefix)."""
         with self._lock:
             if path.endswith("/baseline/start"):
                 self.columns = list(body.get("columns", []))
-                self.key_columns = list(body.get("primary_key") or [])
-                if not self.key_columns and self.columns:
-                    self.key_columns = [self.columns[0]["name"]]
+                self.key_columns = list(body.get("primary_key") or []) or list(
+                    row_key_columns(decode_columns(self.columns))
+                )
                 self._pending = {}
             elif path.endswith("/baseline/batch"):
                 if self._pending is None:
@@ -99,16 +102,8 @@ class Replica:
 
     def get(self, *key: Any) -> Row | None:
         with self._lock:
-            row = self._rows.get(tuple(_hashable(k) for k in key))
+            row = self._rows.get(key_tuple(key))
             return dict(row) if row is not None else None
 
     def __len__(self) -> int:
         return len(self._rows)
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    return value

@@ -42,6 +42,7 @@ from laredo.types import (
     SchemaChangeResponse,
     TableIdentifier,
     TableSnapshotInfo,
+    no_primary_key_problem,
     primary_key_columns,
 )
 
@@ -222,10 +223,7 @@ class MemoryTargetBase(Generic[V]):
         pk = tuple(primary_key_columns(columns))
         key_fields = self._explicit_key_fields() or pk or self._fallback_key_fields()
         if not key_fields:
-            problems.append(
-                f"table {table}: table has no primary key; set {self._no_key_hint()} "
-                f"(the columns that identify a row) on the {self.plugin_name} target"
-            )
+            problems.append(no_primary_key_problem(table, self.plugin_name, self._no_key_hint()))
         names = [c.name for c in columns]
         if names:
             known = set(names)

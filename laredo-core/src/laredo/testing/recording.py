@@ -19,7 +19,9 @@ from ..types import (
     SchemaChangeResponse,
     TableIdentifier,
     TableSnapshotInfo,
-    primary_key_columns,
+    key_tuple,
+    row_key,
+    row_key_columns,
 )
 
 
@@ -51,9 +53,10 @@ class RecordingTarget:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _key(self, row: Row) -> Any:
-        fields = self.key_fields or primary_key_columns(self.columns) or list(row)[:1]
+        # the one rule (laredo.types.row_key_columns); before on_init, every field of the row
+        fields = self.key_fields or row_key_columns(self.columns) or sorted(row)
         try:
-            return tuple(row[f] for f in fields)
+            return row_key(row, fields)
         except KeyError as exc:
             raise TargetError(f"row misses key field {exc}: {row!r}") from None
 
@@ -175,7 +178,7 @@ class RecordingTarget:
 
     def get(self, *key: Any) -> Row | None:
         with self._lock:
-            r = self._rows.get(tuple(key))
+            r = self._rows.get(key_tuple(key))
             return dict(r) if r is not None else None
 
     def methods(self) -> list[str]:

@@ -29,7 +29,7 @@ from ..types import (
     SourceState,
     TableIdentifier,
     TableProblem,
-    primary_key_columns,
+    row_key_columns,
 )
 
 
@@ -108,9 +108,9 @@ class TestSource:
         return t
 
     def _key(self, table: TableIdentifier, row: Row) -> Any:
-        pk = primary_key_columns(self._columns[table]) or [self._columns[table][0].name]
+        key = row_key_columns(self._columns[table])
         try:
-            return tuple(row[c] for c in pk)
+            return tuple(row[c] for c in key)
         except KeyError as exc:
             raise ValueError(f"row for {table} misses key column {exc}") from None
 

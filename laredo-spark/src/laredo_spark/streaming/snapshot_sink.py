@@ -21,8 +21,8 @@ process; the driver reads two numbers per table and commits the manifest):
 
 Exactly once: the batch id is in the snapshot's id and metadata; a replayed batch (at or below
 the newest snapshot's batch id) is skipped, and a batch that failed half-way left only staged
-files, which the next attempt removes. Keys are the tables' primary-key columns (else the
-first column), compared as their typed-JSON text.
+files, which the next attempt removes. Keys are :func:`laredo.types.row_key_columns` (the
+primary key, else every column), compared as their typed-JSON text.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from laredo.types import (
     SnapshotMetadata,
     TableIdentifier,
     TableSnapshotInfo,
-    primary_key_columns,
+    row_key_columns,
 )
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -171,7 +171,7 @@ class SnapshotSink:
         self.prefix = prefix
         self.keep = keep
         self.columns = {k: list(v) for k, v in columns.items()}
-        self.keys = {t: primary_key_columns(c) or [c[0].name] for t, c in self.columns.items()}
+        self.keys = {t: list(row_key_columns(c)) for t, c in self.columns.items()}
         self.chains: dict[TableIdentifier, Chain] = {}
         for p in pipelines:
             t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
