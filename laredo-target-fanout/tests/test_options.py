@@ -7,6 +7,7 @@ from typing import Any
 
 import laredo
 import pytest
+from laredo.deprecation import OptionDeprecationWarning, collect_deprecations
 from laredo.testing.source import columns
 from laredo_target_fanout import FanOutTarget, ReplicationFanoutOptions, ReplicationServer
 from laredo_target_fanout.options import coerce_options
@@ -47,12 +48,44 @@ def test_bad_durations_and_a_zero_heartbeat_are_config_errors() -> None:
 
 
 def test_zero_snapshot_interval_and_age_mean_off_and_max_size_is_size() -> None:
-    opts = coerce_options(
-        ReplicationFanoutOptions,
-        {"snapshot": {"interval": 0, "max_age": "0s"}, "client_buffer": {"max_size": 7}},
-    )
+    with pytest.warns(OptionDeprecationWarning, match="client_buffer.max_size"):
+        opts = coerce_options(
+            ReplicationFanoutOptions,
+            {"snapshot": {"interval": 0, "max_age": "0s"}, "client_buffer": {"max_size": 7}},
+        )
     assert (opts.snapshot.interval, opts.snapshot.max_age) == (None, None)
     assert opts.client_buffer.size == 7
+
+
+def test_go_spellings_are_the_targets_own_with_one_warning_each() -> None:
+    """Go Laredo's keys of this target, declared here (not in the server): values move to our
+    keys, each spelling warns once naming ours; both spellings together is an error."""
+    go = {
+        "max_clients": 10,
+        "grpc": {"port": 0},
+        "snapshot": {"retention": {"keep_count": 2, "max_age": "1h"}},
+    }
+    with collect_deprecations() as notes:
+        opts = coerce_options(ReplicationFanoutOptions, go)
+    assert opts.grpc is not None and opts.grpc.max_clients == 10
+    assert (opts.snapshot.keep_count, opts.snapshot.max_age) == (2, 3600.0)
+    assert notes == [
+        "max_clients is Go Laredo's spelling; write grpc { max_clients = ... }",
+        "snapshot.retention.keep_count is Go Laredo's spelling; write snapshot.keep_count",
+        "snapshot.retention.max_age is Go Laredo's spelling; write snapshot.max_age",
+    ]
+    with collect_deprecations() as notes:
+        coerce_options(
+            ReplicationFanoutOptions, {"grpc": {"port": 0}, "snapshot": {"keep_count": 2}}
+        )
+    assert notes == []  # our spelling: nothing to say
+    with pytest.raises(laredo.ConfigError, match=r"give keep_count or retention\.keep_count"):
+        coerce_options(
+            ReplicationFanoutOptions,
+            {"snapshot": {"keep_count": 5, "retention": {"keep_count": 2}}},
+        )
+    with pytest.raises(laredo.ConfigError, match=r"archive: .*archive \{ uri"):
+        coerce_options(ReplicationFanoutOptions, {"archive": {"store": "local"}})
 
 
 def test_the_plugin_serves_on_grpc_and_not_without_it() -> None:

@@ -2,6 +2,12 @@
 
 Durations accept every form of :mod:`laredo.units` (seconds, ``"200ms"``, ``"5s"``,
 ``"1h30m"``, ``"2d"``, a ``timedelta``) and are stored as seconds.
+
+Go Laredo's spellings of this target's options are accepted, each reported once through
+:func:`laredo.deprecation.deprecated_option` (a note of ``laredo config validate``):
+``max_clients`` (write ``grpc { max_clients }``), ``client_buffer { max_size }`` (``size``),
+``snapshot { retention { keep_count, max_age } }`` (``snapshot { keep_count, max_age }``).
+Go's cold ``archive { store, ... }`` is an error naming its replacement.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from laredo.auth import (
     is_loopback,
     open_listener_warning,
 )
+from laredo.deprecation import deprecated_option
 from laredo.errors import ConfigError
 from laredo.preflight import ListenerClaim
 from laredo.registry import format_validation_error
@@ -65,6 +72,29 @@ class SnapshotOptions(OptionsModel):
         description='a SnapshotStore, or {"type": "local", "path": ...} to persist snapshots',
     )
     serializer: Any = "jsonl"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _go_retention(cls, v: Any) -> Any:
+        """Go's ``retention { keep_count, max_age }``, moved up one level."""
+        if not isinstance(v, dict) or not isinstance(v.get("retention"), dict):
+            return v
+        v = dict(v)
+        retention = dict(v.pop("retention"))
+        for key in ("keep_count", "max_age"):
+            if key in retention:
+                if key in v:
+                    raise ValueError(f"give {key} or retention.{key} (Go's spelling), not both")
+                v[key] = retention.pop(key)
+                deprecated_option(
+                    f"snapshot.retention.{key} is Go Laredo's spelling; write snapshot.{key}"
+                )
+        if retention:
+            raise ValueError(
+                f"retention.{', '.join(sorted(retention))}: unknown key (retention has "
+                "keep_count and max_age)"
+            )
+        return v
 
     @field_validator("interval", "max_age")
     @classmethod
@@ -138,7 +168,7 @@ class GrpcOptions(OptionsModel):
 
 class ClientBufferOptions(OptionsModel):
     """``client_buffer { size, policy, max_wait }``: how far a live client may fall behind
-    (``max_size`` is accepted for ``size``)."""
+    (Go's ``max_size`` is accepted for ``size``, with a deprecation note)."""
 
     size: int = Field(default=10_000, ge=1)
     policy: Literal["drop_disconnect", "slow_down"] = "drop_disconnect"
@@ -149,6 +179,9 @@ class ClientBufferOptions(OptionsModel):
     def _max_size(cls, v: Any) -> Any:
         if isinstance(v, dict) and "max_size" in v and "size" not in v:
             v = {("size" if k == "max_size" else k): x for k, x in v.items()}
+            deprecated_option(
+                "client_buffer.max_size is Go Laredo's spelling; write client_buffer.size"
+            )
         return v
 
 
@@ -171,6 +204,34 @@ class ReplicationFanoutOptions(OptionsModel):
     heartbeat_interval: Duration = Field(default=5.0, gt=0)
     archive: ArchiveOptions | None = None
     observer: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _go_max_clients(cls, v: Any) -> Any:
+        """Go's target-level ``max_clients``, moved into ``grpc``."""
+        if not isinstance(v, dict) or "max_clients" not in v:
+            return v
+        grpc = v.get("grpc")
+        if grpc is None:
+            grpc = {}
+        if not isinstance(grpc, dict) or "max_clients" in grpc:
+            return v  # left as is: the validation names the key
+        v = dict(v)
+        v["grpc"] = {**grpc, "max_clients": v.pop("max_clients")}
+        deprecated_option("max_clients is Go Laredo's spelling; write grpc { max_clients = ... }")
+        return v
+
+    @field_validator("archive", mode="before")
+    @classmethod
+    def _go_archive(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "uri" not in v:
+            raise ValueError(
+                "Go Laredo's cold archive (laredo-snapshotter) is replaced by a Delta table: "
+                "keep one with a delta target on the same table and write archive { uri = <its "
+                "uri> } here (pip install laredo-target-fanout[archive]); without it a client "
+                "that fell behind the journal gets a full snapshot"
+            )
+        return v
 
     def listener_claims(self) -> list[ListenerClaim]:
         """The port this target serves on (:class:`laredo.preflight.ClaimsListeners`): targets

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pydantic
 from pydantic import BaseModel
 
+from ..deprecation import collect_deprecations
 from ..engine.validation import CONFIG_WORDS, Declared, KeyPath, cross_section_problems
 from ..errors import ConfigError
 from ..plugins import registry
@@ -111,29 +112,34 @@ def spec_problems(
     *,
     skip: frozenset[str] = frozenset(),
     type_path: Sequence[str | int] | None = None,
+    notes: list[str] | None = None,
 ) -> list[Problem]:
     """Problems of one plugin section ``{type = name, ...options}`` of ``kind`` at ``path``:
     an unknown plugin name (at ``type_path``, default ``path.type``) or its options. Keys in
     ``skip`` are not the plugin's options. A spec without a textual ``type`` is left to the
-    structure check."""
+    structure check. Deprecated spellings the plugin reports (:mod:`laredo.deprecation`) are
+    appended to ``notes`` as ``<path>: <message>``."""
     if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), str):
         return []
     options = {k: v for k, v in spec.items() if k != "type" and k not in skip}
-    try:
-        registry(kind).validate(spec["type"], options, where=_WHERE)
-    except ConfigError as exc:
-        out = []
-        for text in exc.problems:
-            if text.startswith(f"{_WHERE}: "):
-                key, _, message = text[len(_WHERE) + 2 :].partition(": ")
-                # "<options>": a problem of the options as a whole (a model validator)
-                keys = () if key == "<options>" else tuple(key.split("."))
-                out.append(Problem((*path, *keys), message))
-            else:
-                where = tuple(type_path) if type_path is not None else (*path, "type")
-                out.append(Problem(where, text.replace(_WHERE, "")))
-        return out
-    return []
+    out: list[Problem] = []
+    with collect_deprecations() as found:
+        try:
+            registry(kind).validate(spec["type"], options, where=_WHERE)
+        except ConfigError as exc:
+            for text in exc.problems:
+                if text.startswith(f"{_WHERE}: "):
+                    key, _, message = text[len(_WHERE) + 2 :].partition(": ")
+                    # "<options>": a problem of the options as a whole (a model validator)
+                    keys = () if key == "<options>" else tuple(key.split("."))
+                    out.append(Problem((*path, *keys), message))
+                else:
+                    where = tuple(type_path) if type_path is not None else (*path, "type")
+                    out.append(Problem(where, text.replace(_WHERE, "")))
+    if notes is not None:
+        label = ".".join(str(p) for p in path)
+        notes += [f"{label}: {message}" for message in found]
+    return out
 
 
 def _store_spec(section: Mapping[str, Any], name_key: str, default: str | None) -> Any:
@@ -144,26 +150,27 @@ def _store_spec(section: Mapping[str, Any], name_key: str, default: str | None) 
     }
 
 
-def plugin_problems(tree: Mapping[str, Any]) -> list[Problem]:
+def plugin_problems(tree: Mapping[str, Any], notes: list[str] | None = None) -> list[Problem]:
     """Problems of every plugin section of the engine sections of a raw ``tree`` (checked on
-    the raw tree, so they are reported together with structural problems)."""
+    the raw tree, so they are reported together with structural problems); deprecated
+    spellings go to ``notes`` (see :func:`spec_problems`)."""
     out: list[Problem] = []
     sources = tree.get("sources")
     if isinstance(sources, Mapping):
         for sid, spec in sources.items():
-            out += spec_problems("source", spec, ("sources", sid))
+            out += spec_problems("source", spec, ("sources", sid), notes=notes)
     tables = tree.get("tables")
     for i, table in enumerate(tables if isinstance(tables, list) else []):
         targets = table.get("targets") if isinstance(table, Mapping) else None
         for j, target in enumerate(targets if isinstance(targets, list) else []):
             base = ("tables", i, "targets", j)
-            out += spec_problems("target", target, base, skip=PIPELINE_KEYS)
+            out += spec_problems("target", target, base, skip=PIPELINE_KEYS, notes=notes)
             if not isinstance(target, Mapping):
                 continue
             for kind in ("filter", "transform"):
                 specs = target.get(f"{kind}s")
                 for k, spec in enumerate(specs if isinstance(specs, list) else []):
-                    out += spec_problems(kind, spec, (*base, f"{kind}s", k))
+                    out += spec_problems(kind, spec, (*base, f"{kind}s", k), notes=notes)
     snap = tree.get("snapshot")
     if isinstance(snap, Mapping) and snap.get("enabled", True) is not False:
         if isinstance(snap.get("store"), str):

@@ -11,8 +11,10 @@ silently. See ``docs/migrating-from-go.md``.
   ``tables.<i>.targets.<j>.{base_url,auth_header}`` and ``grpc.port`` (when a ``grpc``
   section exists), applied only to sources and targets the files define. They apply before
   ours (``LAREDO_SOURCES__PG__CONNECTION``), which wins when both are set.
-* Keys: see :func:`translate_go_keys` (the server's sections and the Go shapes of targets;
-  a plugin's own deprecated options, such as http-sync's `*_ms`, are the plugin's to translate).
+* Keys: see :func:`translate_go_keys`: the server's own sections only (source type names, the
+  top-level ``fanout { grpc { port } }`` section). A plugin's own deprecated options (the
+  fan-out's ``max_clients``, ``client_buffer.max_size``, ``snapshot.retention``; http-sync's
+  ``*_ms``) are the plugin's, declared in its options model (:mod:`laredo.deprecation`).
 """
 
 from __future__ import annotations
@@ -104,48 +106,6 @@ def _note(notes: list[str], where: str, go: str, ours: str) -> None:
     notes.append(f"{where}: {go} is Go Laredo's spelling; write {ours}")
 
 
-def _translate_fanout_target(
-    target: dict[str, Any], where: str, notes: list[str], problems: list[str]
-) -> None:
-    snap = target.get("snapshot")
-    if isinstance(snap, dict) and isinstance(snap.get("retention"), dict):
-        retention = snap.pop("retention")
-        for key in ("keep_count", "max_age"):
-            if key in retention:
-                if key in snap:
-                    problems.append(
-                        f"{where}.snapshot: give {key} or retention.{key} (Go's spelling), not both"
-                    )
-                    continue
-                snap[key] = retention.pop(key)
-                _note(notes, where, f"snapshot.retention.{key}", f"snapshot.{key}")
-        for key in sorted(set(retention) - {"keep_count", "max_age"}):
-            problems.append(
-                f"{where}.snapshot.retention.{key}: unknown key (retention has keep_count and "
-                "max_age)"
-            )
-    if "max_clients" in target:
-        grpc = target.get("grpc")
-        if grpc is None:
-            grpc = target["grpc"] = {}
-        if isinstance(grpc, dict) and "max_clients" not in grpc:
-            grpc["max_clients"] = target.pop("max_clients")
-            _note(notes, where, "max_clients", "grpc { max_clients = ... }")
-    buf = target.get("client_buffer")
-    if isinstance(buf, dict) and "max_size" in buf and "size" not in buf:
-        buf["size"] = buf.pop("max_size")
-        _note(notes, where, "client_buffer.max_size", "client_buffer.size")
-    archive = target.get("archive")
-    if archive is not None and not (isinstance(archive, dict) and "uri" in archive):
-        target.pop("archive")
-        problems.append(
-            f"{where}.archive: Go Laredo's cold archive (laredo-snapshotter) is replaced by a "
-            "Delta table: keep one with a delta target on the same table and write "
-            "archive { uri = <its uri> } here (pip install laredo-target-fanout[archive]); "
-            "without it a client that fell behind the journal gets a full snapshot"
-        )
-
-
 def _fanout_section(
     tree: dict[str, Any], notes: list[str], problems: list[str]
 ) -> tuple[Any, list[dict[str, Any]]] | None:
@@ -179,8 +139,8 @@ def _fanout_section(
 
 
 def translate_go_keys(tree: dict[str, Any], notes: list[str], problems: list[str]) -> None:
-    """Rewrite Go's keys in ``tree`` to ours (a note each); Go keys we cannot honour become
-    problems naming what to use instead."""
+    """Rewrite Go's keys of the server's sections in ``tree`` to ours (a note each); Go keys we
+    cannot honour become problems naming what to use instead."""
     sources = tree.get("sources")
     if isinstance(sources, dict):
         for sid, spec in sources.items():
@@ -205,12 +165,3 @@ def translate_go_keys(tree: dict[str, Any], notes: list[str], problems: list[str
                 f"fanout.grpc.port: {port} is also grpc.port; the fan-out listener needs its "
                 "own port"
             )
-    tables = tree.get("tables")
-    for i, table in enumerate(tables if isinstance(tables, list) else []):
-        tgts = table.get("targets") if isinstance(table, dict) else None
-        for j, tgt in enumerate(tgts if isinstance(tgts, list) else []):
-            if not isinstance(tgt, dict):
-                continue
-            where = f"tables.{i}.targets.{j}"
-            if tgt.get("type") == "replication-fanout":
-                _translate_fanout_target(tgt, where, notes, problems)

@@ -286,8 +286,10 @@ def load_config(
 
     ``conf_dirs`` defaults to ``<dir of path>/conf.d``. Raises ``ConfigError`` with every
     problem found (syntax, unknown keys, wrong types, unknown plugins, plugin options).
-    Go Laredo spellings are translated (:mod:`.gocompat`); their deprecation notes are in
-    ``notes`` and logged as warnings unless ``log_notes`` is False (the CLI shows them itself).
+    Go Laredo spellings of the server's sections are translated (:mod:`.gocompat`), a
+    plugin's own deprecated spellings by the plugin (:mod:`laredo.deprecation`, reported while
+    validating); their notes are in ``notes`` and logged as warnings unless ``log_notes`` is
+    False (the CLI shows them itself).
     """
     problems: list[str] = []
     main = Path(path)
@@ -312,18 +314,19 @@ def load_config(
     _apply_env(loaded, environ, problems)
     _apply_sets(loaded, sets, problems)
     translate_go_keys(loaded.tree, loaded.notes, problems)
-    if log_notes:
-        for note in loaded.notes:
-            logger.warning("deprecated: %s", note)
     try:
         if problems:
             raise ConfigError(problems)
         if validate:
-            loaded.model = validate_tree(loaded)
+            loaded.model = validate_tree(loaded)  # adds the plugins' deprecation notes
     except ConfigError as exc:
         for note in loaded.notes:  # shown with the problems (``exc.__notes__``)
             exc.add_note(note)
         raise
+    finally:
+        if log_notes:
+            for note in loaded.notes:
+                logger.warning("deprecated: %s", note)
     return loaded
 
 

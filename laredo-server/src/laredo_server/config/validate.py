@@ -34,7 +34,9 @@ def _observer_problems(loaded: LoadedConfig) -> list[Problem]:
     specs = obs.get("observers") if isinstance(obs, dict) else None
     out: list[Problem] = []
     for k, spec in enumerate(specs if isinstance(specs, list) else []):
-        out += spec_problems("observer", spec, ("observability", "observers", k))
+        out += spec_problems(
+            "observer", spec, ("observability", "observers", k), notes=loaded.notes
+        )
     return out
 
 
@@ -65,7 +67,8 @@ def _section_problems(loaded: LoadedConfig) -> list[Problem]:
 
 
 def validate_tree(loaded: LoadedConfig) -> ServerConfig:
-    """Validate the merged tree; every problem (structure, plugins, references) together."""
+    """Validate the merged tree; every problem (structure, plugins, references) together.
+    Deprecated spellings a plugin accepts are added to ``loaded.notes``."""
     tree = loaded.tree
 
     def located(problems: list[Problem]) -> list[str]:
@@ -78,7 +81,10 @@ def validate_tree(loaded: LoadedConfig) -> ServerConfig:
     )
     # plugin-owned sections, checked on the raw tree so they are reported with the rest
     problems += located(
-        found + plugin_problems(tree) + _observer_problems(loaded) + _section_problems(loaded)
+        found
+        + plugin_problems(tree, loaded.notes)
+        + _observer_problems(loaded)
+        + _section_problems(loaded)
     )
     if model is None:
         raise ConfigError(problems)

@@ -1,0 +1,50 @@
+"""Deprecated option spellings: each plugin declares its own, one warning carries them out.
+
+A plugin's options model accepts an old spelling (a ``mode="before"`` validator that moves the
+value to the new key) and calls :func:`deprecated_option` with a message naming the spelling to
+write. In Python code that is an ordinary :class:`DeprecationWarning`; while a configuration is
+validated (:func:`laredo.config.spec_problems` under :func:`collect_deprecations`) each one
+becomes a note prefixed with the section's key path, which ``laredo config validate`` prints and
+``laredo serve`` logs, once per spelling found. The server's compatibility layer
+(``laredo_server.config.gocompat``) handles only the server's own sections.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["OptionDeprecationWarning", "collect_deprecations", "deprecated_option"]
+
+
+class OptionDeprecationWarning(DeprecationWarning):
+    """An option written in a deprecated spelling; ``str()`` names the spelling to write."""
+
+
+def deprecated_option(message: str) -> None:
+    """Report one deprecated spelling (call it from the options model's validator)."""
+    warnings.warn(OptionDeprecationWarning(message), stacklevel=3)
+
+
+@contextmanager
+def collect_deprecations() -> Iterator[list[str]]:
+    """Collect the messages of :class:`OptionDeprecationWarning` raised inside the block (each
+    once, in order) into the list it yields; other warnings pass on unchanged. Not for
+    concurrent use from several threads (``warnings.catch_warnings`` is process-wide)."""
+    found: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OptionDeprecationWarning)
+        try:
+            yield found
+        finally:
+            others = []
+            for w in caught:
+                if issubclass(w.category, OptionDeprecationWarning):
+                    text = str(w.message)
+                    if text not in found:
+                        found.append(text)
+                else:
+                    others.append(w)
+    for w in others:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
