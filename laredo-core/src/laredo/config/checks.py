@@ -247,7 +247,8 @@ def target_listener_claims(model: EngineConfig) -> list[tuple[str, str, Listener
     for i, t in enumerate(model.tables):
         for j, tgt in enumerate(t.targets):
             try:
-                options = registry("target").options_model(tgt.type, tgt.options())
+                with collect_deprecations():  # noted once, by plugin_problems
+                    options = registry("target").options_model(tgt.type, tgt.options())
             except ConfigError:
                 continue
             if isinstance(options, ClaimsListeners):
