@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,7 +19,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from laredo.testing import wait_until
+
 from .testkit import free_port, wait_for
+
+until = wait_until  # the one polling helper (status page tests import it from here)
 
 LAREDO = str(Path(sys.executable).parent / "laredo")
 TOKEN = "ops-page-token"
@@ -201,14 +204,3 @@ def http_status(url: str) -> int:
             return int(r.status)
     except urllib.error.HTTPError as e:
         return int(e.code)
-
-
-def until(pred: Any, timeout: float, what: str) -> Any:
-    """``pred()`` once truthy, else AssertionError naming ``what``."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

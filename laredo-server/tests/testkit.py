@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import grpc
 import laredo
-from laredo.testing import TestSource, columns
+from laredo.testing import TestSource, columns, wait_until
 from laredo_server.config import Built
 from laredo_server.runtime import ServerRuntime
 from laredo_server.serve import attach_frontends
@@ -29,14 +27,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.01)
-    return pred()
+wait_for = wait_until  # the one polling helper, under the name these tests use
 
 
 def make_source() -> TestSource:

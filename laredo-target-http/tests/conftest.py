@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from laredo.testing import wait_until
 
 
 @dataclass(frozen=True)
@@ -229,15 +230,4 @@ def tls_receiver(tmp_path: Any) -> Iterator[Receiver]:
 @pytest.fixture
 def wait_for() -> Callable[..., Any]:
     """``wait_for(cond, timeout=10, what="...")`` polls ``cond`` until truthy."""
-    return _wait_for
-
-
-def _wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.005)
+    return wait_until
