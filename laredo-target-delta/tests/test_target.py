@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import laredo
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from laredo.errors import TargetError
@@ -98,6 +99,60 @@ def test_incompatible_columns_refuse_changes_until_a_baseline(archive: Archive) 
     assert [c.kind for c in history(archive.uri)] == ["baseline", "baseline", "schema", "changes"]
     assert all(c.position for c in history(archive.uri))
     t.on_close(ITEMS)
+
+
+def _numeric(precision: int | None, scale: int | None) -> list[ColumnDefinition]:
+    price = ColumnDefinition("price", "numeric", 3, True, False, 0, 1700, None, 0, precision, scale)
+    return [*COLUMNS[:2], price]
+
+
+def _price_type(uri: str) -> str:
+    return str(pa.schema(DeltaTable(uri).schema().to_arrow()).field("price").type)
+
+
+def test_a_numeric_stored_as_text_stays_text_when_the_source_gives_its_precision(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(None, None))  # as the source described numerics before
+    t.on_baseline_rows(ITEMS, [{"id": 1, "name": "a", "price": Decimal("1.50")}])
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    t.on_close(ITEMS)
+    assert _price_type(uri) in ("string", "large_string", "string_view")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(10, 2))  # no re-baseline, no schema commit: exact text goes on
+    new = {"id": 2, "price": Decimal("2.25")}
+    t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, "20", new=new)])
+    t.flush()
+    t.on_close(ITEMS)
+    assert _price_type(uri) in ("string", "large_string", "string_view")
+    assert _rows(uri)[2]["price"] == Decimal("2.25")
+    assert [c.kind for c in history(uri)] == ["baseline", "changes"]
+
+
+def test_a_narrower_or_wider_decimal_needs_a_new_version(tmp_path: Path) -> None:
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(10, 2))
+    t.on_baseline_rows(ITEMS, [{"id": 1, "name": "a", "price": Decimal("1.50")}])
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    assert _price_type(uri) == "decimal128(10, 2)"
+    reply = t.on_schema_change(ITEMS, _numeric(10, 2), _numeric(20, 4))
+    assert reply.action == SchemaChangeAction.RE_BASELINE
+    t.on_close(ITEMS)
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(20, 4))
+    with pytest.raises(DeltaConfigError, match=r"uri = .* holds columns"):
+        t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, "20", new={"id": 2})])
+    t.on_baseline_rows(ITEMS, [{"id": 1, "name": "a", "price": Decimal("123456789012.1234")}])
+    t.set_change_position("30")
+    t.on_baseline_complete(ITEMS)
+    t.on_close(ITEMS)
+    assert _price_type(uri) == "decimal128(20, 4)"
+    assert _rows(uri)[1]["price"] == Decimal("123456789012.1234")
 
 
 def test_durable_only_after_the_commit_and_never_half_a_transaction(tmp_path: Path) -> None:

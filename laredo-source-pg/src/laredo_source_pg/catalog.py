@@ -38,6 +38,7 @@ __all__ = [
     "SlotRow",
     "check_conninfo",
     "connect",
+    "precision_scale",
     "quote_ident",
     "quote_literal",
     "resolve_conninfo",
@@ -264,7 +265,8 @@ _COLUMNS_QUERY = """
                      WHERE i.indrelid = a.attrelid AND i.indisprimary
                        AND k.attnum = a.attnum), 0),
            CASE WHEN a.atttypmod > 4 AND t.typname IN ('varchar', 'bpchar')
-                THEN a.atttypmod - 4 ELSE 0 END
+                THEN a.atttypmod - 4 ELSE 0 END,
+           a.atttypmod
     FROM pg_attribute a
     JOIN pg_type t ON t.oid = a.atttypid
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -275,6 +277,21 @@ _COLUMNS_QUERY = """
 """Columns as pgoutput describes them: stored generated columns are left out (pgoutput never
 sends them before PostgreSQL 18), so the baseline, the stream and snapshots carry the same
 columns."""
+
+
+_TIME_TYPES = frozenset({"timestamp", "timestamptz", "time", "timetz"})
+
+
+def precision_scale(typname: str, typmod: int) -> tuple[int | None, int | None]:
+    """The declared precision and scale in a column's ``atttypmod``: ``numeric(12,2)`` ->
+    (12, 2) (PostgreSQL 15+ allows a negative scale), ``timestamptz(3)`` -> (3, None);
+    (None, None) when the type declares none."""
+    if typname == "numeric" and typmod >= 4:
+        mod = typmod - 4
+        return (mod >> 16) & 0xFFFF, ((mod & 0x7FF) ^ 1024) - 1024
+    if typname in _TIME_TYPES and typmod >= 0:
+        return typmod, None
+    return None, None
 
 
 class Catalog:
@@ -339,9 +356,10 @@ class Catalog:
                 continue
             published = self.published_columns.get(t)
             cols = []
-            for name, typname, oid, attnum, nullable, default, pk_ord, maxlen in rows:
+            for name, typname, oid, attnum, nullable, default, pk_ord, maxlen, typmod in rows:
                 if published is not None and name not in published:
                     continue
+                precision, scale = precision_scale(typname, int(typmod))
                 cols.append(
                     ColumnDefinition(
                         name=name,
@@ -353,6 +371,8 @@ class Catalog:
                         type_oid=int(oid),
                         default_value=default,
                         max_length=int(maxlen),
+                        precision=precision,
+                        scale=scale,
                     )
                 )
             out[t] = cols
