@@ -348,3 +348,65 @@ def test_plugin_discovery_loads_no_native_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("redelivered_from", ["20", "10"])
+def test_a_partial_commit_at_shutdown_is_redelivered_and_applied_once(
+    tmp_path: Path, redelivered_from: str
+) -> None:
+    """Shutdown in the middle of a large transaction: the close commits what arrived, marked
+    partial; the durable position stays before that transaction; a restart gets it (and maybe
+    more) again and the table ends equal to applying every change once."""
+    from laredo_target_delta import rows_as_of
+
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, COLUMNS)
+    t.on_baseline_rows(ITEMS, [item(i) for i in range(10)])
+    t.set_change_position("10")
+    t.on_baseline_complete(ITEMS)
+    txn20 = [
+        _ev(ChangeAction.INSERT, "20", new=item(100)),
+        _ev(ChangeAction.UPDATE, "20", new=item(1, name="t20")),
+    ]
+    big = [_ev(ChangeAction.INSERT, "30", new=item(200 + i)) for i in range(400)]
+    big += [
+        _ev(ChangeAction.UPDATE, "30", new=item(2, name="big")),
+        _ev(ChangeAction.DELETE, "30", old={"id": 3}),
+        _ev(ChangeAction.UPDATE, "30", new={"id": 200, "name": "again"}),  # price, doc: TOAST
+        _ev(ChangeAction.DELETE, "30", old={"id": 201}),
+        _ev(ChangeAction.INSERT, "30", new=item(201, name="back")),
+    ]
+    txn40 = [_ev(ChangeAction.UPDATE, "40", new=item(200, name="t40", price=Decimal("4.00")))]
+    expected = {i: item(i) for i in range(10)}
+    for e in [*txn20, *big, *txn40]:
+        if e.action == ChangeAction.DELETE:
+            expected.pop(e.old_values["id"], None)  # type: ignore[index]
+        else:
+            assert e.new_values is not None
+            key = e.new_values["id"]
+            expected[key] = {**expected.get(key, {}), **e.new_values}
+
+    t.apply_changes(ITEMS, txn20)
+    t.apply_changes(ITEMS, big[:250])  # the rest of transaction 30 has not arrived
+    t.on_close(ITEMS)
+    commits = history(uri)
+    assert commits[-1].partial and commits[-1].position == "30"
+    assert t.durable_position() == "20"  # what the engine may acknowledge: not 30
+    _, at, _ = rows_as_of(uri, "35")
+    assert at == "10"  # a point-in-time read never chooses the partial commit
+
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, COLUMNS)
+    assert t.durable_position() == "10"  # resumes after the last whole commit
+    again = [e for e in [*txn20, *big, *txn40] if e.position > redelivered_from]
+    for pos in ("20", "30", "40"):
+        t.apply_changes(ITEMS, [e for e in again if e.position == pos])
+    t.set_change_position("50")  # a heartbeat: 40 is complete
+    t.flush()
+    t.on_close(ITEMS)
+    rows, at, _ = rows_as_of(uri, "45")
+    assert at == "40"
+    assert sorted(r["id"] for r in rows) == sorted(expected)  # no key twice, none lost
+    assert {r["id"]: r for r in rows} == expected
+    assert not history(uri)[-1].partial
