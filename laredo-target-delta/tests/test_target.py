@@ -414,3 +414,14 @@ def test_a_partial_commit_at_shutdown_is_redelivered_and_applied_once(
     assert sorted(r["id"] for r in rows) == sorted(expected)  # no key twice, none lost
     assert {r["id"]: r for r in rows} == expected
     assert not history(uri)[-1].partial
+
+
+def test_a_value_that_does_not_fit_the_decimal_names_the_column_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(4, 2))
+    with pytest.raises(TargetError, match=r"column 'price' \(decimal128\(4, 2\)\).*NaN.*ALTER"):
+        t.on_baseline_rows(ITEMS, [{"id": i, "price": Decimal("NaN")} for i in range(50_000)])
+    t.on_close(ITEMS)

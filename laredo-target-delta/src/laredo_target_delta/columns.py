@@ -253,12 +253,23 @@ def to_arrow(
         try:
             arrays.append(pa.array(values, type=codec.arrow_type))
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise ValueError(f"column {name!r} ({codec.arrow_type}): {exc}") from None
+            raise ValueError(f"column {name!r} ({codec.arrow_type}): {exc}{_hint(codec)}") from None
         fields.append(pa.field(name, codec.arrow_type, nullable=codec.nullable))
     for name, (typ, values) in (extra or {}).items():
         arrays.append(pa.array(values, type=typ))
         fields.append(pa.field(name, typ))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _hint(codec: ColumnCodec) -> str:
+    if not pa.types.is_decimal(codec.arrow_type):
+        return ""
+    return (
+        "; the column is stored with the precision and scale the source declared: NaN has no "
+        "decimal form (declare the column numeric, unconstrained, to keep it), and a wider "
+        "value means the column's type changed (ALTER TYPE): restart the pipeline, the target "
+        "then refuses the stream until a re-baseline writes the new type"
+    )
 
 
 def rows_of(table: pa.Table, codecs: Sequence[ColumnCodec]) -> list[Row]:
