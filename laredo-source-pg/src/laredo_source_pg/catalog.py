@@ -28,6 +28,7 @@ from .dsn import mask_dsn, mask_text
 from .options import PostgresSourceOptions
 from .partitions import PartitionFingerprint, memberships, publication_problem
 from .sqltext import quote_ident, quote_literal, table_sql
+from .typmods import precision_scale
 
 logger = logging.getLogger(__name__)
 
@@ -277,21 +278,6 @@ _COLUMNS_QUERY = """
 """Columns as pgoutput describes them: stored generated columns are left out (pgoutput never
 sends them before PostgreSQL 18), so the baseline, the stream and snapshots carry the same
 columns."""
-
-
-_TIME_TYPES = frozenset({"timestamp", "timestamptz", "time", "timetz"})
-
-
-def precision_scale(typname: str, typmod: int) -> tuple[int | None, int | None]:
-    """The declared precision and scale in a column's ``atttypmod``: ``numeric(12,2)`` ->
-    (12, 2) (PostgreSQL 15+ allows a negative scale), ``timestamptz(3)`` -> (3, None);
-    (None, None) when the type declares none."""
-    if typname == "numeric" and typmod >= 4:
-        mod = typmod - 4
-        return (mod >> 16) & 0xFFFF, ((mod & 0x7FF) ^ 1024) - 1024
-    if typname in _TIME_TYPES and typmod >= 0:
-        return typmod, None
-    return None, None
 
 
 class Catalog:
