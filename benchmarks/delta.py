@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/delta.py [--rows 1000000] [--changes 600000] [--txn 100]
                                          [--flush-interval 10] [--flush-rows 300000]
+    .venv/bin/python benchmarks/delta.py --merge-rows 1000000,10000000
+
+``--merge-rows`` measures only the MERGE flushes and ``read_as_of``, for each table size in
+the same run (1M beside 10M): baseline, then one MERGE of 1k / 10k / 100k updates of random
+keys, then ``read_as_of`` at the baseline's and at the last position.
 
 A table of ``--rows`` rows (int key, text, numeric(12,2), timestamptz, jsonb) is baselined into
 a ``delta`` target (local disk) and into an IndexedTarget; then the same stream of ``--changes``
@@ -135,8 +140,39 @@ def merge_flush(target: DeltaTarget, n: int, n_rows: int, pos: int) -> tuple[flo
     return seconds, added_bytes(target.options.uri, target.last_stats.version)
 
 
+def merge_scale(sizes: list[int], work: Path) -> None:
+    """MERGE seconds and bytes rewritten per flush, and read_as_of seconds, per table size."""
+    for n in sizes:
+        uri = str(work / f"merge-{n}")
+        d = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0, flush_rows=10_000_000))
+        b = baseline(d, n, 999)
+        table_bytes = added_bytes(uri, 0)
+        print(f"{n:>11,} rows  baseline {b:7.1f} s  table {table_bytes / 1e6:8.1f} MB", flush=True)
+        pos = 2000
+        for k in (1_000, 10_000, 100_000):
+            seconds, written = merge_flush(d, k, n, pos)
+            print(
+                f"{n:>11,} rows  MERGE {k:>7,} changes  {seconds:7.2f} s/flush   "
+                f"rewritten {written / 1e6:8.1f} MB",
+                flush=True,
+            )
+            pos += 100
+        d.on_close(T)
+        for at in (999, pos - 100):
+            t0 = time.perf_counter()
+            table, got = read_as_of(uri, at)
+            print(
+                f"{n:>11,} rows  read_as_of {got:>5}  {time.perf_counter() - t0:7.2f} s "
+                f"({table.num_rows:,} rows)",
+                flush=True,
+            )
+            del table
+        shutil.rmtree(uri, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--merge-rows", default="", help="e.g. 1000000,10000000: MERGE scale only")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--changes", type=int, default=600_000)
     ap.add_argument("--txn", type=int, default=100)
@@ -145,7 +181,10 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="laredo-delta-bench-"))
     try:
-        run(args, work)
+        if args.merge_rows:
+            merge_scale([int(x) for x in args.merge_rows.split(",")], work)
+        else:
+            run(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -20,10 +20,12 @@ from laredo.errors import MissingDependencyError, SnapshotError
 from laredo.serialization import (
     RowEncoder,
     decode_change,
+    decode_columns,
     decode_metadata,
     decode_row,
     dumps_row,
     encode_change,
+    encode_columns,
     encode_metadata,
     encode_row,
     loads_row,
@@ -34,6 +36,7 @@ from laredo.snapshots.parquet import ParquetSerializer
 from laredo.snapshots.schedule import apply_retention, snapshots_to_delete
 from laredo.testing.snapshot_conformance import SnapshotStoreConformance, typed_rows
 from laredo.types import (
+    ColumnDefinition,
     SnapshotDescriptor,
     SnapshotMetadata,
     TableIdentifier,
@@ -684,3 +687,19 @@ def test_layout_1_snapshots_still_load(tmp_path: Path) -> None:
     (folder / "public.users.jsonl").write_bytes(data.replace(b'"id":2', b'"id":3'))
     with pytest.raises(SnapshotError, match="checksum mismatch"):
         store.load("old")
+
+
+def test_column_precision_and_scale_round_trip_and_old_metadata_loads() -> None:
+    cols = (
+        ColumnDefinition("amount", "numeric", 1, precision=12, scale=2, type_oid=1700),
+        ColumnDefinition("at", "timestamptz", 2, precision=3, type_oid=1184),
+        ColumnDefinition("free", "numeric", 3, type_oid=1700),
+    )
+    encoded = encode_columns(cols)
+    assert encoded[0]["precision"] == 12 and encoded[0]["scale"] == 2
+    assert "precision" not in encoded[2] and "scale" not in encoded[2]
+    assert decode_columns(json.loads(json.dumps(encoded))) == cols
+    # metadata written before the fields existed loads with them unset
+    old = [{"name": "amount", "type": "numeric", "ordinal_position": 1, "type_oid": 1700}]
+    (col,) = decode_columns(old)
+    assert (col.precision, col.scale) == (None, None)

@@ -52,6 +52,30 @@ def test_connection_failure_is_transient_and_masked(make_connections: Callable[.
 
 
 @pytest.mark.integration
+def test_discover_reads_numeric_precision_and_scale_and_time_precision(
+    pg_database: PgTestDb, make_connections: Callable[..., Any]
+) -> None:
+    db = pg_database
+    db.execute(
+        "CREATE TABLE users (id int PRIMARY KEY, amount numeric(12,2), free numeric, "
+        "whole numeric(7), neg numeric(5,-2), at timestamptz(3), t timestamp, n int)"
+    )
+    conns, opts = make_connections()
+    cols = {c.name: c for c in Catalog(conns, opts).discover([USERS])[USERS]}
+    got = {name: (c.type, c.precision, c.scale) for name, c in cols.items()}
+    assert got == {
+        "id": ("int4", None, None),
+        "amount": ("numeric", 12, 2),
+        "free": ("numeric", None, None),
+        "whole": ("numeric", 7, 0),
+        "neg": ("numeric", 5, -2),
+        "at": ("timestamptz", 3, None),
+        "t": ("timestamp", None, None),
+        "n": ("int4", None, None),
+    }
+
+
+@pytest.mark.integration
 def test_discover_honours_column_lists_and_domains_load_as_their_base_type(
     pg_database: PgTestDb, make_connections: Callable[..., Any]
 ) -> None:

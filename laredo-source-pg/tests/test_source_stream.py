@@ -396,6 +396,31 @@ def test_schema_change_is_reported_in_stream_order(
     assert h.batches[-1][0] is evs[1]
 
 
+def test_a_changed_numeric_precision_is_a_schema_change_and_an_unchanged_one_is_not(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    db = pg_database
+    db.execute(
+        "CREATE TABLE users (id int PRIMARY KEY, amount numeric(12,2), name varchar(20), "
+        "at timestamptz(3), bits bit(4))"
+    )
+    src = make_source()
+    _rows, _pos, h, th = _start(src, [USERS])
+    db.execute("INSERT INTO users VALUES (1, 1.5, 'a', now(), B'1010')")
+    h.wait_for_events(1)
+    assert not h.schema_changes  # the Relation message's type modifiers match the catalog's
+    db.execute("ALTER TABLE users ALTER COLUMN amount TYPE numeric(14,2)")
+    db.execute("INSERT INTO users VALUES (2, 123456789012.25, 'b', now(), B'0101')")
+    evs = h.wait_for_events(2)
+    wait_until(lambda: h.schema_changes, what="the precision change")
+    th.stop()
+    ((table, old, new, position),) = h.schema_changes
+    assert table == USERS
+    assert (old[1].precision, old[1].scale) == (12, 2)
+    assert (new[1].precision, new[1].scale) == (14, 2)
+    assert evs[0].position < position <= evs[1].position
+
+
 def test_connection_errors_are_clear_and_masked(
     make_source: Callable[..., PostgresSource], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -170,7 +170,7 @@ def _decoder() -> PgOutputDecoder:
     return PgOutputDecoder(
         lambda oid: loaders[oid],
         lambda s, n: TableIdentifier(s, n) if n == "t" else None,
-        {TableIdentifier("public", "t"): (("id", 23), ("body", 25), ("note", 25))},
+        {TableIdentifier("public", "t"): (("id", 23, -1), ("body", 25, -1), ("note", 25, -1))},
     )
 
 
@@ -218,7 +218,7 @@ def test_decoder_passes_a_big_transaction_on_in_chunks_before_its_commit() -> No
     d = PgOutputDecoder(
         _decoder()._loader_for,
         lambda s, n: TableIdentifier(s, n) if n == "t" else None,
-        {TableIdentifier("public", "t"): (("id", 23), ("body", 25), ("note", 25))},
+        {TableIdentifier("public", "t"): (("id", 23, -1), ("body", 25, -1), ("note", 25, -1))},
         chunk_size=4,
     )
     d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))

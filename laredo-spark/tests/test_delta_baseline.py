@@ -4,13 +4,21 @@ same Delta table with no gap and no duplicate."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import laredo
 import pytest
+from laredo.errors import TargetError
 from laredo.types import TableIdentifier
 
 pytest.importorskip("laredo_target_delta")
@@ -98,3 +106,134 @@ def test_spark_writes_the_first_version_and_the_engine_continues(
         eng.stop()
     kinds = [c.kind for c in history(uri)]
     assert kinds.count("baseline") == 1  # resumed from the slot: no second baseline
+
+
+SECRET = "moto-secret-key-spark"
+
+
+@pytest.fixture(scope="module")
+def moto_process() -> Iterator[str]:
+    """A moto server in its own process: delta-rs may hold the GIL while it waits for S3, so
+    the session's in-process (threaded) moto server could not answer the driver's commit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
+            time.sleep(0.1)
+    try:
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_spark_writes_the_first_version_to_s3_and_the_engine_continues(
+    spark: Any, pg_database: Any, moto_process: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import boto3
+
+    storage = {
+        "AWS_ENDPOINT_URL": moto_process,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_process,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key=SECRET,
+    )
+    bucket = f"laredo-spark-delta-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    db = pg_database
+    db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text, price numeric(10,2))")
+    db.execute("INSERT INTO items SELECT g, 'sku-' || g, g / 4.0 FROM generate_series(1, 500) g")
+    uri = f"s3://{bucket}/lake/items"
+    cfg = {
+        "connection": db.dsn,
+        "slot_mode": "stateful",
+        "slot_name": db.slot_name,
+        "publication": {"create": True},
+    }
+    options = DeltaTargetOptions(uri=uri, storage_options=storage)
+    pipe = laredo.Pipeline("pg", ITEMS, DeltaTarget(options))
+    caplog.set_level("DEBUG", logger="laredo_spark")
+    caplog.set_level("DEBUG", logger="laredo_target_delta")
+    res = spark_delta_baseline(spark, cfg, [pipe], source_id="pg", partitions=3)
+    assert res.row_counts == {pipe.pipeline_id(): 500}
+    assert SECRET not in caplog.text and SECRET not in repr(res)
+    commits = history(uri, storage)
+    assert [(c.kind, c.position) for c in commits] == [("baseline", res.position)]
+    # the parts are objects in the bucket, beside the log; nothing was written locally
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert sum(k.endswith(".parquet") for k in keys) >= 2
+    assert any("/_delta_log/" in k for k in keys)
+    rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF", storage)
+    assert {r["id"]: r["price"] for r in rows} == {g: Decimal(g) / 4 for g in range(1, 501)}
+
+    db.execute("UPDATE items SET sku = 'changed' WHERE id <= 10")
+    db.execute("DELETE FROM items WHERE id > 490")
+    db.execute("INSERT INTO items VALUES (1000, 'new', 1.5)")
+    src = PostgresSource(**cfg, status_interval=0.2)
+    target = DeltaTarget(DeltaTargetOptions(uri=uri, storage_options=storage, flush_interval=0.1))
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
+    eng.start()
+    try:
+        assert eng.await_ready(60)
+        deadline = time.monotonic() + 60
+        while True:
+            rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF", storage)
+            if {r["id"]: r for r in rows} == _pg_rows(db):
+                break
+            assert time.monotonic() < deadline, "the Delta table did not converge"
+            time.sleep(0.3)
+    finally:
+        eng.stop()
+    assert [c.kind for c in history(uri, storage)].count("baseline") == 1
+
+
+def test_an_unreachable_object_store_fails_before_the_slot_naming_the_uri(
+    pg_database: Any,
+) -> None:
+    db = pg_database
+    db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once we leave: nothing listens there
+    storage = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "timeout": "2s",
+        "connect_timeout": "1s",
+    }
+    options = DeltaTargetOptions(uri="s3://nowhere/items", storage_options=storage)
+    pipe = laredo.Pipeline("pg", ITEMS, DeltaTarget(options))
+    cfg = {
+        "connection": db.dsn,
+        "slot_mode": "stateful",
+        "slot_name": db.slot_name,
+        "publication": {"create": True},
+    }
+    with pytest.raises(TargetError, match=r"uri = 's3://nowhere/items'") as info:
+        spark_delta_baseline(None, cfg, [pipe], source_id="pg")  # no Spark job is started
+    assert SECRET not in str(info.value)
+    assert db.scalar("SELECT count(*) FROM pg_replication_slots") == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import laredo
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from laredo.errors import TargetError
@@ -93,11 +94,67 @@ def test_incompatible_columns_refuse_changes_until_a_baseline(archive: Archive) 
     t.set_change_position(60)
     t.on_baseline_complete(ITEMS)  # a new version with the new columns
     t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, 70, new={"id": 2, "price": "free"})])
+    t.set_change_position(71)  # a heartbeat: 70 is whole (reads skip a partial commit)
     t.flush()
     assert _rows(archive.uri)[2]["price"] == "free"
     assert [c.kind for c in history(archive.uri)] == ["baseline", "baseline", "schema", "changes"]
     assert all(c.position for c in history(archive.uri))
     t.on_close(ITEMS)
+
+
+def _numeric(precision: int | None, scale: int | None) -> list[ColumnDefinition]:
+    price = ColumnDefinition("price", "numeric", 3, True, False, 0, 1700, None, 0, precision, scale)
+    return [*COLUMNS[:2], price]
+
+
+def _price_type(uri: str) -> str:
+    return str(pa.schema(DeltaTable(uri).schema().to_arrow()).field("price").type)
+
+
+def test_a_numeric_stored_as_text_stays_text_when_the_source_gives_its_precision(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(None, None))  # as the source described numerics before
+    t.on_baseline_rows(ITEMS, [{"id": 1, "name": "a", "price": Decimal("1.50")}])
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    t.on_close(ITEMS)
+    assert _price_type(uri) in ("string", "large_string", "string_view")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(10, 2))  # no re-baseline, no schema commit: exact text goes on
+    new = {"id": 2, "price": Decimal("2.25")}
+    t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, "20", new=new)])
+    t.set_change_position("21")  # a heartbeat: 20 is whole
+    t.flush()
+    t.on_close(ITEMS)
+    assert _price_type(uri) in ("string", "large_string", "string_view")
+    assert _rows(uri)[2]["price"] == Decimal("2.25")
+    assert [c.kind for c in history(uri)] == ["baseline", "changes"]
+
+
+def test_a_narrower_or_wider_decimal_needs_a_new_version(tmp_path: Path) -> None:
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(10, 2))
+    t.on_baseline_rows(ITEMS, [{"id": 1, "name": "a", "price": Decimal("1.50")}])
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    assert _price_type(uri) == "decimal128(10, 2)"
+    reply = t.on_schema_change(ITEMS, _numeric(10, 2), _numeric(20, 4))
+    assert reply.action == SchemaChangeAction.RE_BASELINE
+    t.on_close(ITEMS)
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(20, 4))
+    with pytest.raises(DeltaConfigError, match=r"uri = .* holds columns"):
+        t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, "20", new={"id": 2})])
+    t.on_baseline_rows(ITEMS, [{"id": 1, "name": "a", "price": Decimal("123456789012.1234")}])
+    t.set_change_position("30")
+    t.on_baseline_complete(ITEMS)
+    t.on_close(ITEMS)
+    assert _price_type(uri) == "decimal128(20, 4)"
+    assert _rows(uri)[1]["price"] == Decimal("123456789012.1234")
 
 
 def test_durable_only_after_the_commit_and_never_half_a_transaction(tmp_path: Path) -> None:
@@ -202,6 +259,7 @@ def test_restart_skips_what_is_committed(archive: Archive) -> None:
     # redelivered: the insert at p (already committed) then a later change
     t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, str(p), new=item(5, name="dup"))])
     t.apply_changes(ITEMS, [_ev(ChangeAction.UPDATE, str(p + 10), new=item(1, name="new"))])
+    t.set_change_position(str(p + 11))  # a heartbeat: p + 10 is whole
     t.flush()
     rows = _rows(archive.uri)
     assert rows[5]["name"] == "n5" and rows[1]["name"] == "new"
@@ -218,6 +276,7 @@ def test_unchanged_toast_columns_keep_their_values(archive: Archive) -> None:
             _ev(ChangeAction.UPDATE, 20, new={"id": 7, "price": Decimal("9.99")}),  # from buffer
         ],
     )
+    t.set_change_position(21)  # a heartbeat: 20 is whole
     t.flush()
     rows = _rows(archive.uri)
     assert rows[1] == item(1, name="only name")
@@ -293,3 +352,76 @@ def test_plugin_discovery_loads_no_native_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("redelivered_from", ["20", "10"])
+def test_a_partial_commit_at_shutdown_is_redelivered_and_applied_once(
+    tmp_path: Path, redelivered_from: str
+) -> None:
+    """Shutdown in the middle of a large transaction: the close commits what arrived, marked
+    partial; the durable position stays before that transaction; a restart gets it (and maybe
+    more) again and the table ends equal to applying every change once."""
+    from laredo_target_delta import rows_as_of
+
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, COLUMNS)
+    t.on_baseline_rows(ITEMS, [item(i) for i in range(10)])
+    t.set_change_position("10")
+    t.on_baseline_complete(ITEMS)
+    txn20 = [
+        _ev(ChangeAction.INSERT, "20", new=item(100)),
+        _ev(ChangeAction.UPDATE, "20", new=item(1, name="t20")),
+    ]
+    big = [_ev(ChangeAction.INSERT, "30", new=item(200 + i)) for i in range(400)]
+    big += [
+        _ev(ChangeAction.UPDATE, "30", new=item(2, name="big")),
+        _ev(ChangeAction.DELETE, "30", old={"id": 3}),
+        _ev(ChangeAction.UPDATE, "30", new={"id": 200, "name": "again"}),  # price, doc: TOAST
+        _ev(ChangeAction.DELETE, "30", old={"id": 201}),
+        _ev(ChangeAction.INSERT, "30", new=item(201, name="back")),
+    ]
+    txn40 = [_ev(ChangeAction.UPDATE, "40", new=item(200, name="t40", price=Decimal("4.00")))]
+    expected = {i: item(i) for i in range(10)}
+    for e in [*txn20, *big, *txn40]:
+        if e.action == ChangeAction.DELETE:
+            expected.pop(e.old_values["id"], None)  # type: ignore[index]
+        else:
+            assert e.new_values is not None
+            key = e.new_values["id"]
+            expected[key] = {**expected.get(key, {}), **e.new_values}
+
+    t.apply_changes(ITEMS, txn20)
+    t.apply_changes(ITEMS, big[:250])  # the rest of transaction 30 has not arrived
+    t.on_close(ITEMS)
+    commits = history(uri)
+    assert commits[-1].partial and commits[-1].position == "30"
+    assert t.durable_position() == "20"  # what the engine may acknowledge: not 30
+    _, at, _ = rows_as_of(uri, "35")
+    assert at == "10"  # a point-in-time read never chooses the partial commit
+
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, COLUMNS)
+    assert t.durable_position() == "10"  # resumes after the last whole commit
+    again = [e for e in [*txn20, *big, *txn40] if e.position > redelivered_from]
+    for pos in ("20", "30", "40"):
+        t.apply_changes(ITEMS, [e for e in again if e.position == pos])
+    t.set_change_position("50")  # a heartbeat: 40 is complete
+    t.flush()
+    t.on_close(ITEMS)
+    rows, at, _ = rows_as_of(uri, "45")
+    assert at == "40"
+    assert sorted(r["id"] for r in rows) == sorted(expected)  # no key twice, none lost
+    assert {r["id"]: r for r in rows} == expected
+    assert not history(uri)[-1].partial
+
+
+def test_a_value_that_does_not_fit_the_decimal_names_the_column_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "items")
+    t = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0))
+    t.on_init(ITEMS, _numeric(4, 2))
+    with pytest.raises(TargetError, match=r"column 'price' \(decimal128\(4, 2\)\).*NaN.*ALTER"):
+        t.on_baseline_rows(ITEMS, [{"id": i, "price": Decimal("NaN")} for i in range(50_000)])
+    t.on_close(ITEMS)

@@ -21,7 +21,7 @@ def _decoder() -> PgOutputDecoder:
     return PgOutputDecoder(
         lambda oid: LOADERS.get(oid, LOADERS[25]),
         lambda s, n: TableIdentifier(s, n) if n in ("t", "u") else None,
-        {TableIdentifier("public", "t"): (("id", 23), ("body", 25))},
+        {TableIdentifier("public", "t"): (("id", 23, -1), ("body", 25, -1))},
         chunk_size=3,
     )
 

@@ -572,8 +572,16 @@ def encode_columns(columns: Any) -> list[dict[str, Any]]:
             d["default_value"] = c.default_value
         if c.max_length:
             d["max_length"] = c.max_length
+        if c.precision is not None:
+            d["precision"] = c.precision
+        if c.scale is not None:
+            d["scale"] = c.scale
         out.append(d)
     return out
+
+
+def _optional_int(v: Any) -> int | None:
+    return None if v is None else int(v)
 
 
 def decode_columns(obj: Any) -> tuple[ColumnDefinition, ...]:
@@ -594,6 +602,8 @@ def decode_columns(obj: Any) -> tuple[ColumnDefinition, ...]:
                 type_oid=int(d.get("type_oid", 0)),
                 default_value=d.get("default_value"),
                 max_length=int(d.get("max_length", 0)),
+                precision=_optional_int(d.get("precision")),
+                scale=_optional_int(d.get("scale")),
             )
         )
     return tuple(out)

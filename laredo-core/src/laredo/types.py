@@ -49,7 +49,14 @@ def Table(schema: str, table: str | None = None) -> TableIdentifier:
 
 @dataclass(frozen=True, slots=True)
 class ColumnDefinition:
-    """A column. ``ordinal_position`` and ``primary_key_ordinal`` are 1-based (0: unset/not PK)."""
+    """A column. ``ordinal_position`` and ``primary_key_ordinal`` are 1-based (0: unset/not PK).
+
+    ``max_length`` is a declared character length (``varchar(80)``: 80; 0: none declared).
+    ``precision`` and ``scale`` are a declared numeric precision and scale (``numeric(12,2)``:
+    12 and 2), and ``precision`` a declared fractional-seconds precision of a time type
+    (``timestamptz(3)``: 3); ``None`` when the type declares none (``numeric``, ``timestamptz``)
+    or the source does not know it.
+    """
 
     name: str
     type: str = "text"
@@ -60,6 +67,8 @@ class ColumnDefinition:
     type_oid: int = 0
     default_value: str | None = None
     max_length: int = 0
+    precision: int | None = None
+    scale: int | None = None
 
 
 def primary_key_columns(

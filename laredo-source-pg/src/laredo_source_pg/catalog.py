@@ -28,6 +28,7 @@ from .dsn import mask_dsn, mask_text
 from .options import PostgresSourceOptions
 from .partitions import PartitionFingerprint, memberships, publication_problem
 from .sqltext import quote_ident, quote_literal, table_sql
+from .typmods import precision_scale
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ __all__ = [
     "SlotRow",
     "check_conninfo",
     "connect",
+    "precision_scale",
     "quote_ident",
     "quote_literal",
     "resolve_conninfo",
@@ -264,7 +266,8 @@ _COLUMNS_QUERY = """
                      WHERE i.indrelid = a.attrelid AND i.indisprimary
                        AND k.attnum = a.attnum), 0),
            CASE WHEN a.atttypmod > 4 AND t.typname IN ('varchar', 'bpchar')
-                THEN a.atttypmod - 4 ELSE 0 END
+                THEN a.atttypmod - 4 ELSE 0 END,
+           a.atttypmod
     FROM pg_attribute a
     JOIN pg_type t ON t.oid = a.atttypid
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -339,9 +342,10 @@ class Catalog:
                 continue
             published = self.published_columns.get(t)
             cols = []
-            for name, typname, oid, attnum, nullable, default, pk_ord, maxlen in rows:
+            for name, typname, oid, attnum, nullable, default, pk_ord, maxlen, typmod in rows:
                 if published is not None and name not in published:
                     continue
+                precision, scale = precision_scale(typname, int(typmod))
                 cols.append(
                     ColumnDefinition(
                         name=name,
@@ -353,6 +357,8 @@ class Catalog:
                         type_oid=int(oid),
                         default_value=default,
                         max_length=int(maxlen),
+                        precision=precision,
+                        scale=scale,
                     )
                 )
             out[t] = cols

@@ -33,13 +33,12 @@ from .catalog import Catalog, Connections
 from .dsn import mask_text
 from .lsn import parse_lsn
 from .partitions import partition_fingerprints
+from .typmods import Signature, column_signature, signature_typmod
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["CatalogWatch", "Signature"]
 
-Signature = tuple[tuple[str, int], ...]
-"""A table's columns as ``(name, type_oid)``, in order (what a Relation message describes)."""
 
 _SIGNATURES = """
 SELECT x.s, x.t,
@@ -47,6 +46,9 @@ SELECT x.s, x.t,
               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
                 AND a.attgenerated = '' ORDER BY a.attnum),
        ARRAY(SELECT a.atttypid::bigint FROM pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                AND a.attgenerated = '' ORDER BY a.attnum),
+       ARRAY(SELECT a.atttypmod FROM pg_attribute a
               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
                 AND a.attgenerated = '' ORDER BY a.attnum)
 FROM unnest(%s::text[], %s::text[]) AS x(s, t)
@@ -122,12 +124,12 @@ class CatalogWatch:
             return parse_lsn(lsn_row[0]), rows, partition_fingerprints(conn, tables)
 
         lsn, rows, fingerprints = self._conns.side(read)
-        for schema, name, cols, oids in rows:
+        for schema, name, cols, oids, mods in rows:
             table = TableIdentifier(schema, name)
             published = catalog.published_columns.get(table)
             sig = tuple(
-                (str(c), int(o))
-                for c, o in zip(cols, oids, strict=True)
+                (str(c), int(o), signature_typmod(int(o), int(m)))
+                for c, o, m in zip(cols, oids, mods, strict=True)
                 if published is None or c in published
             )
             seen = known.get(table)
@@ -167,6 +169,6 @@ class CatalogWatch:
             columns = self._conns.side(partial(self._discover, table))
             if columns is None:
                 continue  # dropped meanwhile: the next check or the stream says more
-            if tuple((c.name, c.type_oid) for c in columns) != p.signature:
+            if column_signature(columns) != p.signature:
                 continue  # changed again since the check: the next check reports it
             on_columns(table, columns)

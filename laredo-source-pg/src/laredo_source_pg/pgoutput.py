@@ -31,6 +31,8 @@ from laredo.batches import UNCHANGED
 from laredo.errors import SourceError
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 
+from .typmods import Signature, signature_typmod
+
 __all__ = [
     "PG_EPOCH",
     "DecodeError",
@@ -170,8 +172,11 @@ class Relation:
     an unchanged TOAST value was not sent)."""
 
     @property
-    def signature(self) -> tuple[tuple[str, int], ...]:
-        return tuple((c.name, c.type_oid) for c in self.columns)
+    def signature(self) -> Signature:
+        return tuple(
+            (c.name, c.type_oid, signature_typmod(c.type_oid, c.type_modifier))
+            for c in self.columns
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +184,7 @@ class SchemaItem:
     """A tracked table's columns changed (in stream order, inside a transaction)."""
 
     relation: Relation
-    previous: tuple[tuple[str, int], ...] | None
+    previous: Signature | None
 
 
 @dataclass(slots=True)
@@ -226,7 +231,7 @@ class PgOutputDecoder:
 
     ``loader_for(oid)`` returns a function loading one text-format value of that type.
     ``tracked(schema, table)`` returns the :class:`TableIdentifier` to report, or None to skip
-    the table. ``known`` maps tracked tables to the ``(name, type_oid)`` signature the caller
+    the table. ``known`` maps tracked tables to the signature (:mod:`.typmods`) the caller
     already knows (from the catalog); a Relation message with another signature yields a
     :class:`SchemaItem`.
     """
@@ -235,7 +240,7 @@ class PgOutputDecoder:
         self,
         loader_for: LoaderFactory,
         tracked: Callable[[str, str], TableIdentifier | None],
-        known: dict[TableIdentifier, tuple[tuple[str, int], ...]] | None = None,
+        known: dict[TableIdentifier, Signature] | None = None,
         *,
         chunk_size: int = 0,
         resume: tuple[int, int] | None = None,
@@ -247,7 +252,7 @@ class PgOutputDecoder:
         unchanged, relation)`` (see :mod:`laredo.batches`), not :class:`ChangeEvent` s, and no
         position is stamped on them (the batch carries it)."""
         self._tracked = tracked
-        self.known: dict[TableIdentifier, tuple[tuple[str, int], ...]] = dict(known or {})
+        self.known: dict[TableIdentifier, Signature] = dict(known or {})
         self.relations: dict[int, Relation] = {}
         self.tx: Transaction | None = None
         self._loader_cache: dict[int, Callable[[Any], Any]] = {}

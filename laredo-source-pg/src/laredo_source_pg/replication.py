@@ -49,6 +49,7 @@ from .partitions import merge_moves
 from .pgoutput import DecodeError, PgOutputDecoder, SchemaItem
 from .slot import SlotManager
 from .state import RunState
+from .typmods import column_signature
 
 logger = logging.getLogger(__name__)
 
@@ -437,7 +438,7 @@ class ReplicationStream:
         def on_columns(table: TableIdentifier, columns: list[ColumnDefinition]) -> None:
             old = list(catalog.columns.get(table, []))
             catalog.columns[table] = columns
-            decoder.known[table] = tuple((c.name, c.type_oid) for c in columns)
+            decoder.known[table] = column_signature(columns)
             position = max(run.delivered, run.received)
             logger.info(
                 "schema of %s changed (seen by the catalog check) at %s",
@@ -473,10 +474,7 @@ class ReplicationStream:
         def loader_for(oid: int) -> Callable[[Any], Any]:
             return tx.get_loader(result_oid(oid), pq.Format.TEXT).load
 
-        known = {
-            t: tuple((c.name, c.type_oid) for c in cols)
-            for t, cols in self._catalog.columns.items()
-        }
+        known = {t: column_signature(cols) for t, cols in self._catalog.columns.items()}
         decoder = PgOutputDecoder(
             loader_for,
             lambda s, n: tracked.get((s, n)),

@@ -13,8 +13,12 @@ files of the table's first version, the driver commits them to the Delta log.
 4. ``laredo serve`` with the same configuration resumes from the slot: the ``delta`` target
    finds the version at the slot's position and streams on from it, no gap and no duplicate.
 
-Every pipeline of the source must have a ``delta`` target with a local ``uri`` the executors
-share (object stores: not yet). Needs ``pip install laredo-spark[delta]``.
+Every pipeline of the source must have a ``delta`` target. Its ``uri`` is a local directory
+the executors share, or an object store (``s3://``, ``gs://``, ``az://``...): then each task
+writes its Parquet file to a local temporary file and uploads it through delta-rs's object
+store with the target's ``storage_options`` (the same client and settings the target uses), and
+the driver commits the uploaded files. The options reach the executors inside the task function
+(never in a log line or a repr: they are masked). Needs ``pip install laredo-spark[delta]``.
 """
 
 from __future__ import annotations
@@ -63,28 +67,61 @@ def is_delta_pipeline(p: Pipeline) -> bool:
     return p.resolved_target_type() in ("delta", "DeltaTarget")
 
 
-def _delta_uri(p: Pipeline) -> str:
+@dataclasses.dataclass(frozen=True)
+class _Location:
+    """Where a pipeline's Delta table lives: a local directory (``local``) or an object store
+    URI with the target's ``storage_options`` (secret: never in a repr)."""
+
+    uri: str
+    storage_options: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def local(self) -> bool:
+        return "://" not in self.uri
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+def _location(p: Pipeline) -> _Location:
     options = getattr(p.target, "options", None)
     uri = getattr(options, "uri", None)
     if not isinstance(uri, str):
         raise ConfigError(f"spark delta baseline: pipeline {p.pipeline_id()} has no delta uri")
-    if "://" in uri and not uri.startswith("file://"):
-        raise ConfigError(
-            f"spark delta baseline: pipeline {p.pipeline_id()}: uri = {uri!r}: executors write "
-            "local files only for now; run the baseline with laredo serve for object stores"
-        )
-    return uri.removeprefix("file://")
+    storage = dict(getattr(options, "storage_options", None) or {})
+    return _Location(uri.removeprefix("file://"), storage)
+
+
+def _upload(local_path: str, where: _Location, name: str) -> None:
+    """Copy a finished Parquet file into the table's directory in the object store, through
+    delta-rs's object store (the ``storage_options`` the target uses)."""
+    # deltalake's public pyarrow wrapper (deltalake.fs.DeltaStorageHandler) cannot write with
+    # pyarrow >= 20 (it hands the Rust stream pyarrow Buffers, the stream takes bytes), so the
+    # handler it wraps is used directly; its stubs document it (deltalake/_internal.pyi).
+    from deltalake._internal import (  # noqa: PLC0415 - lazy: optional extra
+        DeltaFileSystemHandler,
+    )
+
+    fs = DeltaFileSystemHandler(where.uri, dict(where.storage_options))
+    out = fs.open_output_stream(name)
+    with open(local_path, "rb") as src:
+        while chunk := src.read(8 << 20):
+            out.write(chunk)
+    out.close()  # type: ignore[attr-defined]  # completes the upload; missing from the stubs
 
 
 @dataclasses.dataclass(frozen=True)
 class _WriteFiles:
-    """The task function (``mapInArrow``): one Parquet file of Delta-encoded rows per task."""
+    """The task function (``mapInArrow``): one Parquet file of Delta-encoded rows per task,
+    written into a local table directory, or uploaded into an object store's."""
 
-    directory: str
+    where: _Location
     columns: tuple[ColumnDefinition, ...]
     encoded: dict[str, str]
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import tempfile  # noqa: PLC0415 - lazy: runs in executors
+
         import pyarrow as pa  # noqa: PLC0415 - lazy: runs in executors
         import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: runs in executors
         from laredo.snapshots.arrow import batch_rows  # noqa: PLC0415 - lazy: runs in executors
@@ -97,21 +134,25 @@ class _WriteFiles:
         codecs = codecs_for(self.columns)
         schema = arrow_schema(codecs)
         name = f"part-{uuid.uuid4().hex}.zstd.parquet"
-        path = os.path.join(self.directory, name)
-        rows = 0
-        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-            for batch in batches:
-                table = to_arrow(codecs, list(batch_rows(batch, self.encoded)))
-                writer.write_table(table.cast(schema))
-                rows += table.num_rows
+        with tempfile.TemporaryDirectory(prefix="laredo-delta-") as tmp:
+            path = os.path.join(self.where.uri if self.where.local else tmp, name)
+            rows = 0
+            with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+                for batch in batches:
+                    table = to_arrow(codecs, list(batch_rows(batch, self.encoded)))
+                    writer.write_table(table.cast(schema))
+                    rows += table.num_rows
+            size = os.path.getsize(path)
+            if not self.where.local:
+                _upload(path, self.where, name)
         mtime = int(time.time() * 1000)
         yield pa.RecordBatch.from_pylist(
-            [{"path": name, "size": os.path.getsize(path), "rows": rows, "mtime": mtime}]
+            [{"path": name, "size": size, "rows": rows, "mtime": mtime}]
         )
 
 
 def _commit(
-    directory: str,
+    where: _Location,
     table: TableIdentifier,
     columns: tuple[ColumnDefinition, ...],
     files: list[Any],
@@ -133,18 +174,32 @@ def _commit(
         AddAction(f.path, int(f.size), {}, int(f.mtime), True, json.dumps({"numRecords": f.rows}))
         for f in files
     ]
-    exists = DeltaTable.is_deltatable(directory)
+    storage = dict(where.storage_options) or None
+    exists = DeltaTable.is_deltatable(where.uri, storage)
     create_table_with_add_actions(
-        directory,
+        where.uri,
         Schema.from_arrow(arrow_schema(codecs_for(columns))),
         actions,
         mode="overwrite" if exists else "error",
         name=str(table),
         description=encode_description(TableDescription(table, columns)),
         configuration={"delta.enableChangeDataFeed": "true"},
+        storage_options=storage,
         commit_properties=CommitProperties(custom_metadata=meta),
     )
-    return int(DeltaTable(directory).version())
+    return int(DeltaTable(where.uri, storage_options=storage).version())
+
+
+def _check_targets(pipes: Sequence[Pipeline], source_id: str) -> None:
+    """Before the slot is created: each table's ``uri`` is reachable and writable (local) and
+    holds no other table, checked by the ``delta`` target's own code (errors name the ``uri``;
+    ``storage_options`` masked)."""
+    from laredo_target_delta.writer import DeltaWriter  # noqa: PLC0415 - lazy: optional extra
+
+    for p in pipes:
+        assert isinstance(p.table, TableIdentifier)
+        options = getattr(p.target, "options", None)
+        DeltaWriter(options, p.table, source_id).open_existing()  # type: ignore[arg-type]
 
 
 def _source_from(source: Any) -> Any:
@@ -188,7 +243,7 @@ def spark_delta_baseline(
             "Spark baseline creates the slot once, so a source's pipelines must all be delta "
             "targets (or none); baseline the others with laredo serve or another source"
         )
-    uris = {p.pipeline_id(): _delta_uri(p) for p in pipes}
+    places = {p.pipeline_id(): _location(p) for p in pipes}
     sid = source_id or pipes[0].source_id
     tables = []
     for p in pipes:
@@ -197,6 +252,7 @@ def spark_delta_baseline(
         if t not in tables:
             tables.append(t)
     try:
+        _check_targets(pipes, sid)
         columns = src.init(SourceConfig(list(tables)))
         problems = [str(e) for e in src.validate_tables(tables)]
         if problems:
@@ -222,8 +278,9 @@ def spark_delta_baseline(
                 table = p.table
                 assert isinstance(table, TableIdentifier)
                 cols = tuple(columns.get(table, ()))
-                directory = uris[p.pipeline_id()]
-                os.makedirs(directory, exist_ok=True)
+                where = places[p.pipeline_id()]
+                if where.local:
+                    os.makedirs(where.uri, exist_ok=True)
                 kinds = {c.name: kind_of_column(c, zone) for c in cols}
                 plan = {
                     "snapshot": snap.snapshot_name,
@@ -239,18 +296,18 @@ def spark_delta_baseline(
                 out, encoded = frame_for_serializer(frame, "parquet")
                 try:
                     files = out.mapInArrow(
-                        _WriteFiles(directory, cols, dict(encoded)), _RESULT_SCHEMA
+                        _WriteFiles(where, cols, dict(encoded)), _RESULT_SCHEMA
                     ).collect()  # one small row per task: file name, size, row count
                     meta = commit_metadata(
                         position_text, snap.position, sid, str(table), "baseline"
                     )
-                    version = _commit(directory, table, cols, files, meta)
+                    version = _commit(where, table, cols, files, meta)
                 except Exception as exc:
                     raise task_failure(
                         exc, f"spark delta baseline of {table} ({p.pipeline_id()})", TargetError
                     ) from None
                 counts[p.pipeline_id()] = sum(int(f.rows) for f in files)
-                versions.append(f"{directory}@v{version}")
+                versions.append(f"{where}@v{version}")
                 logger.info(
                     "spark delta baseline of %s: %d rows in %d files, version %d at %s",
                     table,

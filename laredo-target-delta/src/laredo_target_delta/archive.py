@@ -6,7 +6,11 @@ positions, when the source's positions are integers: PostgreSQL LSNs), ``laredo.
 ``laredo.table`` and ``laredo.kind`` (``baseline``, ``changes``, ``schema``, ``maintenance``).
 A version holds every change at or before its position and none after it, except a commit
 marked ``laredo.partial`` (made at shutdown, not knowing whether the transaction at its position
-was complete): it may hold only part of that transaction.
+was complete): it may hold only part of that transaction. Point-in-time reads never choose a
+partial commit (they take the last whole one before it), and a restarted target resumes after
+the last whole commit, so the source redelivers that transaction and the next commit applies
+it whole: every change is an upsert or a delete by key, so applying it again over the part the
+partial commit holds changes nothing twice.
 """
 
 from __future__ import annotations
@@ -180,12 +184,13 @@ def history(uri: str, storage_options: Mapping[str, str] | None = None) -> list[
 
 
 def select_commit(all_commits: list[Commit], position: Any, uri: str) -> Commit:
-    """The last commit at or before ``position``; ``ArchiveError`` when it predates them all."""
+    """The last whole commit at or before ``position`` (never a partial one: it may hold half
+    a transaction); ``ArchiveError`` when it predates them all."""
     order = position_order(position)
     text = str(position)
     chosen: Commit | None = None
     for c in all_commits:
-        if c.position is None:
+        if c.position is None or c.partial:
             continue
         if order is not None and c.order is not None:
             if c.order <= order:

@@ -16,13 +16,20 @@ bytea                                   binary                        native
 date                                    date                          native
 timestamp                               timestamp_ntz                 native
 timestamptz                             timestamp (UTC instant)       native
-numeric(p,s) (type text gives p, s)     decimal(p,s)                  native
-numeric (no declared precision)         string                        ``decimal`` (exact)
+numeric(p,s), p <= 38, 0 <= s <= p     decimal(p,s)                  native
+numeric (no declared precision), or     string                        ``decimal`` (exact)
+  p > 38, or a negative scale
 uuid                                    string                        ``uuid``
 json, jsonb                             string (the JSON text)        ``jsontext``
 int/text/bool/float arrays (1-dim)      array<element>                native
 anything else                           string                        ``json`` (typed)
 ======================================  ============================  ====================
+
+A numeric's precision and scale come from the column definition (``precision``, ``scale``; the
+PostgreSQL source reads them from ``pg_attribute.atttypmod``) or from a type text
+``numeric(p,s)``. An unconstrained ``numeric`` stays exact text: it holds values of any
+precision and scale, which no fixed ``decimal(p,s)`` can (``decimal(38,s)`` would round or
+refuse some), so nothing is lost.
 
 The table's Delta ``name`` is ``schema.table``; its ``description`` is a JSON object
 ``{"laredo": 1, "table": ..., "columns": [...]}`` holding the column definitions, so readers
@@ -50,7 +57,9 @@ __all__ = [
     "codecs_for",
     "decode_description",
     "encode_description",
+    "keeps_storage",
     "rows_of",
+    "storage_columns",
     "to_arrow",
 ]
 
@@ -155,6 +164,16 @@ def _type_name(col: ColumnDefinition) -> str:
     return name
 
 
+def _precision_scale(col: ColumnDefinition, m: re.Match[str] | None) -> tuple[int | None, int]:
+    """A numeric column's declared precision and scale: from the column definition (the
+    PostgreSQL source reads them from the catalog), else from a type text ``numeric(p,s)``."""
+    if col.precision is not None:
+        return col.precision, col.scale or 0
+    if m is not None:
+        return int(m.group(1)), int(m.group(2) or 0)
+    return None, 0
+
+
 def codec_for(col: ColumnDefinition) -> ColumnCodec:
     """The Delta storage of one column (see the module docstring)."""
     name = _type_name(col)
@@ -162,10 +181,10 @@ def codec_for(col: ColumnDefinition) -> ColumnCodec:
     if name in _NATIVE:
         return ColumnCodec(col.name, _NATIVE[name], None, nullable)
     m = _NUMERIC.fullmatch(name)
-    if m is not None and int(m.group(1)) <= 38:
-        scale = int(m.group(2) or 0)
-        return ColumnCodec(col.name, pa.decimal128(int(m.group(1)), scale), None, nullable)
-    if name in ("numeric", "decimal") or m is not None:
+    if m is not None or name in ("numeric", "decimal"):
+        precision, scale = _precision_scale(col, m)
+        if precision is not None and 1 <= precision <= 38 and 0 <= scale <= precision:
+            return ColumnCodec(col.name, pa.decimal128(precision, scale), None, nullable)
         return ColumnCodec(col.name, pa.string(), DECIMAL, nullable)
     if name == "uuid":
         return ColumnCodec(col.name, pa.string(), UUID, nullable)
@@ -176,6 +195,35 @@ def codec_for(col: ColumnDefinition) -> ColumnCodec:
     if element != name and element in _ARRAY_ELEMENTS:
         return ColumnCodec(col.name, pa.list_(_NATIVE[element]), None, nullable)
     return ColumnCodec(col.name, pa.string(), JSON, nullable)
+
+
+def keeps_storage(stored: ColumnDefinition, new: ColumnDefinition) -> bool:
+    """Whether values of the column ``new`` describes can go on being written the way the
+    table stores ``stored``: the same type, and the same Delta type, or exact text holding any
+    numeric (a table written before the source reported the numeric's precision)."""
+    if (stored.type, stored.type_oid) != (new.type, new.type_oid):
+        return False
+    old = codec_for(stored)
+    return old.arrow_type == codec_for(new).arrow_type or old.encoding == DECIMAL
+
+
+def storage_columns(
+    stored: Sequence[ColumnDefinition], new: Sequence[ColumnDefinition]
+) -> list[ColumnDefinition] | None:
+    """The columns to write when the source describes ``new`` and the table stores ``stored``:
+    each stored column as it is stored, added columns as ``new`` describes them; ``None`` when a
+    stored column is missing from ``new`` or cannot keep its storage (see
+    :func:`keeps_storage`)."""
+    by_name = {c.name: c for c in stored}
+    if not set(by_name) <= {c.name for c in new}:
+        return None
+    out = []
+    for c in new:
+        old = by_name.get(c.name)
+        if old is not None and not keeps_storage(old, c):
+            return None
+        out.append(c if old is None else old)
+    return out
 
 
 def codecs_for(columns: Sequence[ColumnDefinition]) -> list[ColumnCodec]:
@@ -205,12 +253,23 @@ def to_arrow(
         try:
             arrays.append(pa.array(values, type=codec.arrow_type))
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise ValueError(f"column {name!r} ({codec.arrow_type}): {exc}") from None
+            raise ValueError(f"column {name!r} ({codec.arrow_type}): {exc}{_hint(codec)}") from None
         fields.append(pa.field(name, codec.arrow_type, nullable=codec.nullable))
     for name, (typ, values) in (extra or {}).items():
         arrays.append(pa.array(values, type=typ))
         fields.append(pa.field(name, typ))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _hint(codec: ColumnCodec) -> str:
+    if not pa.types.is_decimal(codec.arrow_type):
+        return ""
+    return (
+        "; the column is stored with the precision and scale the source declared: NaN has no "
+        "decimal form (declare the column numeric, unconstrained, to keep it), and a wider "
+        "value means the column's type changed (ALTER TYPE): restart the pipeline, the target "
+        "then refuses the stream until a re-baseline writes the new type"
+    )
 
 
 def rows_of(table: pa.Table, codecs: Sequence[ColumnCodec]) -> list[Row]:

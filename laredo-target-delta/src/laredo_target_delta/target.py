@@ -41,7 +41,7 @@ from laredo.types import (
 )
 
 from .changes import fold
-from .columns import to_arrow
+from .columns import storage_columns, to_arrow
 from .options import DeltaTargetOptions
 from .writer import CommitStats, DeltaConfigError, DeltaWriter
 
@@ -161,15 +161,13 @@ class DeltaTarget:
         self._mismatch = None
         if desc is not None and list(desc.columns) != list(columns):
             stored = {c.name: c for c in desc.columns}
-            compatible = all(
-                c.name not in stored
-                or (c.type, c.type_oid) == (stored[c.name].type, stored[c.name].type_oid)
-                for c in columns
-            ) and set(stored) <= {c.name for c in columns}
-            if compatible:
+            kept = storage_columns(desc.columns, columns)
+            if kept is not None:
                 writer.set_columns(desc.columns)
                 added = [c for c in columns if c.name not in stored]
-                writer.add_columns(added, columns, (last and last.position) or "", self._committed)
+                if added or [c.name for c in kept] != [c.name for c in desc.columns]:
+                    text = (last and last.position) or ""
+                    writer.add_columns(added, kept, text, self._committed)
             else:
                 # a baseline replaces the table (a new version); a resumed stream cannot
                 self._mismatch = (
@@ -418,14 +416,11 @@ class DeltaTarget:
         (a new version with the new contents)."""
         writer = self._need_writer()
         old = {c.name: c for c in writer.columns}
-        new = {c.name: c for c in new_columns}
-        compatible = all(
-            n in new and (new[n].type, new[n].type_oid) == (c.type, c.type_oid)
-            for n, c in old.items()
-        ) and [c.name for c in writer.columns if c.primary_key] == [
+        kept = storage_columns(writer.columns, new_columns)
+        compatible = kept is not None and [c.name for c in writer.columns if c.primary_key] == [
             c.name for c in new_columns if c.primary_key
         ]
-        if not compatible:
+        if kept is None or not compatible:
             writer.set_columns(new_columns)
             return SchemaChangeResponse(
                 SchemaChangeAction.RE_BASELINE,
@@ -437,7 +432,7 @@ class DeltaTarget:
             with self._commit_lock:
                 committed = self._committed
                 text = "" if committed is None else self._to_string(committed)
-                writer.add_columns(added, new_columns, text, committed)
+                writer.add_columns(added, kept, text, committed)
         return SchemaChangeResponse()
 
     def export_snapshot(self) -> list[Row]:
