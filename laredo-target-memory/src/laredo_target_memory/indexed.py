@@ -430,21 +430,28 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 decimals = rows.decimals
                 make = row_maker(rows.names, decimals)
                 enc = codec.text_encoder(decimals) if decimals else codec.fast_values
-                pairs: list[tuple[Any, Any]] = []
-                append = pairs.append
-                for values in rows.values:
-                    packed = None if enc is None else enc(values)
-                    if packed is None:  # not the current layout's shape
-                        packed = pack(make(values))
-                        enc = codec.text_encoder(decimals) if decimals else codec.fast_values
-                    append((keyget(values), packed))
+                values = rows.values
+                # keys and packed rows by C-level maps; rows not of the current layout's shape
+                # (None from the encoder; packed values are never falsy) are packed from dicts
+                keys = list(map(keyget, values))
+                packed_rows = [None] * len(values) if enc is None else list(map(enc, values))
+                if not all(packed_rows):
+                    for j, packed in enumerate(packed_rows):
+                        if packed is None:
+                            packed = None if enc is None else enc(values[j])
+                            if packed is None:  # the layout may change: ask again
+                                packed = pack(make(values[j]))
+                                enc = codec.fast_values
+                                if decimals:
+                                    enc = codec.text_encoder(decimals)
+                            packed_rows[j] = packed
                 try:
                     if isinstance(store, CompactStore):
-                        store.put_many(pairs)
+                        store.put_batch(keys, packed_rows)
                     else:
-                        store.update(pairs)  # type: ignore[attr-defined]
+                        store.update(zip(keys, packed_rows, strict=True))  # type: ignore[attr-defined]
                 except TypeError:  # an unhashable key: store row by row to name it
-                    for key, packed in pairs:
+                    for key, packed in zip(keys, packed_rows, strict=True):
                         try:
                             store[key] = packed
                         except TypeError:
