@@ -153,3 +153,41 @@ def test_put_many_equals_setitem_loop() -> None:
                 ref.pop(k)
         assert {k: bytes(bulk[k]) for k in bulk} == {k: bytes(loop[k]) for k in loop} == ref
         assert len(bulk) == len(ref)
+
+
+def test_put_batch_fast_path_equals_setitem_loop() -> None:
+    """Integer keys only (the batch path): keys repeated in a chunk, keys already stored,
+    tombstones left by deletes, chunks crossing pages, int64 bounds, and an int beyond int64
+    (row by row); same rows, same slot order as the loop, reads of out-of-range ints."""
+    edge = [-1, -2, 0, 2**63 - 1, -(2**63)]
+    for trial in range(12):
+        rnd = random.Random(100 + trial)
+        bulk, loop, ref = CompactStore(), CompactStore(), {}
+        for chunk in range(8):
+            n = rnd.randrange(1, 400)
+            keys = [
+                rnd.choice(edge) if rnd.random() < 0.02 else rnd.randrange(-500, 3000)
+                for _ in range(n)
+            ]
+            if chunk == 5:
+                keys.append(2**64)
+            big = chunk % 3 == 0
+            values = [
+                bytes([rnd.randrange(256)])
+                * (rnd.randrange(1000, 9000) if big else rnd.randrange(1, 60))
+                for _ in keys
+            ]
+            bulk.put_batch(keys, values)
+            for k, v in zip(keys, values, strict=True):
+                loop[k] = v
+                ref[k] = v
+            for k in rnd.sample(list(ref), min(30, len(ref))):
+                assert bytes(bulk.pop(k)) == bytes(loop.pop(k)) == ref.pop(k)
+            for k in list(ref)[:30]:  # reuse the freed slots: leaves tombstones, empties _free
+                bulk[k] = loop[k] = ref[k] = b"again"
+        assert list(bulk) == list(loop)
+        assert {k: bytes(bulk[k]) for k in bulk} == ref
+        assert len(bulk) == len(ref)
+        assert bulk.get(2**65) is None and bulk.get(2**64) == ref.get(2**64)
+    with pytest.raises(ValueError):
+        CompactStore().put_batch([1, 2], [b"x"])

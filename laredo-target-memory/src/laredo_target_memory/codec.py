@@ -38,6 +38,8 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
+from laredo.batches import row_maker
+
 from .view import FieldGetter, RowView, ViewLayout
 
 __all__ = ["MAX_LAYOUTS", "Packed", "RowCodec"]
@@ -342,6 +344,27 @@ class RowCodec:
             return dict(packed)
         row: dict[str, Any] = self._decoders[t[0]](t, packed)
         return row
+
+    def pack_values(
+        self, values: Sequence[Sequence[Any]], decimals: frozenset[int] = frozenset()
+    ) -> list[Packed]:
+        """The packed rows of value tuples in :attr:`names` order (a baseline chunk), the
+        ``Decimal`` columns in ``decimals`` given as their text (as in a ``RowBatch``): the
+        same as packing each row's dict, by one C-level ``map`` of the current layout's
+        encoder; rows not of its shape (None from the encoder: a packed row is never falsy)
+        are packed from their dicts, which may change the layout (the encoder is asked again)."""
+        enc = self.text_encoder(decimals) if decimals else self.fast_values
+        out: list[Any] = [None] * len(values) if enc is None else list(map(enc, values))
+        if not all(out):
+            make = row_maker(self.names, decimals)
+            for j, packed in enumerate(out):
+                if packed is None:
+                    packed = None if enc is None else enc(values[j])
+                    if packed is None:
+                        packed = self.pack(make(values[j]))
+                        enc = self.text_encoder(decimals) if decimals else self.fast_values
+                    out[j] = packed
+        return out
 
     def text_encoder(self, decimals: frozenset[int]) -> Callable[[Sequence[Any]], Packed] | None:
         """The current layout's encoder for value tuples whose ``Decimal`` columns hold the

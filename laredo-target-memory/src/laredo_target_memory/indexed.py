@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from laredo.batches import ChangeBatch, RowBatch, row_maker
+from laredo.batches import ChangeBatch, RowBatch
 from laredo.errors import BatchApplyError, ConfigError, TargetError
 from laredo.types import (
     ChangeAction,
@@ -426,25 +426,15 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if not indexes and type(rows) is RowBatch:
             keyget = self._tuple_key(rows.names)
             if keyget is not None:
-                codec = self._codec
-                decimals = rows.decimals
-                make = row_maker(rows.names, decimals)
-                enc = codec.text_encoder(decimals) if decimals else codec.fast_values
-                pairs: list[tuple[Any, Any]] = []
-                append = pairs.append
-                for values in rows.values:
-                    packed = None if enc is None else enc(values)
-                    if packed is None:  # not the current layout's shape
-                        packed = pack(make(values))
-                        enc = codec.text_encoder(decimals) if decimals else codec.fast_values
-                    append((keyget(values), packed))
+                keys = list(map(keyget, rows.values))
+                packed_rows = self._codec.pack_values(rows.values, rows.decimals)
                 try:
                     if isinstance(store, CompactStore):
-                        store.put_many(pairs)
+                        store.put_batch(keys, packed_rows)
                     else:
-                        store.update(pairs)  # type: ignore[attr-defined]
+                        store.update(zip(keys, packed_rows, strict=True))  # type: ignore[attr-defined]
                 except TypeError:  # an unhashable key: store row by row to name it
-                    for key, packed in pairs:
+                    for key, packed in zip(keys, packed_rows, strict=True):
                         try:
                             store[key] = packed
                         except TypeError:
@@ -454,6 +444,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if not indexes:
             codec = self._codec
             fast = dict if self.storage == "dict" else codec.fast
+            compact = store if isinstance(store, CompactStore) else None
+            row_keys: list[Any] = []
+            row_packed: list[Any] = []
             for row in rows:
                 try:
                     key = key_of(row)
@@ -463,10 +456,21 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 if packed is None:  # not the current layout's shape
                     packed = pack(row)
                     fast = codec.fast
+                if compact is not None:  # stored below as one batch
+                    row_keys.append(key)
+                    row_packed.append(packed)
+                    continue
                 try:
                     store[key] = packed
                 except TypeError:
                     self._check_hashable(key)
+                    raise
+            if compact is not None:
+                try:
+                    compact.put_batch(row_keys, row_packed)
+                except TypeError:
+                    for key in row_keys:
+                        self._check_hashable(key)
                     raise
             return
         fresh: list[tuple[Any, Row]] = []
