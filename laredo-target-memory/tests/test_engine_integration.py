@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,20 +11,12 @@ import laredo
 import pytest
 from laredo import Table
 from laredo.testing import TestSource, columns
+from laredo.testing import wait_until as wait
 from laredo_target_memory import CompiledTarget, IndexedTarget
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # every storage of IndexedTarget
 
 USERS = Table("public", "users")
-
-
-def wait(pred: Callable[[], Any], timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.005)
-    return bool(pred())
 
 
 def make_source(**kw: Any) -> TestSource:
@@ -112,7 +103,6 @@ def test_snapshot_restore_brings_back_rows_types_and_indexes(tmp_path: Path) -> 
 
 
 def test_row_missing_its_key_is_dead_lettered_at_once_with_a_clear_error() -> None:
-    import time
 
     import laredo
     from laredo.testing import TestSource, columns
