@@ -206,6 +206,20 @@ def select_commit(all_commits: list[Commit], position: Any, uri: str) -> Commit:
     return chosen
 
 
+def table_reader(dt: Any) -> pa.RecordBatchReader:
+    """The rows of ``dt``'s loaded version as Arrow batches in its Delta types (the schema
+    ``DeltaTable.to_pyarrow_table()`` gives), read by delta-rs, one batch held at a time.
+
+    Not ``to_pyarrow_table()``: that scans a pyarrow dataset over a Python file system whose
+    read-ahead can still hold Python buffers after it returns; freed on an Arrow thread while
+    the interpreter exits, they abort the process ("terminate called without an active
+    exception", apache/arrow#34314; seen here in one ``laredo archive`` run in two)."""
+    from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
+
+    stream = QueryBuilder().register("t", dt).execute("SELECT * FROM t")
+    return pa.RecordBatchReader.from_stream(stream).cast(pa.schema(dt.schema().to_arrow()))
+
+
 def read_as_of(
     uri: str, position: Any, storage_options: Mapping[str, str] | None = None
 ) -> tuple[pa.Table, str]:
@@ -216,7 +230,7 @@ def read_as_of(
     description_of(dt, uri)
     chosen = select_commit(commits(dt), position, uri)
     dt.load_as_version(chosen.version)
-    return dt.to_pyarrow_table(), str(chosen.position)
+    return table_reader(dt).read_all(), str(chosen.position)
 
 
 def rows_as_of(
@@ -227,4 +241,5 @@ def rows_as_of(
     chosen = select_commit(commits(dt), position, uri)
     dt.load_as_version(chosen.version)
     desc = description_of(dt, uri)
-    return rows_of(dt.to_pyarrow_table(), codecs_for(desc.columns)), str(chosen.position), desc
+    table = table_reader(dt).read_all()
+    return rows_of(table, codecs_for(desc.columns)), str(chosen.position), desc

@@ -39,7 +39,14 @@ from laredo.types import (
     TableProblem,
 )
 
-from .archive import ArchiveError, commits, description_of, open_table, select_commit
+from .archive import (
+    ArchiveError,
+    commits,
+    description_of,
+    open_table,
+    select_commit,
+    table_reader,
+)
 from .columns import ColumnCodec, codecs_for, decode_description, rows_of
 from .options import DeltaSourceOptions
 
@@ -132,8 +139,10 @@ class DeltaSource:
         self._check_description()
         table = self._need_name()
         if table in tables:
-            for batch in dt.to_pyarrow_table().to_batches(_BATCH):
-                batch_callback(table, rows_of(pa.Table.from_batches([batch]), self._codecs))
+            for batch in table_reader(dt):
+                for start in range(0, batch.num_rows, _BATCH):
+                    part = pa.Table.from_batches([batch.slice(start, _BATCH)])
+                    batch_callback(table, rows_of(part, self._codecs))
         self._delivered = version
         return version
 
