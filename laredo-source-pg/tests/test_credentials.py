@@ -7,8 +7,6 @@ certificate does not name fails with an error that says what to fix.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import shutil
 import threading
@@ -18,12 +16,9 @@ from typing import Any
 
 import laredo
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from laredo.errors import ConfigError, TransientError
 from laredo.plugins import registry
+from laredo.testing.pki import make_pki
 from laredo.testing.recording import RecordingTarget
 from laredo.types import TableIdentifier
 from laredo_source_pg.catalog import Connections, resolve_conninfo
@@ -186,87 +181,19 @@ def test_the_provider_is_asked_again_at_each_reconnect_so_a_rotated_password_wor
 # -- TLS -------------------------------------------------------------------------------------
 
 
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def make_ca(cn: str) -> tuple[Any, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(cn))
-        .issuer_name(_name(cn))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def make_server_cert(ca_key: Any, ca: x509.Certificate) -> tuple[Any, x509.Certificate]:
-    """A certificate for 127.0.0.1 only (not for ``localhost``)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("127.0.0.1"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
 @pytest.fixture
 def tls_cluster(
     pg_cluster: EmbeddedPostgres, tmp_path: Path
 ) -> Iterator[tuple[EmbeddedPostgres, Path]]:
     """A cluster with ``ssl = on`` and a certificate for 127.0.0.1 signed by a test CA; yields
     it and the CA's PEM file."""
-    ca_key, ca = make_ca("laredo test CA")
-    key, cert = make_server_cert(ca_key, ca)
-    ca_file = tmp_path / "ca.pem"
-    ca_file.write_bytes(pem(ca))
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki", server_names=("127.0.0.1",))  # not for ``localhost``
     with EmbeddedPostgres() as pg:
         assert pg.data_dir is not None
         crt, kf = pg.data_dir / "server.crt", pg.data_dir / "server.key"
-        crt.write_bytes(pem(cert))
-        kf.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
+        shutil.copyfile(pki.server_cert, crt)
+        shutil.copyfile(pki.server_key, kf)
         os.chmod(kf, 0o600)
         if os.geteuid() == 0:  # the server runs as postgres and must own its key
             for f in (crt, kf):
@@ -275,7 +202,7 @@ def tls_cluster(
         pg.execute("SELECT pg_reload_conf()")
         pg.execute("CREATE TABLE users (id int PRIMARY KEY, name text)")
         pg.execute("INSERT INTO users VALUES (1, 'a'), (2, 'b')")
-        yield pg, ca_file
+        yield pg, pki.ca
 
 
 @pytest.mark.integration
@@ -306,9 +233,8 @@ def test_verify_full_against_a_local_ca_and_clear_errors_when_it_does_not_verify
     finally:
         eng.stop()
     # a CA that did not sign the server's certificate
-    _, other = make_ca("someone else's CA")
-    wrong = tmp_path / "wrong-ca.pem"
-    wrong.write_bytes(pem(other))
+    (tmp_path / "other").mkdir()
+    wrong = make_pki(tmp_path / "other", ca_name="someone else's CA").ca
     with pytest.raises(TransientError) as ei:
         Connections(opts(connection=f"{base} sslmode=verify-full sslrootcert={wrong}")).connect()
     msg = str(ei.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,14 @@ class Pki:
     client_key: Path
 
 
-def make_pki(tmp: Path) -> Pki:
-    """PEM files in ``tmp``: a CA, a server certificate for localhost/127.0.0.1 and a client
-    certificate, all signed by the CA."""
+def make_pki(
+    tmp: Path,
+    server_names: Sequence[str] = ("localhost", "127.0.0.1"),
+    ca_name: str = "laredo test CA",
+) -> Pki:
+    """PEM files in ``tmp``: a CA named ``ca_name``, a server certificate for ``server_names``
+    (host names and IP addresses; the first is its common name) and a client certificate, all
+    signed by the CA. Each call makes a new CA (give it another name to tell it apart)."""
 
     now = dt.datetime.now(dt.UTC)
 
@@ -52,8 +58,8 @@ def make_pki(tmp: Path) -> Pki:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
         x509.CertificateBuilder()
-        .subject_name(name("laredo test CA"))
-        .issuer_name(name("laredo test CA"))
+        .subject_name(name(ca_name))
+        .issuer_name(name(ca_name))
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=1))
@@ -92,10 +98,14 @@ def make_pki(tmp: Path) -> Pki:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         return builder.sign(ca_key, hashes.SHA256()), key
 
+    def san(host: str) -> Any:
+        try:
+            return x509.IPAddress(ipaddress.ip_address(host))
+        except ValueError:
+            return x509.DNSName(host)
+
     server, server_key = leaf(
-        "localhost",
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+        server_names[0], ExtendedKeyUsageOID.SERVER_AUTH, [san(h) for h in server_names]
     )
     client, client_key = leaf("admin", ExtendedKeyUsageOID.CLIENT_AUTH, [])
     return Pki(
