@@ -14,10 +14,11 @@ from laredo import ChangeAction, PipelineState, Table
 from laredo.testing import RecordingTarget, TestSource, columns
 from laredo.testing import wait_until as wait
 
-from .engine_kit import ORDERS, USERS, make_source, run
+USERS = Table("public", "users")
+ORDERS = Table("public", "orders")
 
 
-def test_config_errors_are_all_reported() -> None:
+def test_config_errors_are_all_reported(make_source) -> None:
     with pytest.raises(laredo.ConfigError) as ei:
         laredo.Engine(sources={}, pipelines=[])
     assert len(ei.value.problems) >= 2
@@ -46,7 +47,7 @@ def test_config_errors_are_all_reported() -> None:
         assert needle in text, needle
 
 
-def test_lifecycle_errors() -> None:
+def test_lifecycle_errors(make_source) -> None:
     src = make_source()
     eng = laredo.Engine(
         sources={"s": src}, pipelines=[laredo.Pipeline("s", USERS, RecordingTarget())]
@@ -71,7 +72,7 @@ def test_lifecycle_errors() -> None:
         eng.start()
 
 
-def test_baseline_then_stream_in_order(obs: laredo.RecordingObserver) -> None:
+def test_baseline_then_stream_in_order(obs: laredo.RecordingObserver, make_source, run) -> None:
     src = make_source()
     users, orders = RecordingTarget(), RecordingTarget()
     eng = run(
@@ -110,7 +111,7 @@ def test_baseline_then_stream_in_order(obs: laredo.RecordingObserver) -> None:
     assert users.closed
 
 
-def test_ack_is_minimum_over_pipelines_and_waits_for_non_durable() -> None:
+def test_ack_is_minimum_over_pipelines_and_waits_for_non_durable(make_source, run) -> None:
     src = make_source()
     fast = RecordingTarget()
     slow_gate = threading.Event()
@@ -138,7 +139,7 @@ def test_ack_is_minimum_over_pipelines_and_waits_for_non_durable() -> None:
     eng.stop()
 
 
-def test_idle_heartbeats_and_unrelated_tables_advance_ack() -> None:
+def test_idle_heartbeats_and_unrelated_tables_advance_ack(make_source, run) -> None:
     src = make_source()
     users = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, users)])
@@ -151,7 +152,7 @@ def test_idle_heartbeats_and_unrelated_tables_advance_ack() -> None:
     eng.stop()
 
 
-def test_filters_and_transforms_apply_to_baseline_and_stream() -> None:
+def test_filters_and_transforms_apply_to_baseline_and_stream(make_source, run) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(
@@ -178,7 +179,7 @@ def test_filters_and_transforms_apply_to_baseline_and_stream() -> None:
     eng.stop()
 
 
-def test_delete_with_key_only_identity_reaches_filtered_target() -> None:
+def test_delete_with_key_only_identity_reaches_filtered_target(make_source, run) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(
@@ -190,7 +191,7 @@ def test_delete_with_key_only_identity_reaches_filtered_target() -> None:
     eng.stop()
 
 
-def test_pause_buffers_and_resume_applies_everything() -> None:
+def test_pause_buffers_and_resume_applies_everything(make_source, run) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)])
@@ -208,7 +209,7 @@ def test_pause_buffers_and_resume_applies_everything() -> None:
     eng.stop()
 
 
-def test_call_in_pipeline_runs_on_the_worker_also_while_paused() -> None:
+def test_call_in_pipeline_runs_on_the_worker_also_while_paused(make_source, run) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t, id="u")])
@@ -230,7 +231,7 @@ def test_call_in_pipeline_runs_on_the_worker_also_while_paused() -> None:
         eng.call_in_pipeline("u", t.count)
 
 
-def test_reload_replaces_state_and_loses_no_concurrent_change() -> None:
+def test_reload_replaces_state_and_loses_no_concurrent_change(make_source, run) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)])
@@ -262,7 +263,9 @@ def test_reload_replaces_state_and_loses_no_concurrent_change() -> None:
     eng.stop()
 
 
-def test_retry_then_success_and_dead_letter_isolate(obs: laredo.RecordingObserver) -> None:
+def test_retry_then_success_and_dead_letter_isolate(
+    obs: laredo.RecordingObserver, make_source, run
+) -> None:
     from laredo.deadletter import MemoryDeadLetterStore
 
     src = make_source()
@@ -297,7 +300,7 @@ def test_retry_then_success_and_dead_letter_isolate(obs: laredo.RecordingObserve
     eng.stop()
 
 
-def test_stop_source_policy_fails_every_pipeline_of_the_source() -> None:
+def test_stop_source_policy_fails_every_pipeline_of_the_source(make_source, run) -> None:
     src = make_source()
     a, b = RecordingTarget(), RecordingTarget()
     eng = run(
@@ -314,7 +317,7 @@ def test_stop_source_policy_fails_every_pipeline_of_the_source() -> None:
     eng.stop()
 
 
-def test_buffer_policies() -> None:
+def test_buffer_policies(make_source, run) -> None:
     src = make_source()
     gate = threading.Event()
     t = RecordingTarget()
@@ -350,7 +353,7 @@ def test_buffer_policies() -> None:
     eng2.stop()
 
 
-def test_block_policy_backpressures_without_loss() -> None:
+def test_block_policy_backpressures_without_loss(make_source, run) -> None:
     src = make_source()
     src.batch_size = 1
     t = RecordingTarget()
@@ -364,7 +367,7 @@ def test_block_policy_backpressures_without_loss() -> None:
     eng.stop()
 
 
-def test_stop_drains_buffers() -> None:
+def test_stop_drains_buffers(make_source, run) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)])
@@ -377,7 +380,9 @@ def test_stop_drains_buffers() -> None:
     assert t.count() == 8
 
 
-def test_rebaseline_on_disconnect_replaces_state(obs: laredo.RecordingObserver) -> None:
+def test_rebaseline_on_disconnect_replaces_state(
+    obs: laredo.RecordingObserver, make_source, run
+) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)], observers=[obs])
@@ -392,7 +397,7 @@ def test_rebaseline_on_disconnect_replaces_state(obs: laredo.RecordingObserver) 
     eng.stop()
 
 
-def test_source_init_error_never_ready(obs: laredo.RecordingObserver) -> None:
+def test_source_init_error_never_ready(obs: laredo.RecordingObserver, make_source, run) -> None:
     src = make_source()
     src.init_error = laredo.SourceError("connection refused")
     eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs])
@@ -403,7 +408,7 @@ def test_source_init_error_never_ready(obs: laredo.RecordingObserver) -> None:
     eng.stop()
 
 
-def test_validation_errors_fail_only_that_pipeline() -> None:
+def test_validation_errors_fail_only_that_pipeline(make_source, run) -> None:
     src = make_source()
     eng = run(
         src,
@@ -418,7 +423,9 @@ def test_validation_errors_fail_only_that_pipeline() -> None:
     eng.stop()
 
 
-def test_resume_with_durable_target_skips_baseline(obs: laredo.RecordingObserver) -> None:
+def test_resume_with_durable_target_skips_baseline(
+    obs: laredo.RecordingObserver, make_source, run
+) -> None:
     src = make_source(supports_resume=True)
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)])
@@ -437,7 +444,7 @@ def test_resume_with_durable_target_skips_baseline(obs: laredo.RecordingObserver
 
 
 def test_volatile_target_on_resumable_source_without_snapshot_rebaselines(
-    obs: laredo.RecordingObserver,
+    obs: laredo.RecordingObserver, make_source, run
 ) -> None:
     src = make_source(supports_resume=True)
     eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget(durable=False))])
@@ -451,7 +458,9 @@ def test_volatile_target_on_resumable_source_without_snapshot_rebaselines(
     eng2.stop()
 
 
-def test_snapshot_bounds_ack_and_restore_resumes(tmp_path, obs: laredo.RecordingObserver) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_bounds_ack_and_restore_resumes(
+    tmp_path, obs: laredo.RecordingObserver, make_source, run
+) -> None:  # type: ignore[no-untyped-def]
     store = laredo.snapshot_store("local", path=str(tmp_path))
     src = make_source(supports_resume=True)
     t = RecordingTarget(durable=False)
@@ -481,7 +490,9 @@ def test_snapshot_bounds_ack_and_restore_resumes(tmp_path, obs: laredo.Recording
     eng2.stop()
 
 
-def test_malformed_snapshot_falls_back_to_baseline(tmp_path, obs: laredo.RecordingObserver) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_snapshot_falls_back_to_baseline(
+    tmp_path, obs: laredo.RecordingObserver, make_source, run
+) -> None:  # type: ignore[no-untyped-def]
     store = laredo.snapshot_store("local", path=str(tmp_path))
     src = make_source(supports_resume=True)
     eng = run(
@@ -500,7 +511,7 @@ def test_malformed_snapshot_falls_back_to_baseline(tmp_path, obs: laredo.Recordi
     eng2.stop()
 
 
-def test_snapshot_on_shutdown_and_meta_reject(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_on_shutdown_and_meta_reject(tmp_path, make_source, run) -> None:  # type: ignore[no-untyped-def]
     store = laredo.snapshot_store("local", path=str(tmp_path))
     src = make_source(supports_resume=True)
     eng = run(
@@ -528,7 +539,7 @@ def test_snapshot_on_shutdown_and_meta_reject(tmp_path) -> None:  # type: ignore
     eng2.stop()
 
 
-def test_ttl_field_and_scan(obs: laredo.RecordingObserver) -> None:
+def test_ttl_field_and_scan(obs: laredo.RecordingObserver, run) -> None:
     now = datetime.now(UTC)
     src = TestSource()
     src.add_table(
@@ -558,7 +569,7 @@ def test_ttl_field_and_scan(obs: laredo.RecordingObserver) -> None:
     eng.stop()
 
 
-def test_validation_after_baseline(obs: laredo.RecordingObserver) -> None:
+def test_validation_after_baseline(obs: laredo.RecordingObserver, make_source, run) -> None:
     src = make_source()
     eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs])
     assert eng.await_ready(5)
@@ -566,7 +577,7 @@ def test_validation_after_baseline(obs: laredo.RecordingObserver) -> None:
     eng.stop()
 
 
-def test_schema_change_responses() -> None:
+def test_schema_change_responses(make_source, run) -> None:
     src = make_source()
     cont = RecordingTarget()
     rebase = RecordingTarget(
@@ -594,7 +605,7 @@ def test_schema_change_responses() -> None:
     eng.stop()
 
 
-def test_on_ready_and_introspection() -> None:
+def test_on_ready_and_introspection(make_source) -> None:
     src = make_source()
     fired = threading.Event()
     t = RecordingTarget()
@@ -617,7 +628,7 @@ def test_on_ready_and_introspection() -> None:
     eng.stop()
 
 
-def test_async_wrappers() -> None:
+def test_async_wrappers(make_source) -> None:
     import asyncio
 
     src = make_source()

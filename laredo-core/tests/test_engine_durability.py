@@ -7,14 +7,14 @@ import time
 
 import laredo
 import pytest
-from laredo import ChangeAction, PipelineState
+from laredo import ChangeAction, PipelineState, Table
 from laredo.testing import RecordingTarget, TestSource, columns
 from laredo.testing import wait_until as wait
 
-from .engine_kit import USERS, make_source, run
+USERS = Table("public", "users")
 
 
-def test_batch_target_fast_path_and_partial_failure() -> None:
+def test_batch_target_fast_path_and_partial_failure(make_source, run) -> None:
     from laredo.errors import BatchApplyError
 
     class Batchy(RecordingTarget):
@@ -80,7 +80,7 @@ class BufferingTarget(RecordingTarget):
         self.flushes += 1
 
 
-def test_ack_follows_durable_position_of_buffering_targets() -> None:
+def test_ack_follows_durable_position_of_buffering_targets(make_source, run) -> None:
     src = make_source()
     t = BufferingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)])
@@ -101,7 +101,7 @@ def test_ack_follows_durable_position_of_buffering_targets() -> None:
     assert t.flushes >= 2 and src.acked == p2
 
 
-def test_dead_letter_policy_continues() -> None:
+def test_dead_letter_policy_continues(make_source, run) -> None:
     from laredo.deadletter import MemoryDeadLetterStore
 
     src = make_source()
@@ -132,7 +132,7 @@ def test_dead_letter_policy_continues() -> None:
 
 
 def test_transient_stream_error_restarts_without_loss_or_duplicates(
-    obs: laredo.RecordingObserver,
+    obs: laredo.RecordingObserver, make_source, run
 ) -> None:
     src = make_source(supports_resume=True)
     t = RecordingTarget()
@@ -152,7 +152,9 @@ def test_transient_stream_error_restarts_without_loss_or_duplicates(
     eng.stop()
 
 
-def test_terminal_stream_error_fails_pipelines(obs: laredo.RecordingObserver) -> None:
+def test_terminal_stream_error_fails_pipelines(
+    obs: laredo.RecordingObserver, make_source, run
+) -> None:
     src = make_source(supports_resume=True)
     eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs])
     assert eng.await_ready(5)
@@ -162,7 +164,7 @@ def test_terminal_stream_error_fails_pipelines(obs: laredo.RecordingObserver) ->
     eng.stop()
 
 
-def test_pipeline_aware_targets_are_bound_before_init() -> None:
+def test_pipeline_aware_targets_are_bound_before_init(make_source, run) -> None:
     class Aware(RecordingTarget):
         ctx = None
 
@@ -179,7 +181,9 @@ def test_pipeline_aware_targets_are_bound_before_init() -> None:
     eng.stop()
 
 
-def test_partial_chunks_do_not_advance_ack_until_the_transaction_completes() -> None:
+def test_partial_chunks_do_not_advance_ack_until_the_transaction_completes(
+    make_source, run
+) -> None:
     src = make_source()
     t = RecordingTarget()
     eng = run(src, [laredo.Pipeline("s", USERS, t)])
@@ -203,7 +207,9 @@ def test_partial_chunks_do_not_advance_ack_until_the_transaction_completes() -> 
     eng.stop()
 
 
-def test_source_reconnects_become_observer_events(obs: laredo.RecordingObserver) -> None:
+def test_source_reconnects_become_observer_events(
+    obs: laredo.RecordingObserver, make_source, run
+) -> None:
     src = make_source()
     eng = run(src, [laredo.Pipeline("s", USERS, RecordingTarget())], observers=[obs])
     assert eng.await_ready(5)
@@ -228,7 +234,7 @@ class _ForeignPublicationSource(TestSource):
         self.stop_stream()
 
 
-def test_a_refused_reset_leaves_the_stream_alone(obs: laredo.RecordingObserver) -> None:
+def test_a_refused_reset_leaves_the_stream_alone(obs: laredo.RecordingObserver, run) -> None:
     src = _ForeignPublicationSource()
     src.add_table(USERS, columns("id", "name", "email"), [{"id": 1, "name": "a", "email": ""}])
     t = RecordingTarget()
