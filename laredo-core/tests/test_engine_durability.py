@@ -258,3 +258,37 @@ def test_a_refused_reset_leaves_the_stream_alone(obs: laredo.RecordingObserver, 
     assert eng2.reset_source("s") is True
     assert obs2.wait_for("rebaseline_triggered", 1, 5)
     eng2.stop()
+
+
+class _StubbornSource(TestSource):
+    """A source whose pause()/resume() fail (a network error, say)."""
+
+    def pause(self) -> None:
+        raise OSError("connection reset while pausing")
+
+    def resume(self) -> None:
+        raise OSError("connection reset while resuming")
+
+
+def test_a_source_that_cannot_pause_is_logged_and_its_buffers_still_pause(
+    run, caplog: pytest.LogCaptureFixture
+) -> None:
+    src = _StubbornSource()
+    src.add_table(USERS, columns("id", "name", "email"), [{"id": 1, "name": "a", "email": ""}])
+    t = RecordingTarget()
+    eng = run(src, [laredo.Pipeline("s", USERS, t)])
+    try:
+        assert eng.await_ready(5)
+        with caplog.at_level("WARNING", logger="laredo.engine.engine"):
+            eng.pause("s")
+        assert "source s: pause() failed (OSError: connection reset while pausing)" in caplog.text
+        assert eng.pipelines()[0].state is PipelineState.PAUSED
+        p = src.insert(USERS, {"id": 2, "name": "b", "email": ""})
+        time.sleep(0.1)
+        assert t.get(2) is None  # held by the paused buffer, not lost
+        with caplog.at_level("WARNING", logger="laredo.engine.engine"):
+            eng.resume("s")
+        assert "source s: resume() failed" in caplog.text
+        assert wait(lambda: t.get(2) is not None and src.acked == p)
+    finally:
+        eng.stop()

@@ -370,8 +370,7 @@ class Engine(EngineQueries):
         """Pause a source: its pipelines stop applying; changes keep buffering (with the block
         policy the source is then back-pressured). Nothing is dropped."""
         reader = self._reader(source_id)
-        with contextlib.suppress(Exception):
-            reader.source.pause()
+        self._tell_source(source_id, reader.source.pause, "pause")
         for p in reader.pipelines:
             p.buffer.set_paused(True)
             if p.state is PipelineState.STREAMING:
@@ -383,8 +382,27 @@ class Engine(EngineQueries):
             if p.state is PipelineState.PAUSED:
                 p.set_state(PipelineState.STREAMING)
             p.buffer.set_paused(False)
-        with contextlib.suppress(Exception):
-            reader.source.resume()
+        self._tell_source(source_id, reader.source.resume, "resume")
+
+    @staticmethod
+    def _tell_source(source_id: str, call: Callable[[], None], what: str) -> None:
+        """Pass pause/resume on to the source. The pipelines' buffers pause and resume either
+        way (nothing is lost): a source that cannot is logged, never raised to the caller."""
+        try:
+            call()
+        except NotImplementedError:
+            logger.info(
+                "source %s does not %s its reading; its pipelines' buffers do", source_id, what
+            )
+        except Exception as exc:
+            logger.warning(
+                "source %s: %s() failed (%s: %s); its pipelines' buffers %s all the same",
+                source_id,
+                what,
+                type(exc).__name__,
+                exc,
+                "hold what it sends" if what == "pause" else "apply what it sends",
+            )
 
     def reset_source(self, source_id: str, drop_publication: bool = False) -> bool:
         """Drop the source's replication state (slot). On a running source its pipelines then
