@@ -23,18 +23,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
 from typing import Any, overload
 
 from .types import ChangeEvent, Position, Row, TableIdentifier
 
 __all__ = [
+    "STAMP_EPOCH",
     "UNCHANGED",
     "ChangeBatch",
     "ChangeOp",
     "RowBatch",
+    "Stamps",
+    "day_value",
     "row_maker",
+    "stamp_value",
 ]
 
 
@@ -62,27 +66,74 @@ sent (then ``unchanged`` names those columns); ``old``: the identity dict (DELET
 source sent one, e.g. a key change) or None."""
 
 
+STAMP_EPOCH = datetime(2000, 1, 1)
+"""What a raw timestamp or date counts from (PostgreSQL's own epoch, so a source can hand over
+the server's binary value as it is): microseconds (timestamps, UTC for zoned ones) or days."""
+
+_EPOCH_UTC = STAMP_EPOCH.replace(tzinfo=timezone.utc)
+_EPOCH_DAY = STAMP_EPOCH.date()
+_UTC = timezone.utc
+
+Stamps = tuple[tuple[int, tzinfo | None], ...]
+"""Positions of raw timestamps in a :class:`RowBatch`'s tuples, each with the zone its
+``datetime`` takes (None: a naive timestamp)."""
+
+
+def stamp_value(micros: int, zone: tzinfo | None) -> datetime:
+    """The ``datetime`` of a raw timestamp: ``micros`` after :data:`STAMP_EPOCH`, in UTC then
+    converted to ``zone`` (exactly what psycopg's loaders return for ``timestamptz`` in a
+    session of that time zone), or naive wall time when ``zone`` is None. Raises
+    ``OverflowError`` outside ``datetime``'s years 1 to 9999."""
+    if zone is None:
+        return STAMP_EPOCH + timedelta(microseconds=micros)
+    at = _EPOCH_UTC + timedelta(microseconds=micros)
+    return at if zone is _UTC else at.astimezone(zone)
+
+
+def day_value(days: int) -> date:
+    """The ``date`` of a raw date: ``days`` after :data:`STAMP_EPOCH` (``OverflowError`` outside
+    years 1 to 9999)."""
+    return _EPOCH_DAY + timedelta(days=days)
+
+
 @functools.lru_cache(maxsize=256)
 def row_maker(
-    names: tuple[str, ...], decimals: frozenset[int] = frozenset()
+    names: tuple[str, ...],
+    decimals: frozenset[int] = frozenset(),
+    stamps: Stamps = (),
+    days: frozenset[int] = frozenset(),
 ) -> Callable[[Sequence[Any]], Row]:
     """``values -> {name: value}`` for these column names, compiled to one dict display (about
     a third faster than ``dict(zip(names, values))``). Values past the names are ignored, and
     fewer values than names give a shorter dict. Positions in ``decimals`` hold a decimal's
-    text (or None): the dict gets the ``Decimal``."""
+    text, in ``stamps`` a raw timestamp, in ``days`` a raw date (or None): the dict gets the
+    ``Decimal``, ``datetime`` or ``date`` (see :class:`RowBatch`)."""
+    env: dict[str, Any] = {"zip": zip, "dict": dict, "names": names, "D": Decimal}
+    env["S"], env["DY"] = stamp_value, day_value
+    conv: dict[int, str] = {i: "D({})" for i in decimals}
+    for i, zone in stamps:
+        env[f"Z{i}"] = zone
+        conv[i] = f"S({{}}, Z{i})"
+    for i in days:
+        conv[i] = "DY({})"
     body = ", ".join(
-        f"{name!r}: (None if v[{i}] is None else D(v[{i}]))"
-        if i in decimals
+        f"{name!r}: (None if v[{i}] is None else {conv[i].format(f'v[{i}]')})"
+        if i in conv
         else f"{name!r}: v[{i}]"
         for i, name in enumerate(names)
     )
-    if decimals:  # a short tuple: convert what is there
+    if conv:  # a short tuple: convert what is there
+        zones = dict(stamps)
+        env["conv"] = {
+            i: Decimal if i in decimals else day_value if i in days else _stamper(zones[i])
+            for i in conv
+        }
         short = (
-            "dict(zip(names, [D(x) if i in dec and x is not None else x for i, x in enumerate(v)]))"
+            "dict(zip(names, [x if x is None or i not in conv else conv[i](x) "
+            "for i, x in enumerate(v)]))"
         )
     else:
         short = "dict(zip(names, v))"
-    env: dict[str, Any] = {"zip": zip, "dict": dict, "names": names, "D": Decimal, "dec": decimals}
     exec(
         f"def make(v):\n"
         f"    if len(v) == {len(names)}:\n"
@@ -94,26 +145,49 @@ def row_maker(
     return make
 
 
+def _stamper(zone: tzinfo | None) -> Callable[[int], datetime]:
+    return lambda micros: stamp_value(micros, zone)
+
+
 class RowBatch(Sequence[Row]):
     """Baseline rows of one table as value tuples in ``names`` order (see the module
     docstring). ``values`` is the list of tuples; ``rows[i]`` builds a new dict.
 
-    ``decimals``: positions whose values are a ``Decimal``'s text (or None), as a source may
-    load them to skip building a ``Decimal`` a packing target would turn back into text; the
-    row dicts hold ``Decimal(text)``. A target reading ``values`` must honour it."""
+    Raw columns, as a source may load them to skip building objects a packing target would
+    take apart again (the row dicts hold the real values; a target reading ``values`` must
+    honour these):
 
-    __slots__ = ("_make", "decimals", "names", "values")
+    * ``decimals``: positions holding a ``Decimal``'s text (or None);
+    * ``stamps``: positions holding a timestamp as int microseconds after
+      :data:`STAMP_EPOCH` (or None), each with its zone (see :func:`stamp_value`);
+    * ``days``: positions holding a date as int days after :data:`STAMP_EPOCH` (or None);
+    * ``scalar``: every other value is None or exactly an ``int``, ``float``, ``str``,
+      ``bool`` or ``bytes`` (so the tuple can be stored as it is)."""
+
+    __slots__ = ("_make", "days", "decimals", "names", "scalar", "stamps", "values")
 
     def __init__(
         self,
         names: Sequence[str],
         values: list[tuple[Any, ...]],
         decimals: frozenset[int] = frozenset(),
+        *,
+        stamps: Stamps = (),
+        days: frozenset[int] = frozenset(),
+        scalar: bool = False,
     ) -> None:
         self.names: tuple[str, ...] = tuple(names)
         self.values = values
         self.decimals = decimals
-        self._make = row_maker(self.names, decimals)
+        self.stamps = stamps
+        self.days = days
+        self.scalar = scalar
+        self._make = row_maker(self.names, decimals, stamps, days)
+
+    @property
+    def raw(self) -> frozenset[int]:
+        """Every position whose tuple value is not the row's value (decimals, stamps, days)."""
+        return self.decimals | self.days | {i for i, _zone in self.stamps}
 
     def __len__(self) -> int:
         return len(self.values)
@@ -126,7 +200,7 @@ class RowBatch(Sequence[Row]):
 
     def __getitem__(self, index: int | slice) -> Row | RowBatch:
         if isinstance(index, slice):
-            return RowBatch(self.names, self.values[index], self.decimals)
+            return self._with(self.values[index])
         return self._make(self.values[index])
 
     def __iter__(self) -> Iterator[Row]:
@@ -136,7 +210,23 @@ class RowBatch(Sequence[Row]):
         return f"RowBatch({self.names!r}, <{len(self.values)} rows>)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RowBatch, (self.names, self.values, self.decimals))
+        return (_row_batch, (self.names, self.values, self.decimals, self.stamps, self.days, self.scalar))
+
+    def _with(self, values: list[tuple[Any, ...]]) -> RowBatch:
+        return _row_batch(
+            self.names, values, self.decimals, self.stamps, self.days, self.scalar
+        )
+
+
+def _row_batch(
+    names: tuple[str, ...],
+    values: list[tuple[Any, ...]],
+    decimals: frozenset[int],
+    stamps: Stamps,
+    days: frozenset[int],
+    scalar: bool,
+) -> RowBatch:
+    return RowBatch(names, values, decimals, stamps=stamps, days=days, scalar=scalar)
 
 
 class ChangeBatch(Sequence[ChangeEvent]):

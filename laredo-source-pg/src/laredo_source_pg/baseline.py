@@ -16,18 +16,21 @@ after it is streamed, none before it):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import psycopg
-from laredo.batches import RowBatch
+from laredo.batches import RowBatch, Stamps, day_value, stamp_value
 from laredo.errors import SourceError
-from laredo.types import Row, TableIdentifier
+from laredo.types import ColumnDefinition, Row, TableIdentifier
 from psycopg import pq, sql
+from psycopg.types.numeric import Int4BinaryLoader, Int8BinaryLoader
 from psycopg.types.string import TextLoader
 
 from .catalog import Catalog, Connections, quote_ident, quote_literal, table_sql
@@ -39,7 +42,7 @@ from .slot import SlotManager
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BaselineReader", "BatchCallback", "row_chunks", "row_maker"]
+__all__ = ["BaselineReader", "BatchCallback", "BinaryPlan", "binary_plan", "row_chunks", "row_maker"]
 
 BatchCallback = Callable[[TableIdentifier, Sequence[Row]], None]
 """Receives a table's rows in chunks: a :class:`~laredo.batches.RowBatch` (value tuples, read as
@@ -84,7 +87,96 @@ def numeric_as_text(cur: psycopg.Cursor[Any], oids: Sequence[int]) -> frozenset[
     return positions
 
 
-def row_chunks(cur: psycopg.Cursor[Any], query: Any, size: int) -> Iterator[list[Any]]:
+_PLAIN_BINARY = frozenset({16, 17, 19, 20, 21, 23, 25, 26, 701, 1042, 1043})
+"""Types whose binary values psycopg loads to exactly what it loads from their text, as ``int``,
+``float``, ``str``, ``bool`` or ``bytes`` (bool, bytea, name, int8/2/4, text, oid, float8,
+bpchar, varchar; not float4, whose binary value is not the text's shortest repr)."""
+_TIMESTAMPTZ, _TIMESTAMP, _DATE = 1184, 1114, 1082
+
+
+@dataclasses.dataclass(frozen=True)
+class BinaryPlan:
+    """How a table's baseline is read in PostgreSQL's binary format, as scalar tuples (see
+    :func:`binary_plan`): the select list, and the raw positions of its ``RowBatch`` es."""
+
+    select: sql.Composable
+    decimals: frozenset[int]
+    stamps: Stamps
+    days: frozenset[int]
+
+    def batch(self, names: tuple[str, ...], rows: list[Any]) -> RowBatch:
+        return RowBatch(
+            names, rows, self.decimals, stamps=self.stamps, days=self.days, scalar=True
+        )
+
+
+def binary_plan(
+    cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]
+) -> BinaryPlan | None:
+    """Read the table in binary, every value a scalar, when each column is of a type that
+    allows it: the plain types of :data:`_PLAIN_BINARY`, ``numeric`` (selected as its text:
+    the ``Decimal`` is built when read), ``timestamp``/``timestamptz`` (int microseconds) and
+    ``date`` (int days), whose objects are likewise built when read: the server skips
+    formatting them, the client parsing them, and a packing target stores them as they came.
+    Registers the loaders on ``cur``. None (read as text) for any other type, or when psycopg's
+    session time zone is not where this expects it."""
+    if _session_zone is None:
+        return None
+    zone = _session_zone(cur.connection.pgconn)
+    items: list[sql.Composable] = []
+    decimals: set[int] = set()
+    stamps: list[tuple[int, Any]] = []
+    days: set[int] = set()
+    for i, col in enumerate(columns):
+        ident: sql.Composable = sql.Identifier(col.name)
+        oid = col.type_oid
+        if oid == _NUMERIC_OID:
+            ident = sql.SQL("{}::text").format(ident)
+            decimals.add(i)
+        elif oid == _TIMESTAMPTZ or oid == _TIMESTAMP:
+            stamps.append((i, zone if oid == _TIMESTAMPTZ else None))
+        elif oid == _DATE:
+            days.add(i)
+        elif oid not in _PLAIN_BINARY:
+            return None
+        items.append(ident)
+    cur.adapters.register_loader(_TIMESTAMPTZ, Int8BinaryLoader)
+    cur.adapters.register_loader(_TIMESTAMP, Int8BinaryLoader)
+    cur.adapters.register_loader(_DATE, Int4BinaryLoader)
+    return BinaryPlan(sql.SQL(", ").join(items), frozenset(decimals), tuple(stamps), frozenset(days))
+
+
+def check_raw_range(
+    table: TableIdentifier, names: Sequence[str], rows: list[Any], plan: BinaryPlan
+) -> None:
+    """Raise if a raw timestamp or date of ``rows`` has no Python value (``infinity``, or
+    outside years 1 to 9999), as loading its text would have: before the chunk is handed on,
+    so nothing is stored that cannot be read back."""
+    checks: list[tuple[int, Callable[[int], Any]]] = [
+        (i, lambda v, z=zone: stamp_value(v, z)) for i, zone in plan.stamps
+    ]
+    checks += [(i, day_value) for i in plan.days]
+    for i, convert in checks:
+        col = list(map(itemgetter(i), rows))
+        if None in col:
+            col = [v for v in col if v is not None]
+        if not col:
+            continue
+        for v in (min(col), max(col)):
+            try:
+                convert(v)
+            except OverflowError:
+                kind = "date" if i in plan.days else "timestamp"
+                raise SourceError(
+                    f"postgresql source: baseline of {table}: column {names[i]!r} holds a {kind} "
+                    "Python cannot represent (infinity, or outside years 1 to 9999); exclude "
+                    "those rows with a row filter (publication.row_filters) or change the value"
+                ) from None
+
+
+def row_chunks(
+    cur: psycopg.Cursor[Any], query: Any, size: int, *, binary: bool = False
+) -> Iterator[list[Any]]:
     """The rows of ``query`` as lists of tuples, ``size`` rows at a time (the last may be
     shorter), streamed: at most one chunk is held.
 
@@ -96,7 +188,7 @@ def row_chunks(cur: psycopg.Cursor[Any], query: Any, size: int) -> Iterator[list
     does."""
     if not _FAST_CHUNKS:
         chunk: list[Any] = []
-        for r in cur.stream(query, size=size):
+        for r in cur.stream(query, size=size, binary=binary):
             chunk.append(r)
             if len(chunk) >= size:
                 yield chunk
@@ -108,7 +200,7 @@ def row_chunks(cur: psycopg.Cursor[Any], query: Any, size: int) -> Iterator[list
     with conn.lock:
         first = True
         try:
-            conn.wait(cur._stream_send_gen(query, None, binary=None, size=size))
+            conn.wait(cur._stream_send_gen(query, None, binary=binary, size=size))
             while res := conn.wait(cur._stream_fetchone_gen(first)):
                 first = False
                 if res.ntuples:
@@ -127,6 +219,11 @@ _FAST_CHUNKS = all(
     hasattr(psycopg.Cursor, name) for name in ("_stream_send_gen", "_stream_fetchone_gen")
 ) and hasattr(psycopg.Connection, "_try_cancel")
 """psycopg's chunk internals are there (see :func:`row_chunks`)."""
+
+try:
+    from psycopg._tz import get_tzinfo as _session_zone
+except ImportError:  # pragma: no cover - psycopg is pinned; baselines are then read as text
+    _session_zone = None  # type: ignore[assignment]
 
 
 class BaselineReader:
@@ -253,26 +350,35 @@ class BaselineReader:
     ) -> int:
         """Stream one table's rows (published columns, row filter applied) in batches; returns
         the row count."""
-        names = [c.name for c in self._catalog.columns[table]]
-        query = sql.SQL("SELECT {} FROM {}").format(
-            sql.SQL(", ").join(sql.Identifier(n) for n in names), table_sql(table)
-        )
-        rf = self._catalog.row_filters.get(table)
-        if rf:
-            query = sql.SQL("{} WHERE {}").format(query, sql.SQL(rf))
-        size = self._batch_size
+        columns = self._catalog.columns[table]
+        cols = tuple(c.name for c in columns)
+        size = min(self._batch_size, LOAD_CHUNK)
         count = 0
         closed = self._closed
 
         # One query streamed in chunks of ``size`` rows (no DECLARE/FETCH round trips); each
         # chunk's rows are loaded as tuples by psycopg's C loaders in one call, and the batch
         # builds dicts only for a consumer that asks (a target storing tuples never does).
-        cols = tuple(names)
         with conn.cursor() as cur:
-            decimals = numeric_as_text(cur, [c.type_oid for c in self._catalog.columns[table]])
-            for rows in row_chunks(cur, query, min(size, LOAD_CHUNK)):
+            plan = binary_plan(cur, columns)
+            if plan is not None:
+                select: sql.Composable = plan.select
+            else:
+                select = sql.SQL(", ").join(sql.Identifier(n) for n in cols)
+                decimals = numeric_as_text(cur, [c.type_oid for c in columns])
+            query = sql.SQL("SELECT {} FROM {}").format(select, table_sql(table))
+            rf = self._catalog.row_filters.get(table)
+            if rf:
+                query = sql.SQL("{} WHERE {}").format(query, sql.SQL(rf))
+            for rows in row_chunks(cur, query, size, binary=plan is not None):
                 count += len(rows)
-                batch_callback(table, RowBatch(cols, rows, decimals))
+                if plan is None:
+                    batch = RowBatch(cols, rows, decimals)
+                else:
+                    if plan.stamps or plan.days:
+                        check_raw_range(table, cols, rows, plan)
+                    batch = plan.batch(cols, rows)
+                batch_callback(table, batch)
                 if closed.is_set():
                     raise SourceError("postgresql source closed during baseline")
         return count

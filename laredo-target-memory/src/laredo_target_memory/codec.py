@@ -35,10 +35,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from operator import itemgetter
+from itertools import repeat
+from operator import add, itemgetter
 from typing import Any
 
-from laredo.batches import row_maker
+from laredo.batches import RowBatch, day_value, row_maker, stamp_value
 
 from .view import FieldGetter, RowView, ViewLayout
 
@@ -116,7 +117,7 @@ class RowCodec:
     def __init__(self, names: Sequence[str] = (), *, detach: bool = True) -> None:
         self._detach = detach
         self._lock = threading.Lock()
-        self._layouts: dict[tuple[tuple[str, ...], tuple[type, ...], tuple[Any, ...]], _Layout] = {}
+        self._layouts: dict[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]], _Layout] = {}
         self._decoders: list[Callable[[tuple[Any, ...], Packed], dict[str, Any]]] = []
         self._views: list[ViewLayout] = []
         self._current: _Layout | None = None
@@ -307,16 +308,7 @@ class RowCodec:
             "        return None",
             f"    return {text_result}",
             "",
-            "def decode(t, p):",
-            f"    return {{{', '.join(out)}}}",
-            "",
-            # one getter per column: ``name: lambda t, p: <its entry in decode>``
-            "G = {"
-            + ", ".join(
-                f"{name!r}: lambda t, p: {e[len(repr(name)) + 2 :]}"
-                for name, e in zip(names, out, strict=True)
-            )
-            + "}",
+            *_decoder_source(names, out),
         ]
         exec("\n".join(src), env)
         return _Layout(
@@ -330,6 +322,76 @@ class RowCodec:
             decode=env["decode"],
             getters=env["G"],
         )
+
+    def _compile_raw(self, sid: int, names: tuple[str, ...], batch: RowBatch) -> _Layout:
+        """The decoder of a raw layout: a :class:`~laredo.batches.RowBatch`'s scalar tuples
+        stored as they are (see :meth:`pack_batch`), its raw columns converted when read."""
+        env: dict[str, Any] = {"D": Decimal, "S": stamp_value, "DY": day_value}
+        zones = dict(batch.stamps)
+        out: list[str] = []
+        for i, name in enumerate(names):
+            p = f"t[{i + 1}]"
+            if i in batch.decimals:
+                expr = f"(None if {p} is None else D({p}))"
+            elif i in zones:
+                env[f"Z{i}"] = zones[i]
+                expr = f"(None if {p} is None else S({p}, Z{i}))"
+            elif i in batch.days:
+                expr = f"(None if {p} is None else DY({p}))"
+            else:
+                expr = p
+            out.append(f"{name!r}: {expr}")
+        exec("\n".join(_decoder_source(names, out)), env)
+        return _Layout(
+            sid,
+            names=names,
+            types=(),
+            encode_row=_no_fast,
+            encode_values=_no_fast_values,
+            encode_tuple=_no_fast_values,
+            encode_text=_no_fast_values,
+            decode=env["decode"],
+            getters=env["G"],
+        )
+
+    def pack_batch(self, batch: RowBatch) -> list[Packed]:
+        """The packed rows of a baseline chunk, unpacking exactly like its row dicts packed one
+        by one. A scalar batch of this codec's columns (every tuple of their length) is stored
+        tuple by tuple under one raw layout, by C-level ``map`` s over ``marshal.dumps`` (no
+        Python code per row): its raw columns are converted when read, not when stored."""
+        if batch.names == self.names:
+            if batch.scalar:
+                packed = self._pack_raw(batch)
+                if packed is not None:
+                    return packed
+            if not batch.stamps and not batch.days:
+                return self.pack_values(batch.values, batch.decimals)
+        return [self.pack(row) for row in batch]
+
+    def _pack_raw(self, batch: RowBatch) -> list[Packed] | None:
+        names = batch.names
+        values = batch.values
+        if not values or set(map(len, values)) != {len(names)}:
+            return None
+        key = (names, ("raw", batch.decimals, batch.stamps, batch.days), ())
+        layout = self._layouts.get(key)
+        if layout is None:
+            with self._lock:
+                layout = self._layouts.get(key)
+                if layout is None:
+                    if len(self._decoders) >= MAX_LAYOUTS:
+                        return None
+                    layout = self._compile_raw(len(self._decoders), names, batch)
+                    self._views.append((names, layout.getters, layout.decode))
+                    self._decoders.append(layout.decode)
+                    self._layouts[key] = layout
+        try:
+            out = list(map(marshal.dumps, map(add, repeat((layout.sid,)), values)))
+        except (TypeError, ValueError):  # not a tuple, or a value marshal cannot hold
+            return None
+        if self._detach:  # right-sized copies (see the module docstring)
+            out = list(map(add, out, repeat(b"\0")))
+        return out
 
     # -- unpacking ------------------------------------------------------------------------
     def unpack(self, packed: Packed) -> dict[str, Any]:
@@ -398,6 +460,22 @@ class RowCodec:
     def layouts(self) -> int:
         """How many layouts were compiled (for tests and diagnostics)."""
         return len(self._decoders)
+
+
+def _decoder_source(names: tuple[str, ...], out: list[str]) -> list[str]:
+    """Source of ``decode(t, p)`` (the row dict from the entries ``'name': expr`` of ``out``)
+    and ``G`` (one getter per column: ``name: lambda t, p: expr``)."""
+    return [
+        "def decode(t, p):",
+        f"    return {{{', '.join(out)}}}",
+        "",
+        "G = {"
+        + ", ".join(
+            f"{name!r}: lambda t, p: {e[len(repr(name)) + 2 :]}"
+            for name, e in zip(names, out, strict=True)
+        )
+        + "}",
+    ]
 
 
 def _no_fast(row: Mapping[str, Any]) -> Packed:

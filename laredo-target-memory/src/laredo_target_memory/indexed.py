@@ -41,6 +41,7 @@ from .options import (
     lookup_field_problems,
     normalize_indexes,
 )
+from .view import Loader, RowView
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +127,18 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._unpack: Callable[[Any], Row] = dict
             self._view: Callable[[Any], Row] = _stored_dict
             self._read_view: Callable[[Any], Mapping[str, Any]] = dict
+            self._loader: Loader | None = None
         else:
             self._pack = self._codec.pack
             self._unpack = self._view = self._codec.unpack
             self._read_view = self._codec.view
+            self._loader = self._codec.load
         self._rows = self._new_store()
         self._tuple_keys: (
-            tuple[tuple[str, ...], tuple[str, ...], Callable[[Sequence[Any]], Any]] | None
+            tuple[
+                tuple[str, ...], tuple[str, ...], frozenset[int], Callable[[Sequence[Any]], Any]
+            ]
+            | None
         ) = None
 
     @classmethod
@@ -248,21 +254,27 @@ class IndexedTarget(MemoryTargetBase[Row]):
         super()._update(new, identity, pending, unchanged)
 
     # ------------------------------------------------------------------ batches
-    def _tuple_key(self, names: tuple[str, ...]) -> Callable[[Sequence[Any]], Any] | None:
+    def _tuple_key(
+        self, names: tuple[str, ...], raw: frozenset[int] = frozenset()
+    ) -> Callable[[Sequence[Any]], Any] | None:
         """``values -> key`` for value tuples in ``names`` order, when those are exactly the
-        codec's columns and hold the key (packed or compact storage); else None."""
+        codec's columns and hold the key (packed or compact storage) at positions not in
+        ``raw`` (a ``RowBatch``'s raw columns: their tuple values are not the row's); else
+        None."""
         if self.storage == "dict" or names != self._codec.names or not self._key_fields:
             return None
         fields = self._key_fields
         cached = self._tuple_keys
         if cached is not None and cached[0] is names and cached[1] is fields:
-            return cached[2]
-        try:
+            positions, getter = cached[2], cached[3]
+        else:
+            try:
+                positions = frozenset(names.index(f) for f in fields)
+            except ValueError:
+                return None
             getter = itemgetter(*(names.index(f) for f in fields))
-        except ValueError:
-            return None
-        self._tuple_keys = (names, fields, getter)
-        return getter
+            self._tuple_keys = (names, fields, positions, getter)
+        return None if positions & raw else getter
 
     def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None:
         """Apply a :class:`~laredo.batches.ChangeBatch` from its value tuples (the
@@ -424,10 +436,10 @@ class IndexedTarget(MemoryTargetBase[Row]):
         pack = self._pack
         indexes = self._indexes
         if not indexes and type(rows) is RowBatch:
-            keyget = self._tuple_key(rows.names)
+            keyget = self._tuple_key(rows.names, rows.raw)
             if keyget is not None:
                 keys = list(map(keyget, rows.values))
-                packed_rows = self._codec.pack_values(rows.values, rows.decimals)
+                packed_rows = self._codec.pack_batch(rows)
                 try:
                     if isinstance(store, CompactStore):
                         store.put_batch(keys, packed_rows)
@@ -689,8 +701,28 @@ class IndexedTarget(MemoryTargetBase[Row]):
         n = len(self._key_fields)
         if len(key_values) != n:
             self._arity("get()", self._key_fields, key_values)
-        stored = self._read(key_values[0] if n == 1 else key_values)
-        return None if stored is None else self._read_view(stored)  # type: ignore[return-value]
+        key = key_values[0] if n == 1 else key_values
+        # _read() and codec.view() inlined: this is the hottest read (one call, not three)
+        v = self._version
+        try:
+            stored = self._rows.get(key)
+        except TypeError:
+            raise
+        except Exception:  # a compact store read while a writer changes it
+            stored = MISSING
+        if v & 1 or v != self._version or stored is MISSING:
+            with self._lock:
+                stored = self._rows.get(key)
+        if stored is None:
+            return None
+        load = self._loader
+        if load is None or type(stored) is dict:
+            return self._read_view(stored)  # type: ignore[return-value]
+        view = _new_view(RowView)  # RowView(load, stored) without its __init__ frame
+        view._load = load
+        view._packed = stored
+        view._t = view._layout = None
+        return view
 
     def lookup(self, *values: Any) -> Row | None:
         """The row whose ``lookup_fields`` equal ``values``, or None. A new dict."""
@@ -779,6 +811,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
 
 
 _REFERENCE_APPLY = IndexedTarget.apply_changes
+_new_view = object.__new__
 
 
 def _stored_dict(stored: Any) -> Row:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["FieldGetter", "RowView", "ViewLayout"]
+__all__ = ["FieldGetter", "Loader", "RowView", "ViewLayout"]
 
 FieldGetter = Callable[[tuple[Any, ...], Any], Any]
 """``(unpacked tuple, packed row) -> value`` of one column."""
