@@ -325,12 +325,13 @@ class RowCodec:
 
     def _compile_raw(self, sid: int, names: tuple[str, ...], batch: RowBatch) -> _Layout:
         """The decoder of a raw layout: a :class:`~laredo.batches.RowBatch`'s scalar tuples
-        stored as they are (see :meth:`pack_batch`), its raw columns converted when read."""
+        stored as they are, nested: ``(sid, values)`` (see :meth:`pack_batch`); its raw
+        columns are converted when read."""
         env: dict[str, Any] = {"D": Decimal, "S": stamp_value, "DY": day_value}
         zones = dict(batch.stamps)
         out: list[str] = []
         for i, name in enumerate(names):
-            p = f"t[{i + 1}]"
+            p = f"t[1][{i}]"
             if i in batch.decimals:
                 expr = f"(None if {p} is None else D({p}))"
             elif i in zones:
@@ -357,8 +358,11 @@ class RowCodec:
     def pack_batch(self, batch: RowBatch) -> list[Packed]:
         """The packed rows of a baseline chunk, unpacking exactly like its row dicts packed one
         by one. A scalar batch of this codec's columns (every tuple of their length) is stored
-        tuple by tuple under one raw layout, by C-level ``map`` s over ``marshal.dumps`` (no
-        Python code per row): its raw columns are converted when read, not when stored."""
+        under one raw layout by C-level ``map`` s, no Python code per row: each row is
+        ``marshal.dumps(values)`` behind a fixed head that makes it the nested tuple
+        ``(sid, values)`` (marshalling the loaded tuple itself is about half the cost of a new
+        tuple with the layout id in front, whose shared values marshal's reference table
+        would track); its raw columns are converted when read, not when stored."""
         if batch.names == self.names:
             if batch.scalar:
                 packed = self._pack_raw(batch)
@@ -371,7 +375,7 @@ class RowCodec:
     def _pack_raw(self, batch: RowBatch) -> list[Packed] | None:
         names = batch.names
         values = batch.values
-        if not values or set(map(len, values)) != {len(names)}:
+        if not values or set(map(len, values)) != {len(names)} or set(map(type, values)) != {tuple}:
             return None
         key = (names, ("raw", batch.decimals, batch.stamps, batch.days), ())
         layout = self._layouts.get(key)
@@ -385,13 +389,14 @@ class RowCodec:
                     self._views.append((names, layout.getters, layout.decode))
                     self._decoders.append(layout.decode)
                     self._layouts[key] = layout
+        # a 2-tuple (no reference flag) holding the int sid (no flag) and then the values'
+        # own marshal form, whose reference numbers thus stay valid; the concatenation is a
+        # new right-sized bytes, so no detaching copy is needed
+        head = b")\x02i" + layout.sid.to_bytes(4, "little", signed=True)
         try:
-            out = list(map(marshal.dumps, map(add, repeat((layout.sid,)), values)))
-        except (TypeError, ValueError):  # not a tuple, or a value marshal cannot hold
+            return list(map(head.__add__, map(marshal.dumps, values)))
+        except ValueError:  # a value marshal cannot hold: the batch was not scalar after all
             return None
-        if self._detach:  # right-sized copies (see the module docstring)
-            out = list(map(add, out, repeat(b"\0")))
-        return out
 
     # -- unpacking ------------------------------------------------------------------------
     def unpack(self, packed: Packed) -> dict[str, Any]:

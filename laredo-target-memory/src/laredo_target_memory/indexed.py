@@ -135,9 +135,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._loader = self._codec.load
         self._rows = self._new_store()
         self._tuple_keys: (
-            tuple[
-                tuple[str, ...], tuple[str, ...], frozenset[int], Callable[[Sequence[Any]], Any]
-            ]
+            tuple[tuple[str, ...], tuple[str, ...], frozenset[int], Callable[[Sequence[Any]], Any]]
             | None
         ) = None
 
