@@ -35,8 +35,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from itertools import repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from laredo.batches import RowBatch, day_value, row_maker, stamp_value

@@ -5,11 +5,13 @@ The default store is a dict ``key -> packed row``: per row a dict entry, the key
 
 * packed rows are copied into 1 MiB pages (``bytearray``); a row is its page, offset and length,
   packed into one ``int64`` of an ``array`` column indexed by a *slot* number (8 bytes per row);
-* integer keys (the usual primary key) live in :class:`IntKeyIndex`, an open-addressing hash
-  table over two arrays (key, slot): about 18 bytes per row instead of ~75 for a dict entry and
-  an ``int`` object; other keys fall back to a dict ``key -> slot``;
-* a baseline chunk (:meth:`CompactStore.put_batch`) is stored with one probe per key and
-  C-level work for the rest: one page copy per page touched, locations computed by iterators;
+* integer keys (the usual primary key) live in :class:`~.keyindex.IntKeyIndex`: an array
+  indexed by the key while keys are dense (4 bytes per key of a serial key), else an
+  open-addressing hash table over two arrays (about 18 bytes per key); either way instead of
+  ~75 for a dict entry and an ``int`` object; other keys fall back to a dict ``key -> slot``;
+* a baseline chunk (:meth:`CompactStore.put_batch`) of new keys is stored by C-level work: the
+  keys by slice assignment or ``map`` s, one page copy per page touched, locations computed by
+  iterators;
 * updates write the new version at the end of the current page and leave the old bytes as
   garbage; when garbage exceeds the live bytes, live rows are copied into fresh pages.
 
@@ -29,11 +31,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, repeat
 from operator import add, mul
 from typing import Any
 
-__all__ = ["PAGE_SIZE", "CompactStore", "IntKeyIndex"]
+from .keyindex import EMPTY as _EMPTY
+from .keyindex import IntKeyIndex
+
+__all__ = ["PAGE_SIZE", "CompactStore", "IntKeyIndex"]  # IntKeyIndex: re-exported
 
 PAGE_SIZE = 1 << 20
 """Bytes per page; rows larger than an eighth of it are kept as separate objects."""
@@ -45,149 +50,10 @@ _UNIT = 1 << _BITS
 _MIN_KEY = -(1 << 63)
 _MAX_KEY = (1 << 63) - 1
 _U64 = (1 << 64) - 1
-_EMPTY = -1
-_GONE = -2
 _FREE = -2  # a slot whose row was deleted (in the location column)
 _OBJECT = -1  # a slot whose row is kept as an object, not in a page
 _MISSING: Any = object()
 _ZERO = 0
-
-
-class IntKeyIndex:
-    """``int64 key -> slot`` by open addressing (CPython's dict probing), in two arrays.
-
-    A key is its own hash (as CPython's ``int`` hash, without the call): probing starts at
-    ``key & mask`` and perturbs with the key's bits. Load stays at or below 2/3; deletes leave
-    tombstones until the next resize. The arrays and their mask are swapped together as one
-    tuple, so a lock-free reader always probes one consistent table (and a probe always ends:
-    there is always an empty entry)."""
-
-    __slots__ = ("_state", "live", "used")
-
-    def __init__(self, capacity: int = 8) -> None:
-        self._state = self._table(capacity)
-        self.live = 0
-        self.used = 0
-        """Entries holding a key or a tombstone."""
-
-    @staticmethod
-    def _table(capacity: int) -> tuple[array[int], array[int], int]:
-        size = 8
-        while size * 2 < capacity * 3:
-            size *= 2
-        return array("q", bytes(8 * size)), array("i", [_EMPTY]) * size, size - 1
-
-    def get(self, key: int) -> int:
-        """The slot of ``key``, or -1."""
-        keys, slots, mask = self._state
-        h = key
-        perturb = h & _U64
-        i = h & mask
-        while True:
-            s = slots[i]
-            if s == _EMPTY:
-                return -1
-            if s >= 0 and keys[i] == key:
-                return s
-            perturb >>= 5
-            i = (i * 5 + perturb + 1) & mask
-
-    def add(self, key: int, slot: int) -> None:
-        """Insert ``key`` (not present) with ``slot``."""
-        if (self.used + 1) * 3 > (self._state[2] + 1) * 2:
-            self._resize(self.live + 1)  # to a load of 1/3 to 4/9 (grows up to 2/3)
-        keys, slots, mask = self._state
-        h = key
-        perturb = h & _U64
-        i = h & mask
-        while True:
-            s = slots[i]
-            if s < 0:
-                keys[i] = key
-                slots[i] = slot
-                if s == _EMPTY:
-                    self.used += 1
-                self.live += 1
-                return
-            perturb >>= 5
-            i = (i * 5 + perturb + 1) & mask
-
-    def setdefault(self, key: int, slot: int) -> int:
-        """The slot of ``key``; when absent, insert it with ``slot`` (one probe for both)."""
-        if (self.used + 1) * 3 > (self._state[2] + 1) * 2:
-            self._resize(self.live + 1)
-        keys, slots, mask = self._state
-        h = key
-        perturb = h & _U64
-        i = h & mask
-        free = -1
-        while True:
-            s = slots[i]
-            if s == _EMPTY:
-                break
-            if s >= 0:
-                if keys[i] == key:
-                    return s
-            elif free < 0:
-                free = i  # a tombstone: reuse it if the key is absent
-            perturb >>= 5
-            i = (i * 5 + perturb + 1) & mask
-        if free >= 0:
-            i = free
-        else:
-            self.used += 1
-        keys[i] = key
-        slots[i] = slot
-        self.live += 1
-        return slot
-
-    def remove(self, key: int) -> int:
-        """Remove ``key``; returns its slot, or -1 when absent."""
-        keys, slots, mask = self._state
-        h = key
-        perturb = h & _U64
-        i = h & mask
-        while True:
-            s = slots[i]
-            if s == _EMPTY:
-                return -1
-            if s >= 0 and keys[i] == key:
-                slots[i] = _GONE
-                self.live -= 1
-                return s
-            perturb >>= 5
-            i = (i * 5 + perturb + 1) & mask
-
-    def _resize(self, live: int) -> None:
-        old_keys, old_slots, _ = self._state
-        new = self._table(max(8, live * 3 // 2))
-        keys, slots, mask = new
-        # the live entries, selected by C-level iterators; then one probe each (no tombstones
-        # in the new table; the first probe is usually free)
-        held = list(map(_ZERO.__le__, old_slots))
-        for key, s in zip(compress(old_keys, held), compress(old_slots, held), strict=True):
-            i = key & mask
-            if slots[i] != _EMPTY:
-                perturb = key & _U64
-                while slots[i] != _EMPTY:
-                    perturb >>= 5
-                    i = (i * 5 + perturb + 1) & mask
-            keys[i] = key
-            slots[i] = s
-        self._state = new
-        self.used = self.live
-
-    def __len__(self) -> int:
-        return self.live
-
-    def entries(self) -> list[tuple[int, int]]:
-        """Every ``(key, slot)``, in table order."""
-        keys, slots, _ = self._state
-        return [(keys[i], s) for i, s in enumerate(slots) if s >= 0]
-
-    def nbytes(self) -> int:
-        keys, slots, _ = self._state
-        return keys.itemsize * len(keys) + slots.itemsize * len(slots)
 
 
 def _locations(first: int, lens: list[int]) -> list[int]:
@@ -230,10 +96,18 @@ class CompactStore:
         return self._objects.get(slot)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        # _slot() and _value() inlined (the read path of IndexedTarget.get). The probe reads
-        # one consistent table, as IntKeyIndex.get does, so it always ends. An int outside
-        # int64 is never in the table (no entry equals it) and is looked up in _other.
-        if type(key) is int:
+        # _slot() and _value() inlined (the read path of IndexedTarget.get), as is
+        # IntKeyIndex.get: one consistent table is read, so a probe always ends. An int
+        # outside int64 is never in the index (no entry equals it) and is looked up in _other.
+        if type(key) is int and (dense := self._ints.dense) is not None:
+            base, column = dense
+            j = key - base
+            s = column[j] if 0 <= j < len(column) else _EMPTY
+            if s < 0:
+                s = self._other.get(key, -1) if self._other else -1
+                if s < 0:
+                    return default
+        elif type(key) is int:
             keys, slots, mask = self._ints._state
             i = key & mask
             s = slots[i]
@@ -323,10 +197,16 @@ class CompactStore:
                 self[key] = value
             return
         ints = self._ints
-        if (ints.used + n) * 3 > (ints._state[2] + 1) * 2:
-            ints._resize(ints.live + n)  # room for the whole chunk: no check per key
-        tkeys, tslots, mask = ints._state
         base = slot = len(self._loc)
+        if ints.put_new(keys, base):  # the usual baseline: every key new
+            self._append_rows(values, lens)
+            return
+        if ints.dense is not None:
+            for key, value in zip(keys, values, strict=True):
+                self[key] = value
+            return
+        ints.reserve(n)  # room for the whole chunk: no check per key
+        tkeys, tslots, mask = ints._state
         reused = 0  # tombstones reused (they were counted in ``used`` already)
         again: list[int] = []  # positions whose key holds a row already
         for j, key in enumerate(keys):
