@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from datetime import UTC, date, datetime
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
-from laredo.batches import UNCHANGED, ChangeBatch, RowBatch, row_maker
+import pytest
+from laredo.batches import UNCHANGED, ChangeBatch, RowBatch, day_value, row_maker, stamp_value
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 
 T = TableIdentifier("public", "t")
@@ -24,6 +27,40 @@ def test_row_batch_reads_as_row_dicts() -> None:
 def test_row_maker_short_tuples() -> None:
     assert row_maker(("a", "b"))((1,)) == {"a": 1}
     assert row_maker(("a", "b"), frozenset({1}))((1, "2")) == {"a": 1, "b": Decimal("2")}
+
+
+def test_raw_stamps_and_days_read_as_datetimes_and_dates() -> None:
+    ny = ZoneInfo("America/New_York")
+    rows = RowBatch(
+        ("id", "at", "local", "day"),
+        [(1, 0, 86_400_000_001, -1), (2, None, None, None)],
+        stamps=((1, ny), (2, None)),
+        days=frozenset({3}),
+        scalar=True,
+    )
+    first = rows[0]
+    assert first["at"] == datetime(2000, 1, 1, tzinfo=UTC) and first["at"].tzinfo is ny
+    assert first["local"] == datetime(2000, 1, 2, 0, 0, 0, 1) and first["local"].tzinfo is None
+    assert first["day"] == date(1999, 12, 31)
+    assert rows[1] == {"id": 2, "at": None, "local": None, "day": None}
+    assert rows.raw == frozenset({1, 2, 3})
+    again = pickle.loads(pickle.dumps(rows))
+    assert list(again) == list(rows) and again.scalar and again.stamps == rows.stamps
+    assert rows[1:].stamps == rows.stamps and list(rows[1:]) == [rows[1]]
+    # a short tuple converts what it holds
+    assert row_maker(rows.names, frozenset(), rows.stamps, rows.days)((1, 0)) == {
+        "id": 1,
+        "at": first["at"],
+    }
+    # the UTC zone is kept as given, and a fold is what astimezone() gives
+    assert stamp_value(0, UTC).tzinfo is UTC
+    fold = stamp_value(783_930_600_000_000, ny)  # 2024-11-03 06:30 UTC: 01:30 EST, 2nd time
+    assert (fold.hour, fold.minute, fold.fold) == (1, 30, 1)
+    assert day_value(0) == date(2000, 1, 1)
+    with pytest.raises(OverflowError):
+        stamp_value(2**63 - 1, None)  # PostgreSQL's infinity
+    with pytest.raises(OverflowError):
+        day_value(-(2**31))
 
 
 def test_change_batch_reads_as_events() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from laredo.batches import RowBatch
 from laredo_target_memory import codec as codec_module
 from laredo_target_memory.codec import RowCodec
 
@@ -208,3 +209,94 @@ def test_packed_rows_take_a_fraction_of_dict_rows() -> None:
     packed = held(c.pack)
     as_dicts = held(dict)  # the dict copy alone, values shared with the source rows
     assert packed < 0.7 * as_dicts
+
+
+def _raw_batch() -> tuple[RowBatch, list[dict[str, Any]]]:
+    """A scalar RowBatch (as the PostgreSQL source reads a baseline in binary) and the row
+    dicts psycopg's text loaders would have given: NULLs in every raw column, a DST fold."""
+    ny = ZoneInfo("America/New_York")
+    names = ("id", "price", "at", "local", "day", "flag", "blob", "ratio")
+    fold = datetime(2024, 11, 3, 1, 30, tzinfo=timezone(timedelta(hours=-5))).astimezone(ny)
+    assert fold.fold == 1
+    stamps = [
+        datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC).astimezone(ny),
+        fold,
+        datetime(9999, 12, 31, 18, tzinfo=ny),  # near the end of datetime's range
+    ]
+    epoch = datetime(2000, 1, 1, tzinfo=UTC)
+    values: list[tuple[Any, ...]] = []
+    rows: list[dict[str, Any]] = []
+    for i, at in enumerate(stamps):
+        local = datetime(1999, 12, 31, 23, 59, 59, i)
+        day = date(2000, 1, 1) + timedelta(days=i * 4000 - 700_000)
+        values.append(
+            (
+                i,
+                f"{i}.50",
+                (at - epoch) // timedelta(microseconds=1),
+                (local - datetime(2000, 1, 1)) // timedelta(microseconds=1),
+                (day - date(2000, 1, 1)).days,
+                i % 2 == 0,
+                bytes([i]),
+                i / 3,
+            )
+        )
+        rows.append(
+            {
+                "id": i,
+                "price": Decimal(f"{i}.50"),
+                "at": at,
+                "local": local,
+                "day": day,
+                "flag": i % 2 == 0,
+                "blob": bytes([i]),
+                "ratio": i / 3,
+            }
+        )
+    values.append((9, None, None, None, None, None, None, None))
+    rows.append(dict.fromkeys(names, None) | {"id": 9})
+    batch = RowBatch(
+        names,
+        values,
+        frozenset({1}),
+        stamps=((2, ny), (3, None)),
+        days=frozenset({4}),
+        scalar=True,
+    )
+    return batch, rows
+
+
+def test_a_scalar_batch_is_stored_raw_and_reads_as_its_row_dicts() -> None:
+    batch, rows = _raw_batch()
+    assert list(batch) == rows  # the batch's own dicts: the converted values
+    for detach in (True, False):
+        codec = RowCodec(batch.names, detach=detach)
+        packed = codec.pack_batch(batch)
+        assert all(type(p) is bytes for p in packed) and codec.layouts == 1
+        for p, row in zip(packed, rows, strict=True):
+            got = codec.unpack(p)
+            assert got == row and list(got) == list(row)
+            for name, value in row.items():
+                assert type(got[name]) is type(value), name
+                assert codec.view(p)[name] == value
+                if isinstance(value, datetime):
+                    assert got[name].tzinfo is value.tzinfo and got[name].fold == value.fold
+        # the same rows packed from their dicts decode to the same dicts
+        assert [codec.unpack(codec.pack(r)) for r in rows] == [codec.unpack(p) for p in packed]
+
+
+def test_a_batch_that_is_not_scalar_after_all_is_packed_from_its_dicts() -> None:
+    batch, rows = _raw_batch()
+    odd = RowBatch(
+        batch.names,
+        [(*batch.values[0][:6], uuid.UUID(int=5), 1.0)],  # a UUID: marshal cannot hold it
+        batch.decimals,
+        stamps=batch.stamps,
+        days=batch.days,
+        scalar=True,
+    )
+    codec = RowCodec(batch.names)
+    (packed,) = codec.pack_batch(odd)
+    assert codec.unpack(packed) == odd[0] and codec.unpack(packed)["blob"] == uuid.UUID(int=5)
+    other = RowCodec(("id", "x"))  # other columns than the codec's: packed from the dicts
+    assert [other.unpack(p) for p in other.pack_batch(batch)] == rows
