@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import Any, overload
 
@@ -70,9 +70,9 @@ STAMP_EPOCH = datetime(2000, 1, 1)
 """What a raw timestamp or date counts from (PostgreSQL's own epoch, so a source can hand over
 the server's binary value as it is): microseconds (timestamps, UTC for zoned ones) or days."""
 
-_EPOCH_UTC = STAMP_EPOCH.replace(tzinfo=timezone.utc)
+_EPOCH_UTC = STAMP_EPOCH.replace(tzinfo=UTC)
 _EPOCH_DAY = STAMP_EPOCH.date()
-_UTC = timezone.utc
+_UTC = UTC
 
 Stamps = tuple[tuple[int, tzinfo | None], ...]
 """Positions of raw timestamps in a :class:`RowBatch`'s tuples, each with the zone its
@@ -210,23 +210,22 @@ class RowBatch(Sequence[Row]):
         return f"RowBatch({self.names!r}, <{len(self.values)} rows>)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_row_batch, (self.names, self.values, self.decimals, self.stamps, self.days, self.scalar))
+        return (
+            _row_batch,
+            (self.names, self.values, self.decimals, (self.stamps, self.days, self.scalar)),
+        )
 
     def _with(self, values: list[tuple[Any, ...]]) -> RowBatch:
-        return _row_batch(
-            self.names, values, self.decimals, self.stamps, self.days, self.scalar
-        )
+        return _row_batch(self.names, values, self.decimals, (self.stamps, self.days, self.scalar))
 
 
 def _row_batch(
     names: tuple[str, ...],
     values: list[tuple[Any, ...]],
     decimals: frozenset[int],
-    stamps: Stamps,
-    days: frozenset[int],
-    scalar: bool,
+    raw: tuple[Stamps, frozenset[int], bool],
 ) -> RowBatch:
-    return RowBatch(names, values, decimals, stamps=stamps, days=days, scalar=scalar)
+    return RowBatch(names, values, decimals, stamps=raw[0], days=raw[1], scalar=raw[2])
 
 
 class ChangeBatch(Sequence[ChangeEvent]):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -42,7 +43,14 @@ from .slot import SlotManager
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BaselineReader", "BatchCallback", "BinaryPlan", "binary_plan", "row_chunks", "row_maker"]
+__all__ = [
+    "BaselineReader",
+    "BatchCallback",
+    "BinaryPlan",
+    "binary_plan",
+    "row_chunks",
+    "row_maker",
+]
 
 BatchCallback = Callable[[TableIdentifier, Sequence[Row]], None]
 """Receives a table's rows in chunks: a :class:`~laredo.batches.RowBatch` (value tuples, read as
@@ -105,14 +113,10 @@ class BinaryPlan:
     days: frozenset[int]
 
     def batch(self, names: tuple[str, ...], rows: list[Any]) -> RowBatch:
-        return RowBatch(
-            names, rows, self.decimals, stamps=self.stamps, days=self.days, scalar=True
-        )
+        return RowBatch(names, rows, self.decimals, stamps=self.stamps, days=self.days, scalar=True)
 
 
-def binary_plan(
-    cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]
-) -> BinaryPlan | None:
+def binary_plan(cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]) -> BinaryPlan | None:
     """Read the table in binary, every value a scalar, when each column is of a type that
     allows it: the plain types of :data:`_PLAIN_BINARY`, ``numeric`` (selected as its text:
     the ``Decimal`` is built when read), ``timestamp``/``timestamptz`` (int microseconds) and
@@ -133,7 +137,7 @@ def binary_plan(
         if oid == _NUMERIC_OID:
             ident = sql.SQL("{}::text").format(ident)
             decimals.add(i)
-        elif oid == _TIMESTAMPTZ or oid == _TIMESTAMP:
+        elif oid in {_TIMESTAMPTZ, _TIMESTAMP}:
             stamps.append((i, zone if oid == _TIMESTAMPTZ else None))
         elif oid == _DATE:
             days.add(i)
@@ -143,7 +147,9 @@ def binary_plan(
     cur.adapters.register_loader(_TIMESTAMPTZ, Int8BinaryLoader)
     cur.adapters.register_loader(_TIMESTAMP, Int8BinaryLoader)
     cur.adapters.register_loader(_DATE, Int4BinaryLoader)
-    return BinaryPlan(sql.SQL(", ").join(items), frozenset(decimals), tuple(stamps), frozenset(days))
+    return BinaryPlan(
+        sql.SQL(", ").join(items), frozenset(decimals), tuple(stamps), frozenset(days)
+    )
 
 
 def check_raw_range(
@@ -153,7 +159,7 @@ def check_raw_range(
     outside years 1 to 9999), as loading its text would have: before the chunk is handed on,
     so nothing is stored that cannot be read back."""
     checks: list[tuple[int, Callable[[int], Any]]] = [
-        (i, lambda v, z=zone: stamp_value(v, z)) for i, zone in plan.stamps
+        (i, functools.partial(stamp_value, zone=zone)) for i, zone in plan.stamps
     ]
     checks += [(i, day_value) for i in plan.days]
     for i, convert in checks:
@@ -220,10 +226,17 @@ _FAST_CHUNKS = all(
 ) and hasattr(psycopg.Connection, "_try_cancel")
 """psycopg's chunk internals are there (see :func:`row_chunks`)."""
 
-try:
-    from psycopg._tz import get_tzinfo as _session_zone
-except ImportError:  # pragma: no cover - psycopg is pinned; baselines are then read as text
-    _session_zone = None  # type: ignore[assignment]
+
+def _zone_getter() -> Callable[[Any], Any] | None:
+    """psycopg's ``pgconn -> tzinfo`` of a session (what its loaders convert to)."""
+    try:
+        from psycopg._tz import get_tzinfo  # noqa: PLC0415 - private: absent means text baselines
+    except ImportError:  # pragma: no cover - psycopg is pinned
+        return None
+    return get_tzinfo
+
+
+_session_zone = _zone_getter()
 
 
 class BaselineReader:

@@ -720,7 +720,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
         view._load = load
         view._packed = stored
         view._t = view._layout = None
-        return view
+        return view  # type: ignore[return-value]
 
     def lookup(self, *values: Any) -> Row | None:
         """The row whose ``lookup_fields`` equal ``values``, or None. A new dict."""
