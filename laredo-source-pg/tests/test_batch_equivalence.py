@@ -208,6 +208,21 @@ def test_batch_events_carry_what_the_reference_events_carry() -> None:
     assert "body" not in (events[1].new_values or {})
 
 
+def _engine_per_storage(
+    db: PgTestDb, make_source: Callable[..., PostgresSource], table: TableIdentifier
+) -> tuple[dict[str, IndexedTarget], list[laredo.Engine]]:
+    """An IndexedTarget per storage, each fed by its own engine and slot (not started)."""
+    targets = {s: IndexedTarget(storage=s) for s in ("packed", "compact", "dict")}  # type: ignore[arg-type]
+    engines = [
+        laredo.Engine(
+            sources={"pg": make_source(slot_name=f"{db.slot_name}_{s}")},
+            pipelines=[laredo.Pipeline("pg", table, t)],
+        )
+        for s, t in targets.items()
+    ]
+    return targets, engines
+
+
 def _rows_of(db: PgTestDb) -> dict[Any, str]:
     with db.connect() as conn:
         cur = conn.cursor(row_factory=dict_row)
@@ -231,14 +246,7 @@ def test_engine_batch_path_equals_select_star(
         "'1.5 s', repeat('x', 3000) || g, g FROM generate_series(1, 3000) g"
     )
     db.execute("INSERT INTO acct VALUES (-1, 'NaN', NULL, NULL, NULL), (-2, 1e-20, now(), 'b', -5)")
-    targets = {s: IndexedTarget(storage=s) for s in ("packed", "compact", "dict")}  # type: ignore[arg-type]
-    engines = [
-        laredo.Engine(
-            sources={"pg": make_source(slot_name=f"{db.slot_name}_{s}")},
-            pipelines=[laredo.Pipeline("pg", ACCT, t)],
-        )
-        for s, t in targets.items()
-    ]
+    targets, engines = _engine_per_storage(db, make_source, ACCT)
     try:
         for eng in engines:
             eng.start()
@@ -294,14 +302,7 @@ def test_a_binary_baseline_equals_select_star_and_the_stream(
     db.execute(SCALARS_DDL)
     db.execute(SCALARS_ROWS.format(id=1))
     table = TableIdentifier("public", "scal")
-    targets = {s: IndexedTarget(storage=s) for s in ("packed", "compact", "dict")}  # type: ignore[arg-type]
-    engines = [
-        laredo.Engine(
-            sources={"pg": make_source(slot_name=f"{db.slot_name}_{s}")},
-            pipelines=[laredo.Pipeline("pg", table, t)],
-        )
-        for s, t in targets.items()
-    ]
+    targets, engines = _engine_per_storage(db, make_source, table)
 
     def select_star() -> dict[Any, str]:
         with db.connect() as conn:

@@ -678,21 +678,6 @@ class IndexedTarget(MemoryTargetBase[Row]):
         return list(self._rows.values())
 
     # ------------------------------------------------------------------ reads
-    def _read(self, key: Any) -> Any:
-        """The stored value under ``key`` (None), consistent with one instant: read without
-        the lock unless a write ran meanwhile (see ``_base.MemoryTargetBase``)."""
-        v = self._version
-        try:
-            stored = self._rows.get(key)
-        except TypeError:
-            raise
-        except Exception:  # a compact store read while a writer changes it
-            stored = MISSING
-        if v & 1 or v != self._version or stored is MISSING:
-            with self._lock:
-                stored = self._rows.get(key)
-        return stored
-
     def get(self, *key_values: Any) -> Row | None:
         """The row with this primary key (values in key order), or None: a read-only
         :class:`~.view.RowView` (packed and compact storage), a new dict (dict storage)."""
@@ -700,7 +685,8 @@ class IndexedTarget(MemoryTargetBase[Row]):
         if len(key_values) != n:
             self._arity("get()", self._key_fields, key_values)
         key = key_values[0] if n == 1 else key_values
-        # _read() and codec.view() inlined: this is the hottest read (one call, not three)
+        # an optimistic read (see ``_base.MemoryTargetBase``) and codec.view() inlined: this is
+        # the hottest read (one call, not three)
         v = self._version
         try:
             stored = self._rows.get(key)

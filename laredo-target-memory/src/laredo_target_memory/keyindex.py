@@ -66,15 +66,21 @@ class IntKeyIndex:
             base, slots = dense
             j = key - base
             return slots[j] if 0 <= j < len(slots) else EMPTY
+        i, hslots = self._find(key)
+        return EMPTY if i < 0 else hslots[i]
+
+    def _find(self, key: int) -> tuple[int, array[int]]:
+        """The hash table entry holding ``key`` (or -1) and the slot column of that table (the
+        table read once: a lock-free reader must not mix two)."""
         keys, hslots, mask = self._state
         perturb = key & _U64
         i = key & mask
         while True:
             s = hslots[i]
             if s == EMPTY:
-                return EMPTY
+                return -1, hslots
             if s >= 0 and keys[i] == key:
-                return s
+                return i, hslots
             perturb >>= 5
             i = (i * 5 + perturb + 1) & mask
 
@@ -154,19 +160,13 @@ class IntKeyIndex:
             slots[j] = EMPTY
             self.live -= 1
             return s
-        keys, hslots, mask = self._state
-        perturb = key & _U64
-        i = key & mask
-        while True:
-            s = hslots[i]
-            if s == EMPTY:
-                return EMPTY
-            if s >= 0 and keys[i] == key:
-                hslots[i] = _GONE
-                self.live -= 1
-                return s
-            perturb >>= 5
-            i = (i * 5 + perturb + 1) & mask
+        i, hslots = self._find(key)
+        if i < 0:
+            return EMPTY
+        s = hslots[i]
+        hslots[i] = _GONE
+        self.live -= 1
+        return s
 
     def put_new(self, keys: Sequence[int], first: int) -> bool:
         """Insert ``keys[j]`` with slot ``first + j`` for every ``j`` when every key is absent
