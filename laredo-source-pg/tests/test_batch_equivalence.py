@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from laredo.batches import ChangeBatch
 from laredo.pipeline_ops import apply_change
 from laredo.types import ColumnDefinition, Index, TableIdentifier
-from laredo_source_pg.baseline import _FAST_CHUNKS
+from laredo_source_pg.baseline import _FAST_CHUNKS, binary_plan
 from laredo_source_pg.pgoutput import PgOutputDecoder, SchemaItem
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.source import PostgresSource
@@ -331,6 +331,20 @@ def test_a_binary_baseline_equals_select_star_and_the_stream(
     finally:
         for eng in engines:
             eng.stop()
+
+
+def test_float8_is_read_as_text_where_the_session_rounds_it(pg_database: PgTestDb) -> None:
+    """Under ``extra_float_digits = 0`` the text of a float8 (what the stream sends) is rounded:
+    the baseline then reads the table as text, so both give the same value."""
+    cols = [
+        ColumnDefinition("id", "int4", 1, False, True, 1, type_oid=23),
+        ColumnDefinition("f", "float8", 2, type_oid=701),
+    ]
+    with pg_database.connect() as conn:
+        assert binary_plan(conn.cursor(), cols) is not None
+        conn.execute("SET extra_float_digits = 0")
+        assert binary_plan(conn.cursor(), cols) is None
+        assert binary_plan(conn.cursor(), cols[:1]) is not None  # no float8: binary still
 
 
 def test_raw_key_columns_match_streamed_keys(

@@ -99,7 +99,7 @@ _PLAIN_BINARY = frozenset({16, 17, 19, 20, 21, 23, 25, 26, 701, 1042, 1043})
 """Types whose binary values psycopg loads to exactly what it loads from their text, as ``int``,
 ``float``, ``str``, ``bool`` or ``bytes`` (bool, bytea, name, int8/2/4, text, oid, float8,
 bpchar, varchar; not float4, whose binary value is not the text's shortest repr)."""
-_TIMESTAMPTZ, _TIMESTAMP, _DATE = 1184, 1114, 1082
+_TIMESTAMPTZ, _TIMESTAMP, _DATE, _FLOAT8 = 1184, 1114, 1082, 701
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,10 +122,15 @@ def binary_plan(cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]) -
     the ``Decimal`` is built when read), ``timestamp``/``timestamptz`` (int microseconds) and
     ``date`` (int days), whose objects are likewise built when read: the server skips
     formatting them, the client parsing them, and a packing target stores them as they came.
-    Registers the loaders on ``cur``. None (read as text) for any other type, or when psycopg's
-    session time zone is not where this expects it."""
+    Registers the loaders on ``cur``. None (read as text) for any other type, for ``float8``
+    when the session rounds its text (``extra_float_digits`` < 1: the stream's text would then
+    differ from the exact binary value), or when psycopg's time zone helper is missing."""
     if _session_zone is None:
         return None
+    if any(c.type_oid == _FLOAT8 for c in columns):
+        row = cur.execute("SHOW extra_float_digits").fetchone()
+        if row is None or int(row[0]) < 1:
+            return None
     zone = _session_zone(cur.connection.pgconn)
     items: list[sql.Composable] = []
     decimals: set[int] = set()
