@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from laredo.batches import ChangeBatch
 from laredo.pipeline_ops import apply_change
 from laredo.types import ColumnDefinition, Index, TableIdentifier
-from laredo_source_pg.baseline import _FAST_CHUNKS, binary_plan
+from laredo_source_pg.baseline import _FAST_CHUNKS
+from laredo_source_pg.binary import binary_plan
 from laredo_source_pg.pgoutput import PgOutputDecoder, SchemaItem
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.source import PostgresSource

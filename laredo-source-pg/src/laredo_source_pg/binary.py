@@ -1,0 +1,129 @@
+"""A table's baseline read in PostgreSQL's binary format, as scalar tuples.
+
+When every column of a table is of a type whose binary value psycopg loads exactly as it loads
+its text (or is ``numeric``, ``date``, ``timestamp``, ``timestamptz``, sent as text or integers
+and converted when read), the baseline is read in binary: the server formats nothing, the client
+parses nothing, and a packing target stores each tuple as it came (see
+:class:`~laredo.batches.RowBatch`). Guarantee: the row dicts built from these batches equal what
+the text path gives, value, type and time zone (DST fold included); a value Python cannot hold
+fails the baseline before its chunk is handed on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any
+
+import psycopg
+from laredo.batches import RowBatch, Stamps, day_value, stamp_value
+from laredo.errors import SourceError
+from laredo.types import ColumnDefinition, TableIdentifier
+from psycopg import sql
+from psycopg.types.numeric import Int4BinaryLoader, Int8BinaryLoader
+
+__all__ = ["BinaryPlan", "binary_plan", "check_raw_range"]
+
+_NUMERIC_OID = 1700
+_PLAIN_BINARY = frozenset({16, 17, 19, 20, 21, 23, 25, 26, 701, 1042, 1043})
+"""Types whose binary values psycopg loads to exactly what it loads from their text, as ``int``,
+``float``, ``str``, ``bool`` or ``bytes`` (bool, bytea, name, int8/2/4, text, oid, float8,
+bpchar, varchar; not float4, whose binary value is not the text's shortest repr)."""
+_TIMESTAMPTZ, _TIMESTAMP, _DATE, _FLOAT8 = 1184, 1114, 1082, 701
+
+
+@dataclasses.dataclass(frozen=True)
+class BinaryPlan:
+    """How a table's baseline is read in PostgreSQL's binary format, as scalar tuples (see
+    :func:`binary_plan`): the select list, and the raw positions of its ``RowBatch`` es."""
+
+    select: sql.Composable
+    decimals: frozenset[int]
+    stamps: Stamps
+    days: frozenset[int]
+
+    def batch(self, names: tuple[str, ...], rows: list[Any]) -> RowBatch:
+        return RowBatch(names, rows, self.decimals, stamps=self.stamps, days=self.days, scalar=True)
+
+
+def binary_plan(cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]) -> BinaryPlan | None:
+    """Read the table in binary, every value a scalar, when each column is of a type that
+    allows it: the plain types of :data:`_PLAIN_BINARY`, ``numeric`` (selected as its text:
+    the ``Decimal`` is built when read), ``timestamp``/``timestamptz`` (int microseconds) and
+    ``date`` (int days), whose objects are likewise built when read: the server skips
+    formatting them, the client parsing them, and a packing target stores them as they came.
+    Registers the loaders on ``cur``. None (read as text) for any other type, for ``float8``
+    when the session rounds its text (``extra_float_digits`` < 1: the stream's text would then
+    differ from the exact binary value), or when psycopg's time zone helper is missing."""
+    if _session_zone is None:
+        return None
+    if any(c.type_oid == _FLOAT8 for c in columns):
+        row = cur.execute("SHOW extra_float_digits").fetchone()
+        if row is None or int(row[0]) < 1:
+            return None
+    zone = _session_zone(cur.connection.pgconn)
+    items: list[sql.Composable] = []
+    decimals: set[int] = set()
+    stamps: list[tuple[int, Any]] = []
+    days: set[int] = set()
+    for i, col in enumerate(columns):
+        ident: sql.Composable = sql.Identifier(col.name)
+        oid = col.type_oid
+        if oid == _NUMERIC_OID:
+            ident = sql.SQL("{}::text").format(ident)
+            decimals.add(i)
+        elif oid in {_TIMESTAMPTZ, _TIMESTAMP}:
+            stamps.append((i, zone if oid == _TIMESTAMPTZ else None))
+        elif oid == _DATE:
+            days.add(i)
+        elif oid not in _PLAIN_BINARY:
+            return None
+        items.append(ident)
+    cur.adapters.register_loader(_TIMESTAMPTZ, Int8BinaryLoader)
+    cur.adapters.register_loader(_TIMESTAMP, Int8BinaryLoader)
+    cur.adapters.register_loader(_DATE, Int4BinaryLoader)
+    return BinaryPlan(
+        sql.SQL(", ").join(items), frozenset(decimals), tuple(stamps), frozenset(days)
+    )
+
+
+def check_raw_range(
+    table: TableIdentifier, names: Sequence[str], rows: list[Any], plan: BinaryPlan
+) -> None:
+    """Raise if a raw timestamp or date of ``rows`` has no Python value (``infinity``, or
+    outside years 1 to 9999), as loading its text would have: before the chunk is handed on,
+    so nothing is stored that cannot be read back."""
+    checks: list[tuple[int, Callable[[int], Any]]] = [
+        (i, functools.partial(stamp_value, zone=zone)) for i, zone in plan.stamps
+    ]
+    checks += [(i, day_value) for i in plan.days]
+    for i, convert in checks:
+        col = list(map(itemgetter(i), rows))
+        if None in col:
+            col = [v for v in col if v is not None]
+        if not col:
+            continue
+        for v in (min(col), max(col)):
+            try:
+                convert(v)
+            except OverflowError:
+                kind = "date" if i in plan.days else "timestamp"
+                raise SourceError(
+                    f"postgresql source: baseline of {table}: column {names[i]!r} holds a {kind} "
+                    "Python cannot represent (infinity, or outside years 1 to 9999); exclude "
+                    "those rows with a row filter (publication.row_filters) or change the value"
+                ) from None
+
+
+def _zone_getter() -> Callable[[Any], Any] | None:
+    """psycopg's ``pgconn -> tzinfo`` of a session (what its loaders convert to)."""
+    try:
+        from psycopg._tz import get_tzinfo  # noqa: PLC0415 - private: absent means text baselines
+    except ImportError:  # pragma: no cover - psycopg is pinned
+        return None
+    return get_tzinfo
+
+
+_session_zone = _zone_getter()
