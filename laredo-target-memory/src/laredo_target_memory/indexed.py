@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 from laredo.batches import ChangeBatch, RowBatch
@@ -41,6 +40,7 @@ from .options import (
     lookup_field_problems,
     normalize_indexes,
 )
+from .tuples import put_all, tuple_key_getter
 from .view import Loader, RowView
 
 logger = logging.getLogger(__name__)
@@ -134,10 +134,6 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._read_view = self._codec.view
             self._loader = self._codec.load
         self._rows = self._new_store()
-        self._tuple_keys: (
-            tuple[tuple[str, ...], tuple[str, ...], frozenset[int], Callable[[Sequence[Any]], Any]]
-            | None
-        ) = None
 
     @classmethod
     def from_options(cls, options: IndexedMemoryOptions) -> IndexedTarget:
@@ -261,18 +257,8 @@ class IndexedTarget(MemoryTargetBase[Row]):
         None."""
         if self.storage == "dict" or names != self._codec.names or not self._key_fields:
             return None
-        fields = self._key_fields
-        cached = self._tuple_keys
-        if cached is not None and cached[0] is names and cached[1] is fields:
-            positions, getter = cached[2], cached[3]
-        else:
-            try:
-                positions = frozenset(names.index(f) for f in fields)
-            except ValueError:
-                return None
-            getter = itemgetter(*(names.index(f) for f in fields))
-            self._tuple_keys = (names, fields, positions, getter)
-        return None if positions & raw else getter
+        found = tuple_key_getter(names, self._key_fields)
+        return None if found is None or found[0] & raw else found[1]
 
     def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None:
         """Apply a :class:`~laredo.batches.ChangeBatch` from its value tuples (the
@@ -437,24 +423,11 @@ class IndexedTarget(MemoryTargetBase[Row]):
             keyget = self._tuple_key(rows.names, rows.raw)
             if keyget is not None:
                 keys = list(map(keyget, rows.values))
-                packed_rows = self._codec.pack_batch(rows)
-                try:
-                    if isinstance(store, CompactStore):
-                        store.put_batch(keys, packed_rows)
-                    else:
-                        store.update(zip(keys, packed_rows, strict=True))  # type: ignore[attr-defined]
-                except TypeError:  # an unhashable key: store row by row to name it
-                    for key, packed in zip(keys, packed_rows, strict=True):
-                        try:
-                            store[key] = packed
-                        except TypeError:
-                            self._check_hashable(key)
-                            raise
+                put_all(store, keys, self._codec.pack_batch(rows), self._check_hashable)
                 return
         if not indexes:
             codec = self._codec
             fast = dict if self.storage == "dict" else codec.fast
-            compact = store if isinstance(store, CompactStore) else None
             row_keys: list[Any] = []
             row_packed: list[Any] = []
             for row in rows:
@@ -466,22 +439,9 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 if packed is None:  # not the current layout's shape
                     packed = pack(row)
                     fast = codec.fast
-                if compact is not None:  # stored below as one batch
-                    row_keys.append(key)
-                    row_packed.append(packed)
-                    continue
-                try:
-                    store[key] = packed
-                except TypeError:
-                    self._check_hashable(key)
-                    raise
-            if compact is not None:
-                try:
-                    compact.put_batch(row_keys, row_packed)
-                except TypeError:
-                    for key in row_keys:
-                        self._check_hashable(key)
-                    raise
+                row_keys.append(key)
+                row_packed.append(packed)
+            put_all(store, row_keys, row_packed, self._check_hashable)
             return
         fresh: list[tuple[Any, Row]] = []
         for row in rows:
