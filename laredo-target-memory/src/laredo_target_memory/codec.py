@@ -116,7 +116,7 @@ class RowCodec:
     def __init__(self, names: Sequence[str] = (), *, detach: bool = True) -> None:
         self._detach = detach
         self._lock = threading.Lock()
-        self._layouts: dict[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]], _Layout] = {}
+        self._layouts: dict[tuple[Any, ...], _Layout] = {}
         self._decoders: list[Callable[[tuple[Any, ...], Packed], dict[str, Any]]] = []
         self._views: list[ViewLayout] = []
         self._current: _Layout | None = None
@@ -180,6 +180,16 @@ class RowCodec:
         """The layout for rows with these columns, value types and time zones (of their
         ``datetime``/``time`` values, in column order)."""
         key = (names, types, zones)
+        layout = self._layouts.get(key)  # the usual case, without building the compiler
+        if layout is not None:
+            return layout
+        return self._registered(key, lambda sid: self._compile(sid, names, types, zones))
+
+    def _registered(
+        self, key: tuple[Any, ...], compile_: Callable[[int], _Layout]
+    ) -> _Layout | None:
+        """The layout under ``key``, compiled by ``compile_(sid)`` and registered when new
+        (None past :data:`MAX_LAYOUTS`)."""
         layout = self._layouts.get(key)
         if layout is not None:
             return layout
@@ -188,8 +198,8 @@ class RowCodec:
             if layout is None:
                 if len(self._decoders) >= MAX_LAYOUTS:
                     return None
-                layout = self._compile(len(self._decoders), names, types, zones)
-                self._views.append((names, layout.getters, layout.decode))
+                layout = compile_(len(self._decoders))
+                self._views.append((layout.names, layout.getters, layout.decode))
                 self._decoders.append(layout.decode)
                 self._layouts[key] = layout
             return layout
@@ -377,17 +387,9 @@ class RowCodec:
         if not values or set(map(len, values)) != {len(names)} or set(map(type, values)) != {tuple}:
             return None
         key = (names, ("raw", batch.decimals, batch.stamps, batch.days), ())
-        layout = self._layouts.get(key)
+        layout = self._registered(key, lambda sid: self._compile_raw(sid, names, batch))
         if layout is None:
-            with self._lock:
-                layout = self._layouts.get(key)
-                if layout is None:
-                    if len(self._decoders) >= MAX_LAYOUTS:
-                        return None
-                    layout = self._compile_raw(len(self._decoders), names, batch)
-                    self._views.append((names, layout.getters, layout.decode))
-                    self._decoders.append(layout.decode)
-                    self._layouts[key] = layout
+            return None
         # a 2-tuple (no reference flag) holding the int sid (no flag) and then the values'
         # own marshal form, whose reference numbers thus stay valid; the concatenation is a
         # new right-sized bytes, so no detaching copy is needed

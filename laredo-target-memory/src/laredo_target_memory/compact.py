@@ -53,7 +53,6 @@ _U64 = (1 << 64) - 1
 _FREE = -2  # a slot whose row was deleted (in the location column)
 _OBJECT = -1  # a slot whose row is kept as an object, not in a page
 _MISSING: Any = object()
-_ZERO = 0
 
 
 def _locations(first: int, lens: list[int]) -> list[int]:
