@@ -30,6 +30,8 @@ from typing import Any, overload
 from .types import ChangeEvent, Position, Row, TableIdentifier
 
 __all__ = [
+    "RAW_DAY_INFINITY",
+    "RAW_INFINITY",
     "STAMP_EPOCH",
     "UNCHANGED",
     "ChangeBatch",
@@ -79,21 +81,42 @@ Stamps = tuple[tuple[int, tzinfo | None], ...]
 ``datetime`` takes (None: a naive timestamp)."""
 
 
+RAW_INFINITY = 2**63 - 1
+"""A raw timestamp at positive infinity (PostgreSQL's binary ``'infinity'``); its negation
+minus one, ``-2**63``, is negative infinity. Dates use the 32-bit bounds,
+:data:`RAW_DAY_INFINITY`."""
+RAW_DAY_INFINITY = 2**31 - 1
+
+
 def stamp_value(micros: int, zone: tzinfo | None) -> datetime:
     """The ``datetime`` of a raw timestamp: ``micros`` after :data:`STAMP_EPOCH`, in UTC then
     converted to ``zone`` (exactly what psycopg's loaders return for ``timestamptz`` in a
-    session of that time zone), or naive wall time when ``zone`` is None. Raises
-    ``OverflowError`` outside ``datetime``'s years 1 to 9999."""
-    if zone is None:
-        return STAMP_EPOCH + timedelta(microseconds=micros)
-    at = _EPOCH_UTC + timedelta(microseconds=micros)
-    return at if zone is _UTC else at.astimezone(zone)
+    session of that time zone), or naive wall time when ``zone`` is None. The infinities
+    (:data:`RAW_INFINITY`) give ``datetime.max``/``min`` (in UTC for a zoned timestamp: see
+    :mod:`laredo.types`). Raises ``OverflowError`` for any other value outside ``datetime``'s
+    years 1 to 9999."""
+    try:
+        if zone is None:
+            return STAMP_EPOCH + timedelta(microseconds=micros)
+        at = _EPOCH_UTC + timedelta(microseconds=micros)
+        return at if zone is _UTC else at.astimezone(zone)
+    except OverflowError:
+        if micros == RAW_INFINITY or micros == -RAW_INFINITY - 1:
+            edge = datetime.max if micros > 0 else datetime.min
+            return edge if zone is None else edge.replace(tzinfo=_UTC)
+        raise
 
 
 def day_value(days: int) -> date:
-    """The ``date`` of a raw date: ``days`` after :data:`STAMP_EPOCH` (``OverflowError`` outside
-    years 1 to 9999)."""
-    return _EPOCH_DAY + timedelta(days=days)
+    """The ``date`` of a raw date: ``days`` after :data:`STAMP_EPOCH`; the infinities
+    (:data:`RAW_DAY_INFINITY`) give ``date.max``/``min``. ``OverflowError`` for any other
+    value outside years 1 to 9999."""
+    try:
+        return _EPOCH_DAY + timedelta(days=days)
+    except OverflowError:
+        if days == RAW_DAY_INFINITY or days == -RAW_DAY_INFINITY - 1:
+            return date.max if days > 0 else date.min
+        raise
 
 
 @functools.lru_cache(maxsize=256)
@@ -162,9 +185,12 @@ class RowBatch(Sequence[Row]):
       :data:`STAMP_EPOCH` (or None), each with its zone (see :func:`stamp_value`);
     * ``days``: positions holding a date as int days after :data:`STAMP_EPOCH` (or None);
     * ``scalar``: every other value is None or exactly an ``int``, ``float``, ``str``,
-      ``bool`` or ``bytes`` (so the tuple can be stored as it is)."""
+      ``bool`` or ``bytes`` (so the tuple can be stored as it is).
 
-    __slots__ = ("_make", "days", "decimals", "names", "scalar", "stamps", "values")
+    ``rejected``: rows of the chunk left out of ``values`` because a column holds an
+    :class:`~laredo.types.Unrepresentable` value (as row dicts; the engine dead-letters them)."""
+
+    __slots__ = ("_make", "days", "decimals", "names", "rejected", "scalar", "stamps", "values")
 
     def __init__(
         self,
@@ -175,8 +201,10 @@ class RowBatch(Sequence[Row]):
         stamps: Stamps = (),
         days: frozenset[int] = frozenset(),
         scalar: bool = False,
+        rejected: tuple[Row, ...] = (),
     ) -> None:
         self.names: tuple[str, ...] = tuple(names)
+        self.rejected = rejected
         self.values = values
         self.decimals = decimals
         self.stamps = stamps
@@ -232,7 +260,16 @@ class ChangeBatch(Sequence[ChangeEvent]):
     """Changes of one table at one position, as :data:`ChangeOp` s (see the module docstring).
     Indexing or iterating builds :class:`~laredo.types.ChangeEvent` s (once, then cached)."""
 
-    __slots__ = ("_events", "commit_time", "names", "ops", "position", "table", "xid")
+    __slots__ = (
+        "_events",
+        "commit_time",
+        "names",
+        "ops",
+        "position",
+        "table",
+        "unrepresentable",
+        "xid",
+    )
 
     def __init__(
         self,
@@ -243,6 +280,7 @@ class ChangeBatch(Sequence[ChangeEvent]):
         *,
         commit_time: datetime | None = None,
         xid: int = 0,
+        unrepresentable: bool = False,
     ) -> None:
         self.table = table
         self.names = names
@@ -250,6 +288,9 @@ class ChangeBatch(Sequence[ChangeEvent]):
         self.position = position
         self.commit_time = commit_time
         self.xid = xid
+        self.unrepresentable = unrepresentable
+        """Some op may hold an :class:`~laredo.types.Unrepresentable` value (the source says
+        so; the engine then dead-letters those changes instead of applying them)."""
         self._events: list[ChangeEvent] | None = None
 
     def __len__(self) -> int:
@@ -270,6 +311,7 @@ class ChangeBatch(Sequence[ChangeEvent]):
                 self.position,
                 commit_time=self.commit_time,
                 xid=self.xid,
+                unrepresentable=self.unrepresentable,
             )
         return self.events()[index]
 

@@ -31,7 +31,13 @@ tag                 ``value``                                             decode
 ``ip_address``,     ``str(v)``                                            ``ipaddress`` objects
 ``ip_interface``,
 ``ip_network``
+``unrepresentable`` ``[type name, text]``: a source value no Python type     ``Unrepresentable``
+                    holds (dead letters carry it; never a stored row)
 ==================  ====================================================  =====================
+
+Date and timestamp infinities are the extreme values of their types (``date.max``,
+``datetime.max``, in UTC for ``timestamptz``; see :mod:`laredo.types`): plain ``date`` and
+``timestamp``/``timestamptz`` tags that decode back to the same values.
 
 ``bytearray``/``memoryview`` decode as ``bytes``, tuples as lists, subclasses (``IntEnum``,
 ``StrEnum``, ...) as their base type. Any other type raises ``TypeError`` naming it.
@@ -67,6 +73,7 @@ from .types import (
     SnapshotMetadata,
     TableIdentifier,
     TableSnapshotInfo,
+    Unrepresentable,
 )
 
 ENCODING_NAME = "laredo-json/1"
@@ -187,7 +194,17 @@ def _ip(tag: str) -> Callable[[Any], dict[str, Any]]:
     return lambda v: {TAG: tag, VALUE: str(v)}
 
 
+def _unrepresentable(v: Unrepresentable) -> dict[str, Any]:
+    return {TAG: "unrepresentable", VALUE: [v.type_name, v.text]}
+
+
+def _decode_unrepresentable(payload: Any) -> Unrepresentable:
+    type_name, text = payload
+    return Unrepresentable(_text(type_name), _text(text))
+
+
 _ENCODERS: dict[type, Callable[[Any], Any]] = {
+    Unrepresentable: _unrepresentable,
     float: _float,
     Decimal: _decimal,
     datetime: _datetime,
@@ -345,6 +362,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "ip_address": lambda t: ipaddress.ip_address(_text(t[VALUE])),
     "ip_interface": lambda t: ipaddress.ip_interface(_text(t[VALUE])),
     "ip_network": lambda t: ipaddress.ip_network(_text(t[VALUE])),
+    "unrepresentable": lambda t: _decode_unrepresentable(t[VALUE]),
 }
 
 

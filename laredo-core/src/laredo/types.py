@@ -2,6 +2,21 @@
 
 Rows are plain ``dict[str, Any]`` of Python-typed values; the same Python types appear on every
 path (baseline, stream, snapshot restore, fan-out wire).
+
+Values Python's ``datetime`` cannot hold (the one vocabulary every source and encoding uses):
+
+* a date or timestamp at positive or negative **infinity** (PostgreSQL's ``'infinity'`` and
+  ``'-infinity'``) is the extreme value of its type: :data:`DATE_INFINITY` (``date.max``) and
+  :data:`DATE_MINUS_INFINITY` (``date.min``); :data:`TIMESTAMP_INFINITY` (naive
+  ``datetime.max``) and :data:`TIMESTAMP_MINUS_INFINITY`; :data:`TIMESTAMPTZ_INFINITY`
+  (``datetime.max`` in UTC, whatever the session's time zone: no other zone can hold it) and
+  :data:`TIMESTAMPTZ_MINUS_INFINITY`. They are ordinary values from then on (every encoding
+  round-trips them); the price is that a stored ``9999-12-31 23:59:59.999999`` reads as
+  infinity too.
+* any other value with no Python equivalent (a year after 9999, a BC date, ``time '24:00'``,
+  an interval past ``timedelta``'s range) arrives as an :class:`Unrepresentable` marker in its
+  column; the engine never hands such a row to a target: it dead-letters the change (or
+  baseline row), naming table, key and column, and the pipeline goes on.
 """
 
 from __future__ import annotations
@@ -9,7 +24,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeAlias
 
 Row: TypeAlias = dict[str, Any]
@@ -38,6 +53,34 @@ class TableIdentifier:
         if not schema or not table:
             raise ValueError(f"invalid table {text!r}: write 'schema.table'")
         return cls(schema, table)
+
+
+DATE_INFINITY = date.max
+DATE_MINUS_INFINITY = date.min
+TIMESTAMP_INFINITY = datetime.max
+TIMESTAMP_MINUS_INFINITY = datetime.min
+TIMESTAMPTZ_INFINITY = datetime.max.replace(tzinfo=UTC)
+TIMESTAMPTZ_MINUS_INFINITY = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Unrepresentable:
+    """A source value no Python type holds (see the module docstring): the source's type name
+    and the value as the source wrote it. A marker in a row's column, never stored by a target:
+    the engine dead-letters the change or baseline row that holds one."""
+
+    type_name: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.type_name} {self.text!r}"
+
+
+def unrepresentable_columns(row: Mapping[str, Any] | None) -> list[str]:
+    """The columns of ``row`` holding an :class:`Unrepresentable` marker, in row order."""
+    if not row:
+        return []
+    return [name for name, v in row.items() if type(v) is Unrepresentable]
 
 
 def Table(schema: str, table: str | None = None) -> TableIdentifier:

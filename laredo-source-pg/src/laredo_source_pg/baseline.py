@@ -25,18 +25,20 @@ from typing import Any
 
 import psycopg
 from laredo.batches import RowBatch
+from laredo.batches import row_maker as batch_row_maker
 from laredo.errors import SourceError
-from laredo.types import Row, TableIdentifier
+from laredo.types import Row, TableIdentifier, Unrepresentable
 from psycopg import pq, sql
 from psycopg.types.string import TextLoader
 
-from .binary import binary_plan, check_raw_range
+from .binary import binary_plan, check_raw_range, rejected_row
 from .catalog import Catalog, Connections, quote_ident, quote_literal, table_sql
 from .dsn import mask_text
 from .lsn import format_lsn, parse_lsn
 from .options import PostgresSourceOptions
 from .partitions import partition_fingerprints
 from .slot import SlotManager
+from .values import load_or_mark
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +122,11 @@ def row_chunks(
             while res := conn.wait(cur._stream_fetchone_gen(first)):
                 first = False
                 if res.ntuples:
-                    yield cur._tx.load_rows(0, res.ntuples, cur._make_row)
+                    try:
+                        rows = cur._tx.load_rows(0, res.ntuples, cur._make_row)
+                    except Exception:  # a value psycopg cannot load (year 10000, 'infinity')
+                        rows = _load_each(cur, res)
+                    yield rows
         finally:
             if conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
                 conn._try_cancel()
@@ -129,6 +135,39 @@ def row_chunks(
                         pass
                 with contextlib.suppress(Exception):
                     conn.wait(cur._stream_fetchone_gen(first=False))
+
+
+class MarkedRows(list[tuple[Any, ...]]):
+    """A chunk loaded value by value (a loader refused a value): its tuples may hold
+    :class:`~laredo.types.Unrepresentable` markers."""
+
+
+def _load_each(cur: psycopg.Cursor[Any], res: Any) -> MarkedRows:
+    """``res``'s rows as tuples, each value through :func:`~.values.load_or_mark` (the slow
+    path of a chunk whose fast load raised)."""
+    tx = cur._tx
+    oids = [res.ftype(c) for c in range(res.nfields)]
+    loads = [tx.get_loader(oid, res.fformat(c)).load for c, oid in enumerate(oids)]
+    rows = MarkedRows()
+    for r in range(res.ntuples):
+        values = []
+        for c, load in enumerate(loads):
+            v = res.get_value(r, c)
+            values.append(None if v is None else load_or_mark(load, oids[c], v))
+        rows.append(tuple(values))
+    return rows
+
+
+def split_marked(
+    names: tuple[str, ...], rows: list[Any], decimals: frozenset[int]
+) -> tuple[list[Any], tuple[Row, ...]]:
+    """``rows`` without those holding an Unrepresentable marker, and those as row dicts."""
+    keep: list[Any] = []
+    bad: list[Any] = []
+    for row in rows:
+        (bad if any(type(v) is Unrepresentable for v in row) else keep).append(row)
+    make = batch_row_maker(names, decimals)
+    return keep, tuple(make(row) for row in bad)
 
 
 _FAST_CHUNKS = all(
@@ -283,12 +322,27 @@ class BaselineReader:
                 query = sql.SQL("{} WHERE {}").format(query, sql.SQL(rf))
             for rows in row_chunks(cur, query, size, binary=plan is not None):
                 count += len(rows)
+                rejected: tuple[Row, ...] = ()
                 if plan is None:
-                    batch = RowBatch(cols, rows, decimals)
+                    if type(rows) is MarkedRows:
+                        rows, rejected = split_marked(cols, rows, decimals)
+                    batch = RowBatch(cols, rows, decimals, rejected=rejected)
                 else:
                     if plan.stamps or plan.days:
-                        check_raw_range(table, cols, rows, plan)
+                        bad = check_raw_range(rows, plan)
+                        if bad:
+                            rejected = tuple(rejected_row(cols, rows[i], plan) for i in bad)
+                            drop = set(bad)
+                            rows = [r for n, r in enumerate(rows) if n not in drop]
                     batch = plan.batch(cols, rows)
+                    batch.rejected = rejected
+                if rejected:
+                    logger.error(
+                        "baseline of %s: %d row(s) hold values Python cannot represent; they go "
+                        "to the dead letters",
+                        table,
+                        len(rejected),
+                    )
                 batch_callback(table, batch)
                 if closed.is_set():
                     raise SourceError("postgresql source closed during baseline")

@@ -6,7 +6,9 @@ and converted when read), the baseline is read in binary: the server formats not
 parses nothing, and a packing target stores each tuple as it came (see
 :class:`~laredo.batches.RowBatch`). Guarantee: the row dicts built from these batches equal what
 the text path gives, value, type and time zone (DST fold included); a value Python cannot hold
-fails the baseline before its chunk is handed on.
+is left out of its chunk before it is handed on (the row goes to the dead letters, see
+:mod:`laredo.engine.unrepresentable`); the infinities read as ``date.max``/``datetime.max`` and
+their minimums, as on the text path (:mod:`.values`).
 """
 
 from __future__ import annotations
@@ -14,17 +16,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
 import psycopg
 from laredo.batches import RowBatch, Stamps, day_value, stamp_value
-from laredo.errors import SourceError
-from laredo.types import ColumnDefinition, TableIdentifier
+from laredo.types import ColumnDefinition, Unrepresentable
 from psycopg import sql
 from psycopg.types.numeric import Int4BinaryLoader, Int8BinaryLoader
 
-__all__ = ["BinaryPlan", "binary_plan", "check_raw_range"]
+__all__ = ["BinaryPlan", "binary_plan", "check_raw_range", "rejected_row"]
 
 _NUMERIC_OID = 1700
 _PLAIN_BINARY = frozenset({16, 17, 19, 20, 21, 23, 25, 26, 701, 1042, 1043})
@@ -89,32 +91,62 @@ def binary_plan(cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]) -
     )
 
 
-def check_raw_range(
-    table: TableIdentifier, names: Sequence[str], rows: list[Any], plan: BinaryPlan
-) -> None:
-    """Raise if a raw timestamp or date of ``rows`` has no Python value (``infinity``, or
-    outside years 1 to 9999), as loading its text would have: before the chunk is handed on,
-    so nothing is stored that cannot be read back."""
-    checks: list[tuple[int, Callable[[int], Any]]] = [
-        (i, functools.partial(stamp_value, zone=zone)) for i, zone in plan.stamps
-    ]
-    checks += [(i, day_value) for i in plan.days]
-    for i, convert in checks:
+def check_raw_range(rows: list[Any], plan: BinaryPlan) -> list[int]:
+    """The positions in ``rows`` of those holding a raw timestamp or date with no Python value
+    (outside years 1 to 9999; the infinities have one): checked before the chunk is handed on,
+    so nothing is stored that cannot be read back. Costs one min/max per column when every
+    value is fine."""
+    bad: set[int] = set()
+    for i, convert in _converters(plan):
         col = list(map(itemgetter(i), rows))
         if None in col:
             col = [v for v in col if v is not None]
         if not col:
             continue
-        for v in (min(col), max(col)):
-            try:
-                convert(v)
-            except OverflowError:
-                kind = "date" if i in plan.days else "timestamp"
-                raise SourceError(
-                    f"postgresql source: baseline of {table}: column {names[i]!r} holds a {kind} "
-                    "Python cannot represent (infinity, or outside years 1 to 9999); exclude "
-                    "those rows with a row filter (publication.row_filters) or change the value"
-                ) from None
+        try:
+            convert(min(col))
+            convert(max(col))
+        except OverflowError:
+            for n, row in enumerate(rows):
+                if row[i] is not None and _fails(convert, row[i]):
+                    bad.add(n)
+    return sorted(bad)
+
+
+def rejected_row(names: Sequence[str], raw: Sequence[Any], plan: BinaryPlan) -> dict[str, Any]:
+    """The row dict of a raw tuple :func:`check_raw_range` refused: each value Python cannot
+    hold as an :class:`~laredo.types.Unrepresentable` marker (its raw count, as no text was
+    read), the others as the row dict has them."""
+    values = list(raw)
+    for i, convert in _converters(plan):
+        v = values[i]
+        if v is None:
+            continue
+        try:
+            values[i] = convert(v)
+        except OverflowError:
+            unit = "days" if i in plan.days else "microseconds"
+            kind = "date" if i in plan.days else "timestamp"
+            values[i] = Unrepresentable(kind, f"{v} {unit} from 2000-01-01")
+    for i in plan.decimals:
+        if values[i] is not None:
+            values[i] = Decimal(values[i])
+    return dict(zip(names, values, strict=False))
+
+
+def _converters(plan: BinaryPlan) -> list[tuple[int, Callable[[int], Any]]]:
+    checks: list[tuple[int, Callable[[int], Any]]] = [
+        (i, functools.partial(stamp_value, zone=zone)) for i, zone in plan.stamps
+    ]
+    return checks + [(i, day_value) for i in plan.days]
+
+
+def _fails(convert: Callable[[int], Any], value: int) -> bool:
+    try:
+        convert(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def _zone_getter() -> Callable[[Any], Any] | None:

@@ -15,6 +15,12 @@ is passed on in chunks instead of being held: those early events carry ``final_l
 position inside the transaction, above every earlier commit, at or below its own commit end), and
 are not acknowledgeable. Changes of tables the caller does not track are skipped without
 decoding their values.
+
+A value its column's loader refuses never stops the stream (:mod:`.values`): a date or
+timestamp infinity loads as its extreme value, anything else as an
+:class:`~laredo.types.Unrepresentable` marker in its column, counted in
+:attr:`Transaction.unrepresentable` (the engine dead-letters the change). Only a message that
+cannot be parsed raises, and only ``DecodeError``.
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from typing import Any
 
 from laredo.batches import UNCHANGED
 from laredo.errors import SourceError
-from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
+from laredo.types import ChangeAction, ChangeEvent, TableIdentifier, Unrepresentable
 
 from .typmods import Signature, signature_typmod
+from .values import load_or_mark
 
 __all__ = [
     "PG_EPOCH",
@@ -206,6 +213,9 @@ class Transaction:
     schema: int = 0
     """Schema items among ``items``."""
     committed: bool = False
+    unrepresentable: int = 0
+    """Values loaded as :class:`~laredo.types.Unrepresentable` markers so far (their changes
+    are still in ``items``, in order)."""
 
     @property
     def position(self) -> int:
@@ -282,13 +292,14 @@ class PgOutputDecoder:
     # -- decoding ------------------------------------------------------------------------
     def feed(self, buf: bytes) -> Transaction | None:
         """Decode one pgoutput message; returns the transaction when this is its Commit.
-        A message it cannot parse (truncated, bad framing, bad UTF-8, a value its column's
-        loader rejects) raises ``DecodeError``, never another exception type."""
+        A message it cannot parse (truncated, bad framing, bad UTF-8 in a name) raises
+        ``DecodeError``, never another exception type; a value its column's loader rejects is
+        no such error (see the module docstring)."""
         try:
             return self._feed(buf)
         except DecodeError:
             raise
-        except (IndexError, struct.error, ValueError, OverflowError) as exc:
+        except Exception as exc:
             kind = chr(buf[0]) if buf else "empty"
             raise DecodeError(
                 f"malformed pgoutput message {kind!r} ({len(buf)} bytes): "
@@ -575,7 +586,15 @@ class PgOutputDecoder:
                 if key_only and not key_mask[i]:
                     pos += length
                     continue
-                row[names[i]] = loaders[i](buf[pos : pos + length])
+                data = buf[pos : pos + length]
+                if len(data) != length:
+                    raise DecodeError(f"tuple value of {rel.table} cut short")
+                try:
+                    row[names[i]] = loaders[i](data)
+                except Exception:
+                    row[names[i]] = value = load_or_mark(loaders[i], rel.columns[i].type_oid, data)
+                    if self.tx is not None and type(value) is Unrepresentable:
+                        self.tx.unrepresentable += 1
                 pos += length
             elif kind == 110:  # 'n'
                 if not key_only or key_mask[i]:
@@ -637,11 +656,13 @@ def _compile_row_decoder(
             f"        return slow(buf, start, rel, {key_only})",
         ]
     lines.append(f"    return {{{', '.join(kept)}}}, None, pos")
+    lines = _guarded(lines, f"slow(buf, start, rel, {key_only})")
     env: dict[str, Any] = {
         "i16": _I16.unpack_from,
         "i32": _I32.unpack_from,
         "slow": slow,
         "rel": rel,
+        "DecodeError": DecodeError,
     }
     for i, loader in enumerate(rel.loaders):
         env[f"L{i}"] = loader
@@ -682,9 +703,32 @@ def _compile_values_decoder(
         ]
     vals = ", ".join(f"v{i}" for i in range(n)) + ("," if n == 1 else "")
     lines.append(f"    return ({vals}), None, pos")
-    env: dict[str, Any] = {"i32": _I32.unpack_from, "slow": slow, "rel": rel}
+    lines = _guarded(lines, "slow(buf, start, rel)")
+    env: dict[str, Any] = {
+        "i32": _I32.unpack_from,
+        "slow": slow,
+        "rel": rel,
+        "DecodeError": DecodeError,
+    }
     for i, loader in enumerate(rel.loaders):
         env[f"L{i}"] = loader
     exec("\n".join(lines), env)
     fn: Callable[[bytes, int], tuple[tuple[Any, ...], frozenset[str] | None, int]] = env["decode"]
     return fn
+
+
+def _guarded(lines: list[str], slow_call: str) -> list[str]:
+    """The unrolled decoder ``lines`` with its body (after ``start = pos``) in a ``try``: any
+    error (a loader refusing a value, a cut message) falls back to the generic decoder, which
+    loads each value through :func:`~.values.load_or_mark` (or raises ``DecodeError``)."""
+    head, body = lines[:2], lines[2:]
+    return [
+        *head,
+        "    try:",
+        *("    " + line for line in body),
+        "    except DecodeError:",
+        "        raise",
+        "    except Exception:",
+        "        pass",
+        f"    return {slow_call}",
+    ]

@@ -330,11 +330,17 @@ class ReplicationStream:
         on_schema = getattr(handler, "on_schema_change", None)
         moves = self._catalog.move_keys  # live: partitioned parents added later count too
 
+        def marked(batch: ChangeBatch, complete: bool = True) -> None:
+            # its transaction holds Unrepresentable values: the engine dead-letters them
+            batch.unrepresentable = True
+            on_batch(batch, complete)
+
         def deliver(items: list[Any], position: int, complete: bool, tx: Any = None) -> bool:
             ts = None if tx is None else tx.commit_time
             xid = 0 if tx is None else tx.xid
             if not items:
                 return False
+            send = on_batch if tx is None or not tx.unrepresentable else marked
             first = items[0]
             rel: Any = None
             if (
@@ -344,7 +350,7 @@ class ReplicationStream:
                 and all(type(it) is tuple and it[4] is first[4] for it in items)
             ):
                 rel = first[4]
-                on_batch(
+                send(
                     ChangeBatch(rel.table, rel.names, items, position, commit_time=ts, xid=xid),
                     complete,
                 )
@@ -380,7 +386,7 @@ class ReplicationStream:
                 if type(it) is SchemaItem:
                     self._schema_change(it, position, on_schema)
                 elif type(it) is ChangeBatch:
-                    on_batch(it, complete and i == last)
+                    send(it, complete and i == last)
                 else:  # merged partition moves, as events
                     handler.on_changes(it, complete and i == last)  # type: ignore[attr-defined]
             return complete and type(out[-1]) is not SchemaItem

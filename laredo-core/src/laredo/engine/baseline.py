@@ -5,7 +5,9 @@
 :data:`BASELINE_CHUNK` — and hands each chunk to every receiver of its table (the pipeline's
 chain, then its target). Every :data:`PROGRESS_EVERY` rows of a table the observer hears
 ``on_baseline_row_loaded`` for each of its pipelines (when it implements it). A receiver whose
-target fails is failed with the reason and gets no further rows; the others go on. A failure of
+target fails is failed with the reason and gets no further rows; the others go on. Rows a source
+left out of a :class:`~laredo.batches.RowBatch` as ``rejected`` (a value no Python type holds)
+are dead-lettered by each receiver as INSERTs, and the baseline goes on. A failure of
 the source itself propagates unchanged: the caller decides what it means (the whole source at
 start-up, one pipeline on a reload).
 """
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..contracts import BatchBaselineSource, SyncSource
-from ..types import Position, Row, TableIdentifier
+from ..types import ChangeAction, ChangeEvent, Position, Row, TableIdentifier
 from .context import EngineContext
 
 __all__ = ["BASELINE_CHUNK", "PROGRESS_EVERY", "BaselineReceiver", "baseline_into"]
@@ -41,6 +43,10 @@ class BaselineReceiver(Protocol):
         ...
 
     def fail(self, message: str) -> None: ...
+    def reject(self, ev: ChangeEvent) -> bool:
+        """Dead-letter a row that holds an Unrepresentable value; True when the receiver goes
+        on."""
+        ...
 
 
 def baseline_into(
@@ -70,6 +76,9 @@ def baseline_into(
                 loaded[r.id] += r.baseline_rows(rows)
             except Exception as exc:
                 r.fail(f"baseline load into target failed for {table}: {exc}")
+            for row in getattr(rows, "rejected", ()):
+                if not r.failed:
+                    r.reject(ChangeEvent(table, ChangeAction.INSERT, None, new_values=row))
         before = seen[table]
         seen[table] = after = before + len(rows)
         if wants_progress and after // PROGRESS_EVERY != before // PROGRESS_EVERY:

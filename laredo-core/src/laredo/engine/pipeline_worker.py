@@ -55,6 +55,7 @@ from .baseline import baseline_into
 from .buffer import Batch, ChangeBuffer, ControlKind, ControlRequest, Heartbeat, SchemaItem, Skip
 from .context import EngineContext, FailureScope, SourceLink
 from .snapshots import Export, TableRestore
+from .unrepresentable import problem, split
 
 logger = logging.getLogger(__name__)
 
@@ -370,6 +371,11 @@ class PipelineWorker:
                     return
                 events = events[idx:]
             self.skip_until = None
+        if batch is not None and batch.unrepresentable:
+            batch, bad = split(batch)
+            events = batch
+            if not all(map(self.reject, bad)):
+                return
         obs = self.ctx.observer
         wants = self.ctx.wants
         if wants.received:
@@ -485,6 +491,27 @@ class PipelineWorker:
         if policy is ErrorPolicy.DEAD_LETTER and store is not None:
             return True
         self._escalate(policy, info.message)
+        return False
+
+    def reject(self, ev: ChangeEvent) -> bool:
+        """Dead-letter a change (or baseline row, as an INSERT) holding an
+        :class:`~laredo.types.Unrepresentable` value (see :mod:`.unrepresentable`); True when
+        the pipeline goes on (it was written to the dead-letter store)."""
+        message = f"{self.id}: {problem(self.table, ev, self.columns)}"
+        logger.error("pipeline %s: %s", self.id, message)
+        info = ErrorInfo(message, "Unrepresentable")
+        obs = self.ctx.observer
+        obs.on_change_error(self.id, self.table, ev.action, info)
+        store = self.ctx.dead_letters
+        if store is not None:
+            try:
+                pos = None if ev.position is None else self.link.pos_str(ev.position)
+                store.write(self.id, ev, info, position=pos)
+                obs.on_dead_letter_written(self.id, ev, info)
+                return True
+            except Exception:
+                logger.exception("pipeline %s: dead-letter write failed", self.id)
+        self._escalate(ErrorPolicy(self.cfg.error_policy), message)
         return False
 
     def schema_change(self, item: SchemaItem) -> None:
