@@ -57,10 +57,18 @@ def test_raw_stamps_and_days_read_as_datetimes_and_dates() -> None:
     fold = stamp_value(783_930_600_000_000, ny)  # 2024-11-03 06:30 UTC: 01:30 EST, 2nd time
     assert (fold.hour, fold.minute, fold.fold) == (1, 30, 1)
     assert day_value(0) == date(2000, 1, 1)
+    # PostgreSQL's infinities are the extreme values (laredo.types), UTC for a zoned one
+    assert stamp_value(2**63 - 1, None) == datetime.max
+    assert stamp_value(-(2**63), ny) == datetime.min.replace(tzinfo=UTC)
+    assert stamp_value(2**63 - 1, ny).tzinfo is UTC
+    assert (day_value(2**31 - 1), day_value(-(2**31))) == (date.max, date.min)
+    # any other value outside years 1 to 9999 still raises
     with pytest.raises(OverflowError):
-        stamp_value(2**63 - 1, None)  # PostgreSQL's infinity
+        stamp_value(2**63 - 2, None)
     with pytest.raises(OverflowError):
-        day_value(-(2**31))
+        stamp_value(-(2**62), ny)
+    with pytest.raises(OverflowError):
+        day_value(-(2**31) + 1)
 
 
 def test_change_batch_reads_as_events() -> None:
