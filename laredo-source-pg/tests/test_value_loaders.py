@@ -62,7 +62,7 @@ def _run(
     batches: bool = False,
     update: bool = False,
 ) -> Transaction:
-    d = PgOutputDecoder(loader_for, lambda s, n: TableIdentifier(s, n), batches=batches)
+    d = PgOutputDecoder(loader_for, TableIdentifier, batches=batches)
     d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))
     d.feed(_relation(cols))
     for row in rows:
@@ -126,10 +126,11 @@ def test_any_other_loader_error_is_a_marker_too(error: type[BaseException]) -> N
     def failing(data: Any) -> Any:
         raise error("no")
 
-    tx = _run({23: int, 1082: failing}.__getitem__, [("id", 23, True), ("d", 1082, False)], [])
+    loaders: dict[int, Callable[[Any], Any]] = {23: int, 1082: failing}
+    tx = _run(loaders.__getitem__, [("id", 23, True), ("d", 1082, False)], [])
     assert tx.unrepresentable == 0
     tx = _run(
-        {23: int, 1082: failing}.__getitem__,
+        loaders.__getitem__,
         [("id", 23, True), ("d", 1082, False)],
         [[b"1", b"-infinity"], [b"2", b"0044-03-15 BC"]],
     )
@@ -144,7 +145,8 @@ def test_a_cut_message_is_still_a_decode_error_not_a_marker() -> None:
     def failing(data: Any) -> Any:
         raise psycopg.DataError("no")
 
-    d = PgOutputDecoder({23: int, 1114: failing}.__getitem__, lambda s, n: T)
+    loaders: dict[int, Callable[[Any], Any]] = {23: int, 1114: failing}
+    d = PgOutputDecoder(loaders.__getitem__, lambda s, n: T)
     d.feed(b"B" + struct.pack(">QqI", 100, 0, 7))
     d.feed(_relation([("id", 23, True), ("at", 1114, False)]))
     whole = b"I" + struct.pack(">I", 1) + b"N" + _tuple([b"1", b"10000-01-01"])
