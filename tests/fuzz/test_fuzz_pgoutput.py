@@ -1,5 +1,6 @@
 """The pgoutput decoder (``laredo_source_pg.pgoutput``) raises only ``DecodeError`` on any
-sequence of messages, well-formed or not."""
+sequence of messages, well-formed or not; and psycopg's value loaders, as the stream uses them,
+never raise out of it on any value text (issue 29)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from laredo.types import TableIdentifier
+from laredo.types import ChangeEvent, TableIdentifier, Unrepresentable
 from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder
+from psycopg import pq
+from psycopg.adapt import Transformer
 
 pytestmark = pytest.mark.fuzz
 
@@ -108,3 +111,56 @@ def test_feed_raises_only_decode_error(messages: list[bytes]) -> None:
             d.feed(m)
         except DecodeError:
             d.reset_session()  # what the stream does: a new session re-sends relations
+
+
+# -- the stream's value loaders: psycopg's own text loaders on any text (issue 29) ---------------
+
+_TX = Transformer()
+VALUE_OIDS = [1082, 1114, 1184, 1083, 1266, 1186, 1700, 23, 20, 700, 701, 16, 114, 3802, 2950]
+"""date, timestamp, timestamptz, time, timetz, interval, numeric, int4, int8, float4, float8,
+bool, json, jsonb, uuid: every loader the stream uses for a scalar built-in type."""
+
+
+def _real_loader(oid: int) -> Any:
+    return _TX.get_loader(oid, pq.Format.TEXT).load
+
+
+value_text = st.sampled_from(
+    [
+        b"infinity",
+        b"-infinity",
+        b"10000-01-01",
+        b"0044-03-15 BC",
+        b"24:00:00",
+        b"24:00:00+02",
+        b"1000000000 days",
+        b"9999-12-31 23:59:59.999999-05",
+        b"NaN",
+        b"2024-02-29 12:00:00+00",
+    ]
+) | st.binary(max_size=24)
+
+
+@settings.get_profile("laredo-fuzz")
+@given(st.lists(st.tuples(st.sampled_from(VALUE_OIDS), value_text), min_size=1, max_size=6))
+@example([(1184, b"infinity"), (1083, b"24:00:00"), (1082, b"0044-03-15 BC")])
+def test_value_loaders_never_stop_the_stream(columns: list[tuple[int, bytes]]) -> None:
+    """Any text in a column of any of these types: ``feed`` returns the change (no exception
+    at all), each value loaded or an ``Unrepresentable`` marker, counted on the transaction."""
+    d = PgOutputDecoder(_real_loader, lambda s, n: TableIdentifier(s, n) if n == "t" else None)
+    rel = b"R" + struct.pack(">I", 1) + _s("public") + _s("t") + b"d"
+    rel += struct.pack(">h", len(columns))
+    for i, (oid, _text) in enumerate(columns):
+        rel += b"\0" + _s(f"c{i}") + struct.pack(">Ii", oid, -1)
+    row = struct.pack(">h", len(columns))
+    for _oid, text in columns:
+        row += b"t" + struct.pack(">I", len(text)) + text
+    d.feed(b"B" + struct.pack(">QqI", 1, 0, 1))
+    d.feed(rel)
+    d.feed(b"I" + struct.pack(">I", 1) + b"N" + row)
+    tx = d.feed(b"C" + struct.pack(">bQQq", 0, 1, 2, 0))
+    assert tx is not None
+    (event,) = [it for it in tx.items if isinstance(it, ChangeEvent)]
+    values = list((event.new_values or {}).values())
+    assert len(values) == len(columns)
+    assert tx.unrepresentable == sum(type(v) is Unrepresentable for v in values)
