@@ -300,3 +300,31 @@ def test_a_batch_that_is_not_scalar_after_all_is_packed_from_its_dicts() -> None
     assert codec.unpack(packed) == odd[0] and codec.unpack(packed)["blob"] == uuid.UUID(int=5)
     other = RowCodec(("id", "x"))  # other columns than the codec's: packed from the dicts
     assert [other.unpack(p) for p in other.pack_batch(batch)] == rows
+
+
+def test_date_and_timestamp_infinities_are_stored_and_read_back_identically() -> None:
+    """PostgreSQL's infinities (``date.max``/``datetime.max``, UTC for a zoned timestamp: see
+    laredo.types) from the stream's row dicts and from a binary baseline's raw sentinels unpack
+    to the same values, types and zones."""
+    from laredo.batches import RAW_DAY_INFINITY, RAW_INFINITY
+
+    names = ("d", "ts", "tz", "tz0")
+    row = {
+        "d": date.max,
+        "ts": datetime.max,
+        "tz": datetime.max.replace(tzinfo=UTC),
+        "tz0": datetime.min.replace(tzinfo=UTC),
+    }
+    raw = RowBatch(
+        names,
+        [(RAW_DAY_INFINITY, RAW_INFINITY, RAW_INFINITY, -RAW_INFINITY - 1)],
+        stamps=((1, None), (2, PARIS), (3, PARIS)),
+        days=frozenset({0}),
+        scalar=True,
+    )
+    codec = RowCodec(names)
+    (stored_raw,) = codec.pack_batch(raw)
+    for got in (codec.unpack(codec.pack(row)), codec.unpack(stored_raw)):
+        assert got == row
+        for name, value in row.items():
+            _same(value, got[name])
