@@ -1,10 +1,11 @@
 """Column types from real PostgreSQL into Delta: a ``numeric(12,2)`` column is stored as
 ``decimal(12,2)`` through the baseline and the stream, an unconstrained ``numeric`` as exact
-text; read back with ``deltalake``."""
+text, date and timestamp infinities as their extreme values; read back with ``deltalake``."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,41 @@ def test_numeric_precision_and_scale_reach_delta_through_baseline_and_stream(
     assert Decimal(free[2]) == Decimal("0.000000000000000000001")
     kinds = [c.kind for c in history(uri)]
     assert kinds[0] == "baseline" and "changes" in kinds
+
+
+def test_date_and_timestamp_infinities_reach_delta_as_the_extreme_values(
+    pg_database: Any, tmp_path: Path
+) -> None:
+    """``'infinity'``/``'-infinity'`` (issue 29): ``date.max``/``datetime.max`` and minimums (UTC
+    for ``timestamptz``) through the baseline and the stream, read back unchanged from Delta."""
+    db = pg_database
+    db.execute("CREATE TABLE items (id int PRIMARY KEY, d date, ts timestamp, tz timestamptz)")
+    db.execute("INSERT INTO items VALUES (1, 'infinity', 'infinity', 'infinity')")
+    db.execute("INSERT INTO items VALUES (2, '-infinity', '-infinity', '-infinity')")
+    uri = str(tmp_path / "lake" / "items")
+    src = PostgresSource(
+        connection=db.dsn, slot_name=db.slot_name, publication={"create": True}, status_interval=0.2
+    )
+    target = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval="100ms"))
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
+    top = {"d": date.max, "ts": datetime.max, "tz": datetime.max.replace(tzinfo=UTC)}
+    bottom = {"d": date.min, "ts": datetime.min, "tz": datetime.min.replace(tzinfo=UTC)}
+    expected = {1: {"id": 1, **top}, 2: {"id": 2, **bottom}}
+    eng.start()
+    try:
+        assert eng.await_ready(60)
+        db.execute("INSERT INTO items VALUES (3, 'infinity', 'infinity', 'infinity')")
+        db.execute(
+            "UPDATE items SET d = '-infinity', ts = '-infinity', tz = '-infinity' WHERE id = 1"
+        )
+        expected[3] = {"id": 3, **top}
+        expected[1] = {"id": 1, **bottom}
+        deadline = time.monotonic() + 60
+        while _delta_rows(uri) != expected:
+            assert time.monotonic() < deadline, f"Delta holds {_delta_rows(uri)}"
+            time.sleep(0.2)
+    finally:
+        eng.stop()
+    for row in _delta_rows(uri).values():
+        assert row["tz"].utcoffset() == timedelta(0) and row["ts"].tzinfo is None
+        assert type(row["d"]) is date
