@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +19,7 @@ import laredo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from laredo.batches import ChangeBatch
+from laredo.deadletter import MemoryDeadLetterStore
 from laredo.pipeline_ops import apply_change
 from laredo.types import ColumnDefinition, Index, TableIdentifier
 from laredo_source_pg.baseline import _FAST_CHUNKS
@@ -388,24 +389,41 @@ def test_raw_key_columns_match_streamed_keys(
         eng.stop()
 
 
-def test_a_timestamp_python_cannot_hold_fails_the_baseline_naming_the_column(
+def test_binary_infinities_are_stored_raw_and_read_as_the_streams_values(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:
-    """``infinity`` read in binary is an integer: the source refuses it before storing
-    anything, as loading its text would have, and names the column and the way out."""
+    """``infinity`` read in binary is an integer a packing target stores as it came; it reads
+    back as ``datetime.max``/``date.max`` (UTC for timestamptz), exactly what the stream gives
+    for the same text. A timestamp no Python value holds (year 10000) is left out of the
+    baseline and dead-lettered, naming the column; the other rows load."""
     db = pg_database
-    db.execute("CREATE TABLE inf (id int PRIMARY KEY, at timestamptz)")
-    db.execute("INSERT INTO inf VALUES (1, now()), (2, 'infinity')")
+    db.execute("CREATE TABLE inf (id int PRIMARY KEY, at timestamptz, d date)")
+    db.execute(
+        "INSERT INTO inf VALUES (1, now(), now()), (2, 'infinity', 'infinity'), "
+        "(3, '-infinity', '-infinity'), (4, '10000-01-01', '2020-01-01')"
+    )
     target = IndexedTarget()
+    store = MemoryDeadLetterStore()
     eng = laredo.Engine(
         sources={"pg": make_source()},
         pipelines=[laredo.Pipeline("pg", TableIdentifier("public", "inf"), target)],
+        dead_letter_store=store,
     )
+    top = (datetime.max.replace(tzinfo=UTC), date.max)
+    bottom = (datetime.min.replace(tzinfo=UTC), date.min)
     try:
         eng.start()
-        assert not eng.await_ready(5)
-        errors = " ".join(str(p.error) for p in eng.pipelines() if p.error)
-        assert "'at'" in errors and "infinity" in errors and "row_filters" in errors, errors
-        assert target.count() == 0
+        assert eng.await_ready(30)
+        assert target.count() == 3, [target.get(k) for k in range(1, 5)]
+        for key, (at, d) in ((2, top), (3, bottom)):
+            row = target.get(key)
+            assert row is not None and (row["at"], row["d"]) == (at, d)
+            assert row["at"].tzinfo is UTC
+        (letter,) = store.read(eng.pipelines()[0].id)
+        assert "column 'at'" in letter.error.message and "{'id': 4}" in letter.error.message
+        db.execute("INSERT INTO inf VALUES (5, 'infinity', 'infinity')")
+        wait_until(lambda: target.get(5) is not None)
+        streamed = target.get(5)
+        assert (streamed["at"], streamed["d"]) == top and streamed["at"].tzinfo is UTC
     finally:
         eng.stop()

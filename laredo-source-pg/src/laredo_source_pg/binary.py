@@ -21,7 +21,14 @@ from operator import itemgetter
 from typing import Any
 
 import psycopg
-from laredo.batches import RowBatch, Stamps, day_value, stamp_value
+from laredo.batches import (
+    RAW_DAY_INFINITY,
+    RAW_INFINITY,
+    RowBatch,
+    Stamps,
+    day_value,
+    stamp_value,
+)
 from laredo.types import ColumnDefinition, Unrepresentable
 from psycopg import sql
 from psycopg.types.numeric import Int4BinaryLoader, Int8BinaryLoader
@@ -103,9 +110,16 @@ def check_raw_range(rows: list[Any], plan: BinaryPlan) -> list[int]:
             col = [v for v in col if v is not None]
         if not col:
             continue
+        lo, hi = min(col), max(col)
+        edges = _DAY_EDGES if i in plan.days else _STAMP_EDGES
+        if lo in edges or hi in edges:  # the infinities: check the values between them
+            col = [v for v in col if v not in edges]
+            if not col:
+                continue
+            lo, hi = min(col), max(col)
         try:
-            convert(min(col))
-            convert(max(col))
+            convert(lo)
+            convert(hi)
         except OverflowError:
             for n, row in enumerate(rows):
                 if row[i] is not None and _fails(convert, row[i]):
@@ -132,6 +146,10 @@ def rejected_row(names: Sequence[str], raw: Sequence[Any], plan: BinaryPlan) -> 
         if values[i] is not None:
             values[i] = Decimal(values[i])
     return dict(zip(names, values, strict=False))
+
+
+_STAMP_EDGES = frozenset({RAW_INFINITY, -RAW_INFINITY - 1})
+_DAY_EDGES = frozenset({RAW_DAY_INFINITY, -RAW_DAY_INFINITY - 1})
 
 
 def _converters(plan: BinaryPlan) -> list[tuple[int, Callable[[int], Any]]]:
