@@ -1,9 +1,11 @@
 """The one representation of date/timestamp infinities and of values no Python type holds
 (:mod:`laredo.types`), through every encoding core owns: ``laredo-json/1`` (snapshots, dead
-letters, HTTP bodies, the fan-out wire), the fast row encoder and raw baseline batches."""
+letters, HTTP bodies, the fan-out wire), the fast row encoder, Parquet snapshots and raw
+baseline batches."""
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
@@ -17,6 +19,8 @@ from laredo.serialization import (
     encode_row,
     loads_row,
 )
+from laredo.snapshots.jsonl import JsonlSerializer
+from laredo.snapshots.parquet import ParquetSerializer
 from laredo.types import (
     DATE_INFINITY,
     DATE_MINUS_INFINITY,
@@ -29,6 +33,7 @@ from laredo.types import (
     DeadLetter,
     ErrorInfo,
     TableIdentifier,
+    TableSnapshotInfo,
     Unrepresentable,
     unrepresentable_columns,
 )
@@ -106,3 +111,16 @@ def test_raw_baseline_infinities_read_as_the_text_paths_values() -> None:
         scalar=True,
     )
     _same(batch[0], INFINITE)
+
+
+@pytest.mark.parametrize("serializer", [JsonlSerializer, ParquetSerializer])
+def test_infinities_survive_a_snapshot_write_and_read(serializer: type) -> None:
+    rows = [{"id": 1, **INFINITE}, {"id": 2, **dict.fromkeys(INFINITE)}]
+    ser = serializer()
+    out = io.BytesIO()
+    ser.write(TableSnapshotInfo(TableIdentifier("public", "t"), len(rows)), rows, out)
+    out.seek(0)
+    _info, back = ser.read(out)
+    got = list(back)
+    assert got == rows
+    _same(got[0], rows[0])
