@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from laredo.batches import RAW_DAY_INFINITY, RAW_INFINITY, RowBatch
+from laredo.deadletter import MemoryDeadLetterStore
+from laredo.errors import DeadLetterReplayError
 from laredo.serialization import (
     RowEncoder,
     decode_dead_letter,
@@ -21,6 +23,7 @@ from laredo.serialization import (
 )
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.parquet import ParquetSerializer
+from laredo.testing.recording import RecordingTarget
 from laredo.types import (
     DATE_INFINITY,
     DATE_MINUS_INFINITY,
@@ -124,3 +127,22 @@ def test_infinities_survive_a_snapshot_write_and_read(serializer: type) -> None:
     got = list(back)
     assert got == rows
     _same(got[0], rows[0])
+
+
+def test_replaying_a_dead_letter_with_an_unrepresentable_value_is_refused() -> None:
+    table = TableIdentifier("public", "ev")
+    good = ChangeEvent(table, ChangeAction.INSERT, 1, new_values={"id": 1, "at": None})
+    bad = ChangeEvent(
+        table,
+        ChangeAction.INSERT,
+        2,
+        new_values={"id": 2, "at": Unrepresentable("timestamp", "10000-01-01 00:00:00")},
+    )
+    store = MemoryDeadLetterStore()
+    for ev in (good, bad):
+        store.write("p", ev, ErrorInfo("x"))
+    target = RecordingTarget()
+    with pytest.raises(DeadLetterReplayError, match="'at' hold values Python cannot represent"):
+        store.replay("p", target)
+    assert [r for _k, r in target.items()] == [good.new_values]
+    assert len(store.read("p")) == 1  # the refused entry is kept

@@ -13,7 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from laredo.batches import RowBatch
+from laredo.batches import RAW_DAY_INFINITY, RAW_INFINITY, RowBatch
 from laredo_target_memory import codec as codec_module
 from laredo_target_memory.codec import RowCodec
 
@@ -306,8 +306,6 @@ def test_date_and_timestamp_infinities_are_stored_and_read_back_identically() ->
     """PostgreSQL's infinities (``date.max``/``datetime.max``, UTC for a zoned timestamp: see
     laredo.types) from the stream's row dicts and from a binary baseline's raw sentinels unpack
     to the same values, types and zones."""
-    from laredo.batches import RAW_DAY_INFINITY, RAW_INFINITY
-
     names = ("d", "ts", "tz", "tz0")
     row = {
         "d": date.max,

@@ -30,9 +30,9 @@ import pydantic
 from pydantic import ConfigDict
 
 from . import pipeline_ops
-from .errors import DeadLetterError, DeadLetterReplayError
+from .errors import DeadLetterError, DeadLetterReplayError, InvalidChangeError
 from .serialization import decode_dead_letter, encode_dead_letter
-from .types import ChangeEvent, DeadLetter, ErrorInfo
+from .types import ChangeEvent, DeadLetter, ErrorInfo, unrepresentable_columns
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,14 @@ class LocalDeadLetterStoreOptions(pydantic.BaseModel):
 
 def apply_change(target: Any, change: ChangeEvent) -> None:
     """Apply one dead-lettered change through the target's per-change methods
-    (:func:`laredo.pipeline_ops.apply_change`)."""
+    (:func:`laredo.pipeline_ops.apply_change`). A change still holding a value no Python type
+    holds (:class:`~laredo.types.Unrepresentable`) is refused: no target may store one."""
+    bad = unrepresentable_columns(change.new_values) or unrepresentable_columns(change.old_values)
+    if bad:
+        raise InvalidChangeError(
+            f"{change.table}: columns {', '.join(map(repr, bad))} hold values Python cannot "
+            "represent; fix them at the source and reload the table, then purge this entry"
+        )
     pipeline_ops.apply_change(target, change.table, change)
 
 
