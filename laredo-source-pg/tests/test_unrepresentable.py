@@ -16,7 +16,7 @@ import laredo
 import pytest
 from laredo.deadletter import MemoryDeadLetterStore
 from laredo.testing.recording import RecordingTarget
-from laredo.types import TableIdentifier, Unrepresentable
+from laredo.types import SourceConfig, TableIdentifier, Unrepresentable
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.source import PostgresSource
 from laredo_source_pg.testing import wait_until
@@ -181,3 +181,25 @@ def test_without_a_dead_letter_store_only_that_pipeline_stops(
         wait_until(lambda: (2,) in dict(other.items()), what="the other table still streams")
     finally:
         eng.stop()
+
+
+@pytest.mark.parametrize("path", ["binary", "text"])
+def test_a_row_callback_baseline_gets_every_row_the_bad_value_as_a_marker(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource], path: str
+) -> None:
+    """``baseline(tables, row_callback)`` (no engine, no dead letters) loses no row: the one
+    with a value Python cannot hold comes with an ``Unrepresentable`` marker in that column."""
+    db = pg_database
+    _tables(db, ", iv interval" if path == "text" else "")
+    db.execute(
+        "INSERT INTO ev (id, ts, tz) VALUES (1, '10000-01-01', 'infinity'), (2, now(), now())"
+    )
+    src = make_source()
+    src.init(SourceConfig([EV]))
+    rows: list[dict[str, Any]] = []
+    src.baseline([EV], lambda _t, r: rows.append(r))
+    by_id = {r["id"]: r for r in rows}
+    assert set(by_id) == {1, 2}
+    marker = by_id[1]["ts"]
+    assert type(marker) is Unrepresentable and marker.type_name == "timestamp"
+    assert by_id[1]["tz"] == datetime.max.replace(tzinfo=UTC)

@@ -219,10 +219,15 @@ class PostgresSource:
         tables: Sequence[TableIdentifier],
         row_callback: Callable[[TableIdentifier, Row], None],
     ) -> Position:
-        """Read the tables under the slot's exported snapshot; returns the stream's start."""
+        """Read the tables under the slot's exported snapshot; returns the stream's start.
+        Rows holding a value Python cannot hold come too, the value an
+        :class:`~laredo.types.Unrepresentable` marker (``baseline_batches`` hands them over
+        apart, as a batch's ``rejected``)."""
 
         def per_row(table: TableIdentifier, rows: Sequence[Row]) -> None:
             for r in rows:
+                row_callback(table, r)
+            for r in getattr(rows, "rejected", ()):
                 row_callback(table, r)
 
         return self.baseline_batches(tables, per_row)
