@@ -203,3 +203,52 @@ def test_a_row_callback_baseline_gets_every_row_the_bad_value_as_a_marker(
     marker = by_id[1]["ts"]
     assert type(marker) is Unrepresentable and marker.type_name == "timestamp"
     assert by_id[1]["tz"] == datetime.max.replace(tzinfo=UTC)
+
+
+def test_a_partition_move_beside_an_unrepresentable_value_keeps_both_right(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    """A transaction of a partitioned parent with a moved row (merged into one UPDATE) and a
+    row Python cannot hold: the move applies as an UPDATE, the bad row is dead-lettered."""
+    db = pg_database
+    db.execute(
+        "CREATE TABLE pt (id int, region text, ts timestamp, PRIMARY KEY (id, region)) "
+        "PARTITION BY LIST (region)"
+    )
+    db.execute("CREATE TABLE pt_eu PARTITION OF pt FOR VALUES IN ('eu')")
+    db.execute("CREATE TABLE pt_us PARTITION OF pt FOR VALUES IN ('us')")
+    db.execute("INSERT INTO pt VALUES (1, 'eu', 'infinity')")
+    pt = TableIdentifier("public", "pt")
+    store = MemoryDeadLetterStore()
+    target = RecordingTarget(durable=True)
+    eng = _engine(make_source(), {pt: target}, store)
+    eng.start()
+    try:
+        assert eng.await_ready(30)
+        db.execute(
+            "BEGIN; UPDATE pt SET region = 'us' WHERE id = 1; "
+            "INSERT INTO pt VALUES (2, 'eu', '10000-01-01'); "
+            "INSERT INTO pt VALUES (3, 'eu', now());"
+            "COMMIT"
+        )
+        wait_until(lambda: (3, "eu") in dict(target.items()), what="the good insert")
+        # again, now that the session knows the relation (the move is merged into an UPDATE)
+        db.execute(
+            "BEGIN; UPDATE pt SET region = 'us' WHERE id = 3; "
+            "INSERT INTO pt VALUES (4, 'eu', '0044-03-15 BC'); "
+            "INSERT INTO pt VALUES (5, 'eu', now());"
+            "COMMIT"
+        )
+        wait_until(lambda: (5, "eu") in dict(target.items()), what="the second good insert")
+        wait_until(lambda: len(store.read(_infos(eng)[0].id)) == 2, what="the dead letters")
+        assert set(dict(target.items())) == {(1, "us"), (3, "us"), (5, "eu")}
+        assert dict(target.items())[(1, "us")]["ts"] == datetime.max
+        letters = store.read(_infos(eng)[0].id)
+        assert ["'id': 2" in dl.error.message for dl in letters] == [True, False]
+        assert ["'id': 4" in dl.error.message for dl in letters] == [False, True]
+        assert all("column 'ts'" in dl.error.message for dl in letters)
+        assert not any(
+            type(v) is Unrepresentable for _k, row in target.items() for v in row.values()
+        )
+    finally:
+        eng.stop()

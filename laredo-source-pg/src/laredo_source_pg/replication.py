@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from laredo.batches import ChangeBatch
+from laredo.batches import UNCHANGED, ChangeBatch
 from laredo.contracts import BatchChangeHandler
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
 from laredo.types import ChangeEvent, ColumnDefinition, SourceState, TableIdentifier
@@ -380,7 +380,8 @@ class ReplicationStream:
                     ChangeBatch(rel.table, rel.names, run, position, commit_time=ts, xid=xid)
                 )
             if moves:
-                out = [_merged(it, moves) if type(it) is ChangeBatch else it for it in out]
+                keep = send is marked  # events would hide Unrepresentable values: stay a batch
+                out = [_merged(it, moves, keep) if type(it) is ChangeBatch else it for it in out]
             last = len(out) - 1
             for i, it in enumerate(out):
                 if type(it) is SchemaItem:
@@ -655,10 +656,26 @@ class ReplicationStream:
         run.ack_sent = acked
 
 
-def _merged(batch: ChangeBatch, moves: Any) -> Any:
+def _merged(batch: ChangeBatch, moves: Any, keep_batch: bool = False) -> Any:
     """A batch of a partitioned parent with its partition moves merged (as events: the
-    reference path's :func:`~.partitions.merge_moves`), or the batch as it is."""
+    reference path's :func:`~.partitions.merge_moves`), or the batch as it is. ``keep_batch``:
+    the merged events as a batch again (flagged ``unrepresentable``, as the batch was)."""
     if batch.table not in moves:
         return batch
     events = merge_moves(batch.events(), moves)
-    return events if len(events) != len(batch) else batch
+    if len(events) == len(batch):
+        return batch
+    if not keep_batch:
+        return events
+    names = batch.names
+    ops = []
+    for ev in events:
+        new = ev.new_values
+        values = None if new is None else tuple(new.get(n, UNCHANGED) for n in names)
+        unchanged = None if new is None else frozenset(n for n in names if n not in new)
+        ops.append((ev.action, values, ev.old_values, unchanged or None))
+    out = ChangeBatch(
+        batch.table, names, ops, batch.position, commit_time=batch.commit_time, xid=batch.xid
+    )
+    out.unrepresentable = batch.unrepresentable
+    return out
