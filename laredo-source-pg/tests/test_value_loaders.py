@@ -16,6 +16,7 @@ import psycopg
 import psycopg.errors
 import pytest
 from laredo.types import ChangeEvent, TableIdentifier, Unrepresentable
+from laredo_source_pg.binary import _pg_date
 from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder, SchemaItem, Transaction
 from psycopg import pq
 from psycopg.adapt import Transformer
@@ -188,3 +189,13 @@ def test_psycopgs_loaders_on_values_python_cannot_hold(
     tx = _run(_real_loaders(), [("id", 23, True), ("v", oid, False)], [[b"1", text]])
     assert _values(tx, ("id", "v")) == [(1, expected)]
     assert tx.unrepresentable == (1 if type(expected) is Unrepresentable else 0)
+
+
+def test_the_binary_baselines_text_of_a_raw_date_is_postgresqls() -> None:
+    """What a dead letter of a binary baseline shows for a date or timestamp Python cannot
+    hold is PostgreSQL's own text of it, as the text path and the stream show."""
+    epoch = date(2000, 1, 1)
+    for d in (date(1, 1, 1), date(1582, 10, 15), date(2000, 2, 29), date(9999, 12, 31)):
+        assert _pg_date((d - epoch).days) == d.isoformat()
+    assert _pg_date((date(1, 1, 1) - epoch).days - 1) == "0001-12-31 BC"
+    assert _pg_date((date(9999, 12, 31) - epoch).days + 1) == "10000-01-01"

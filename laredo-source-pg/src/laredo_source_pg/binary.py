@@ -129,8 +129,8 @@ def check_raw_range(rows: list[Any], plan: BinaryPlan) -> list[int]:
 
 def rejected_row(names: Sequence[str], raw: Sequence[Any], plan: BinaryPlan) -> dict[str, Any]:
     """The row dict of a raw tuple :func:`check_raw_range` refused: each value Python cannot
-    hold as an :class:`~laredo.types.Unrepresentable` marker (its raw count, as no text was
-    read), the others as the row dict has them."""
+    hold as an :class:`~laredo.types.Unrepresentable` marker (with PostgreSQL's text of it, in
+    UTC for a zoned timestamp), the others as the row dict has them."""
     values = list(raw)
     for i, convert in _converters(plan):
         v = values[i]
@@ -139,13 +139,46 @@ def rejected_row(names: Sequence[str], raw: Sequence[Any], plan: BinaryPlan) -> 
         try:
             values[i] = convert(v)
         except OverflowError:
-            unit = "days" if i in plan.days else "microseconds"
-            kind = "date" if i in plan.days else "timestamp"
-            values[i] = Unrepresentable(kind, f"{v} {unit} from 2000-01-01")
+            values[i] = _marker(v, i, plan)
     for i in plan.decimals:
         if values[i] is not None:
             values[i] = Decimal(values[i])
     return dict(zip(names, values, strict=False))
+
+
+_US_PER_DAY = 86_400_000_000
+_PG_EPOCH_DAYS = 10_957  # 2000-01-01 in days after 1970-01-01
+
+
+def _marker(raw: int, i: int, plan: BinaryPlan) -> Unrepresentable:
+    if i in plan.days:
+        return Unrepresentable("date", _pg_date(raw))
+    zoned = dict(plan.stamps)[i] is not None
+    days, micros = divmod(raw, _US_PER_DAY)
+    secs, frac = divmod(micros, 1_000_000)
+    clock = f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+    if frac:
+        clock += f".{frac:06d}".rstrip("0")
+    day = _pg_date(days)
+    era = " BC" if day.endswith(" BC") else ""
+    text = f"{day.removesuffix(' BC')} {clock}{'+00' if zoned else ''}{era}"
+    return Unrepresentable("timestamptz" if zoned else "timestamp", text)
+
+
+def _pg_date(days: int) -> str:
+    """PostgreSQL's text of the date ``days`` after 2000-01-01, any year (proleptic Gregorian;
+    H. Hinnant's ``civil_from_days``), ``BC`` for years before 1."""
+    z = days + _PG_EPOCH_DAYS + 719_468
+    era, doe = divmod(z, 146_097)
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    if year <= 0:
+        return f"{1 - year:04d}-{month:02d}-{day:02d} BC"
+    return f"{year:04d}-{month:02d}-{day:02d}"
 
 
 _STAMP_EDGES = frozenset({RAW_INFINITY, -RAW_INFINITY - 1})
