@@ -11,8 +11,9 @@ from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from laredo.batches import RAW_DAY_INFINITY, RAW_INFINITY, RowBatch
+from laredo.batches import RAW_DAY_INFINITY, RAW_INFINITY, ChangeBatch, RowBatch
 from laredo.deadletter import MemoryDeadLetterStore
+from laredo.engine.unrepresentable import problem, split
 from laredo.errors import DeadLetterReplayError
 from laredo.serialization import (
     RowEncoder,
@@ -33,6 +34,7 @@ from laredo.types import (
     TIMESTAMPTZ_MINUS_INFINITY,
     ChangeAction,
     ChangeEvent,
+    ColumnDefinition,
     DeadLetter,
     ErrorInfo,
     TableIdentifier,
@@ -146,3 +148,29 @@ def test_replaying_a_dead_letter_with_an_unrepresentable_value_is_refused() -> N
         store.replay("p", target)
     assert [r for _k, r in target.items()] == [good.new_values]
     assert len(store.read("p")) == 1  # the refused entry is kept
+
+
+def test_split_leaves_out_every_change_holding_a_marker_and_problem_names_it() -> None:
+    table = TableIdentifier("public", "ev")
+    bc = Unrepresentable("date", "0044-03-15 BC")
+    ops = [
+        (ChangeAction.INSERT, (1, date(2020, 1, 1)), None, None),
+        (ChangeAction.INSERT, (2, bc), None, None),
+        (ChangeAction.UPDATE, (3, date(2020, 1, 1)), {"id": 3, "d": bc}, None),
+        (ChangeAction.DELETE, None, {"id": 4, "d": bc}, None),
+        (ChangeAction.TRUNCATE, None, None, None),
+    ]
+    batch = ChangeBatch(table, ("id", "d"), ops, 99, unrepresentable=True)
+    rest, bad = split(batch)
+    assert rest.ops == [ops[0], ops[4]] and rest.position == 99 and not rest.unrepresentable
+    assert [(e.action, e.position) for e in bad] == [
+        (ChangeAction.INSERT, 99),
+        (ChangeAction.UPDATE, 99),
+        (ChangeAction.DELETE, 99),
+    ]
+    columns = [ColumnDefinition("id", primary_key=True), ColumnDefinition("d")]
+    messages = [problem(table, e, columns) for e in bad]
+    assert messages[0].startswith("public.ev: row with key {'id': 2}: column 'd' holds date")
+    assert "'0044-03-15 BC'" in messages[0] and "INSERT was not applied" in messages[0]
+    assert "{'id': 3}: column 'd' holds date '0044-03-15 BC'" in messages[1]
+    assert "{'id': 4}: column 'd' holds" in messages[2] and "DELETE" in messages[2]

@@ -63,10 +63,11 @@ def problem(table: TableIdentifier, event: ChangeEvent, columns: Sequence[Column
     row = row or {}
     fields = row_key_columns(columns) if columns else tuple(row)
     key = {f: row.get(f) for f in fields}
-    bad = unrepresentable_columns(event.new_values) + [
-        c for c in unrepresentable_columns(event.old_values) if event.new_values is None
-    ]
-    described = ", ".join(f"column {c!r} holds {row[c]}" for c in bad if c in row)
+    held: dict[str, Any] = {}
+    for values in (event.new_values, event.old_values):  # an UPDATE's old key may hold one
+        for c in unrepresentable_columns(values):
+            held.setdefault(c, values[c])  # type: ignore[index]
+    described = ", ".join(f"column {c!r} holds {v}" for c, v in held.items())
     return (
         f"{table}: row with key {key}: {described}, which Python cannot represent; the "
         f"{event.action.name} was not applied. Change the value in the source (or exclude the "
