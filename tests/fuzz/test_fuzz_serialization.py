@@ -30,6 +30,7 @@ TAGS = [
     "ip_address",
     "ip_interface",
     "ip_network",
+    "unrepresentable",
     "datetime",
     "timedelta",
     "ip",
