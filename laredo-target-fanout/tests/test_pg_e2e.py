@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, date, datetime
 from typing import Any
 
 import laredo
@@ -93,4 +94,36 @@ def test_postgres_changes_reach_every_client_with_their_types(pg_database: Any) 
     finally:
         for c in clients:
             c.stop(save=False)
+        eng.stop()
+
+
+def test_date_and_timestamp_infinities_reach_clients_unchanged(pg_database: Any) -> None:
+    """``'infinity'``/``'-infinity'`` (issue 29): ``date.max``/``datetime.max`` and minimums
+    (UTC for ``timestamptz``), baselined and streamed, arrive at a client over the wire as the
+    same values."""
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, d date, ts timestamp, tz timestamptz)")
+    db.execute("INSERT INTO users VALUES (1, 'infinity', 'infinity', 'infinity')")
+    src = pg.PostgresSource(
+        db.dsn, slot_name=db.slot_name, publication={"create": True}, status_interval=0.2
+    )
+    target = laredo.target("replication-fanout", grpc={"port": 0}, heartbeat_interval=0.5)
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", USERS, target)])
+    top = {"d": date.max, "ts": datetime.max, "tz": datetime.max.replace(tzinfo=UTC)}
+    bottom = {"d": date.min, "ts": datetime.min, "tz": datetime.min.replace(tzinfo=UTC)}
+    eng.start()
+    client: FanOutClient | None = None
+    try:
+        assert eng.await_ready(30)
+        client = FanOutClient(target.address, USERS, client_id="inf").start()
+        assert client.await_ready(30), client.status()
+        db.execute("INSERT INTO users VALUES (2, '-infinity', '-infinity', '-infinity')")
+        wait_until(lambda: client is not None and client.get(2) is not None, 30, "row 2")
+        for key, expected in ((1, top), (2, bottom)):
+            row = client.get(key)
+            assert row is not None and {c: row[c] for c in expected} == expected
+            assert row["tz"].utcoffset().total_seconds() == 0 and row["ts"].tzinfo is None
+    finally:
+        if client is not None:
+            client.stop(save=False)
         eng.stop()
