@@ -87,6 +87,24 @@ CASES: list[tuple[str, Any, Any]] = [
     ("ipv4", ipaddress.ip_address("10.0.0.1"), {"$type": "ip_address", "value": "10.0.0.1"}),
     ("ipv6_iface", ipaddress.ip_interface("fe80::1/64"), None),
     ("ipv4_net", ipaddress.ip_network("10.0.0.0/8"), None),
+    # PostgreSQL's date and timestamp infinities (laredo.types): the extreme values, UTC when zoned
+    ("date_infinity", date.max, {"$type": "date", "value": "9999-12-31"}),
+    ("date_minus_infinity", date.min, {"$type": "date", "value": "0001-01-01"}),
+    (
+        "timestamp_infinity",
+        datetime.max,
+        {"$type": "timestamp", "value": "9999-12-31T23:59:59.999999"},
+    ),
+    (
+        "timestamptz_infinity",
+        datetime.max.replace(tzinfo=UTC),
+        {"$type": "timestamptz", "value": "9999-12-31T23:59:59.999999+00:00"},
+    ),
+    (
+        "timestamptz_minus_infinity",
+        datetime.min.replace(tzinfo=UTC),
+        {"$type": "timestamptz", "value": "0001-01-01T00:00:00+00:00"},
+    ),
 ]
 
 
