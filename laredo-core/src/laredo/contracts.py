@@ -163,6 +163,18 @@ class TableSetSource(Protocol):
 
 
 @runtime_checkable
+class TableDescriber(Protocol):
+    """A running source that can read tables' columns from its live catalog without delivering
+    them (no publication change, nothing else touched): a hot reload checks new and changed
+    pipelines against it before it changes anything. Missing tables are left out. Called
+    while ``stream`` runs, from another thread."""
+
+    def describe_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]: ...
+
+
+@runtime_checkable
 class DeadLetterBindable(Protocol):
     """A source that dead-letters bad records itself: the engine hands it its dead-letter
     store (if one is configured) before ``init``."""

@@ -197,6 +197,14 @@ class PostgresSource:
         catalog.move_keys.update(move_keys(self._conns.query(), catalog.columns))
         return {t: list(catalog.columns[t]) for t in tables if t in catalog.columns}
 
+    def describe_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]:
+        """Hot reload check (``TableDescriber``): the columns of the existing tables among
+        ``tables`` as the live catalog has them (a published column list applies), without
+        changing the publication or what the stream delivers."""
+        return self._catalog.discover(tables)
+
     def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:
         """Hot reload: stop delivering ``tables``; a publication Laredo manages drops them."""
         catalog = self._catalog

@@ -37,9 +37,9 @@ from ..errors import ConfigError, EngineStateError
 from ..observers import composite
 from ..pipeline import Pipeline
 from ..snapshots.jsonl import JsonlSerializer
-from ..types import PipelineState, Position, TableIdentifier
+from ..types import ColumnDefinition, PipelineState, Position, TableIdentifier
 from .context import EngineContext, FailureScope, ObserverWants
-from .membership import attach, detach
+from .membership import attach, detach, preflight
 from .pipeline_worker import PipelineWorker
 from .queries import EngineQueries
 from .scheduler import Scheduler
@@ -447,6 +447,18 @@ class Engine(EngineQueries):
             self._pipelines.append(worker)
             self.pipeline_configs.append(pipeline)
             self._obs.on_pipeline_added(worker.id, pipeline.source_id, pipeline.table_id)
+
+    def preflight_pipeline(
+        self, pipeline: Pipeline
+    ) -> tuple[list[ColumnDefinition] | None, list[str]]:
+        """What joining ``pipeline`` to its running source would meet, changing nothing: the
+        table's live columns (None when the source cannot tell without delivering the table)
+        and every problem that would stop the pipeline (see :func:`membership.preflight`)."""
+        self._require_running()
+        reader = self._readers.get(pipeline.source_id)
+        if reader is None:
+            return None, [f"source {pipeline.source_id!r} is not running"]
+        return preflight(reader, pipeline.table_id)
 
     def add_source(
         self,
