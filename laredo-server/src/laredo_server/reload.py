@@ -166,18 +166,25 @@ class ConfigReloader:
         }
 
     def _effective(self, running: set[str]) -> ServerConfig:
-        """The running configuration, less the pipelines that are not running."""
+        """The running configuration, less the pipelines and sources that are not running (a
+        source stops with its last pipeline: the next reload starts it again)."""
         model = self.model
         tables = []
         for table in model.tables:
             targets = [t for t in table.targets if _pid(table, t) in running]
             if targets:
                 tables.append(table.model_copy(update={"targets": targets}))
-        if len(tables) == len(model.tables) and all(
-            len(a.targets) == len(b.targets) for a, b in zip(tables, model.tables, strict=True)
+        stopped = {t.source for t in model.tables} - set(self.rt.engine.source_ids())
+        if (
+            not stopped
+            and len(tables) == len(model.tables)
+            and all(
+                len(a.targets) == len(b.targets) for a, b in zip(tables, model.tables, strict=True)
+            )
         ):
             return model
-        return model.model_copy(update={"tables": tables})
+        sources = {k: v for k, v in model.sources.items() if k not in stopped}
+        return model.model_copy(update={"tables": tables, "sources": sources})
 
     def reload_in_background(self) -> threading.Thread:
         """Start a reload in a thread (a signal handler must not block)."""
