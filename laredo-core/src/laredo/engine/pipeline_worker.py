@@ -34,7 +34,7 @@ from ..contracts import (
 from ..errors import BatchApplyError, BufferOverflow, LaredoError, retry_class
 from ..filters import as_filter
 from ..pipeline import Pipeline
-from ..pipeline_ops import Chain, apply_change, deliver_baseline, ttl_from_field
+from ..pipeline_ops import Chain, apply_change, deliver_baseline, row_count_change, ttl_from_field
 from ..pipeline_settings import RETRY_BACKOFF, RETRY_MAX_BACKOFF
 from ..transforms import as_transform
 from ..types import (
@@ -217,6 +217,7 @@ class PipelineWorker:
             self._positioned.set_change_position(position)
         self.target.on_baseline_complete(self.table)
         self.expected_rows = loaded
+        self.buffer.take_dropped_delta()  # a baseline replaces what was dropped before it
         if position is not None:
             self.applied = position
             # the baseline is durable once on_baseline_complete returned: nothing pending
@@ -309,6 +310,7 @@ class PipelineWorker:
             and self.buffer.depth == 0
         ):
             self._last_validation = now
+            self.expected_rows += self.buffer.take_dropped_delta()  # rows the target misses
             self.validate(self.expected_rows)
 
     def control(self, req: ControlRequest) -> None:
@@ -378,6 +380,8 @@ class PipelineWorker:
         started = time.perf_counter()
         if self.chain.plain:
             work = events
+            if self.validation_interval:  # the count validation compares
+                self.expected_rows = row_count_change(events, self.expected_rows)
         else:
             prepared = self.chain.prepare(events)
             self.expected_rows = prepared.count_after(self.expected_rows)
