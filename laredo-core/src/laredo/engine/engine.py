@@ -46,6 +46,7 @@ from .scheduler import Scheduler
 from .snapshots import Export, SnapshotCoordinator
 from .source_reader import SourceReader
 from .validation import check_duration, check_pipelines, check_sources
+from .verify import VERIFY_MAX_KEYS, VerifyResult, verify_pipeline
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -365,6 +366,22 @@ class Engine(EngineQueries):
                 raise EngineStateError(f"pipeline {pipeline_id} stopped before the call ran")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"pipeline {pipeline_id} did not run the call in {timeout}s")
+
+    def verify(
+        self, pipeline_id: str, timeout: float | None = None, max_keys: int = VERIFY_MAX_KEYS
+    ) -> VerifyResult:
+        """Compare a pipeline's target with its source, key by key and row by row, exactly at
+        one source position, while the source keeps streaming (see :mod:`laredo.engine.verify`).
+        ``KeyError`` for an unknown pipeline; ``EngineStateError`` when it is not streaming or
+        its target cannot list its rows; ``TimeoutError`` after ``timeout`` seconds."""
+        self._require_running()
+        worker = self._worker(pipeline_id)
+        return verify_pipeline(
+            lambda work, left: self.call_in_pipeline(pipeline_id, work, left),
+            worker,
+            timeout,
+            max_keys,
+        )
 
     def pause(self, source_id: str) -> None:
         """Pause a source: its pipelines stop applying; changes keep buffering (with the block

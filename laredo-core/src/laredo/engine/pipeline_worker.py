@@ -99,6 +99,9 @@ class PipelineWorker:
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
+        self.before_item: Callable[[Any], None] | None = None
+        """Called on this thread with each data item before it is handled (a verification
+        waiting for its position: :mod:`laredo.engine.verify`)."""
         self.ready = False
         target = self.target
         self._batch = target if isinstance(target, BatchTarget) else None
@@ -286,6 +289,9 @@ class PipelineWorker:
 
     def handle(self, item: Batch | Heartbeat | SchemaItem | Skip) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
+        hook = self.before_item
+        if hook is not None:
+            hook(item)
         if isinstance(item, Batch):
             self.apply_batch(item.events, item.complete)
         elif isinstance(item, Heartbeat):
