@@ -8,8 +8,10 @@ import threading
 from typing import Any
 
 import laredo
+import pytest
 from laredo import PipelineState
-from laredo.testing import RecordingTarget
+from laredo.contracts import RowCounter
+from laredo.testing import RecordingTarget, TestSource, columns
 from laredo.testing import wait_until as wait
 
 from .conftest import USERS
@@ -20,10 +22,19 @@ def results(obs: laredo.RecordingObserver) -> list[tuple[Any, ...]]:
     return [tuple(args[2:]) for args in obs.of("validation_result")]
 
 
+class NoCountSource(TestSource):
+    """A source that cannot count at a position: validation uses the engine's own count."""
+
+    count_rows_at = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("counting", [True, False], ids=["source-count", "engine-count"])
 def test_a_plain_pipeline_with_inserts_and_deletes_validates_as_a_match(
-    make_source: Any, run: Any
+    run: Any, counting: bool
 ) -> None:
-    src = make_source()
+    src = TestSource() if counting else NoCountSource()
+    assert isinstance(src, RowCounter) is counting
+    src.add_table(USERS, columns("id", "name", "email"), [{"id": i} for i in (1, 2)])
     obs = laredo.RecordingObserver()
     t = RecordingTarget()
     pipe = laredo.Pipeline(

@@ -256,6 +256,11 @@ class PostgresSource:
             self._run.restart_at(position)
         return position
 
+    def count_rows_at(self, table: TableIdentifier) -> tuple[int, Position]:
+        """Row-count validation (``RowCounter``): ``count(*)`` of ``table`` exactly at a
+        position of the stream (a temporary slot's exported snapshot), and that position."""
+        return self._baseline.count_at(table)
+
     def stream(self, from_position: Position, handler: Any) -> None:
         """Stream changes after ``from_position`` into ``handler`` until ``stop_stream()``.
 

@@ -27,6 +27,7 @@ from ..contracts import (
     DurablePositionTarget,
     KeyedTarget,
     PositionedTarget,
+    RowCounter,
     SecondaryIndexed,
     SelfFilteringTarget,
     SyncTarget,
@@ -99,9 +100,7 @@ class PipelineWorker:
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
-        self.before_item: Callable[[Any], None] | None = None
-        """Called on this thread with each data item before it is handled (a verification
-        waiting for its position: :mod:`laredo.engine.verify`)."""
+        self._at: tuple[Position, Callable[[], None]] | None = None  # see at_position
         self.ready = False
         target = self.target
         self._batch = target if isinstance(target, BatchTarget) else None
@@ -289,9 +288,8 @@ class PipelineWorker:
 
     def handle(self, item: Batch | Heartbeat | SchemaItem | Skip) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
-        hook = self.before_item
-        if hook is not None:
-            hook(item)
+        if self._at is not None:
+            self._reached(item)
         if isinstance(item, Batch):
             self.apply_batch(item.events, item.complete)
         elif isinstance(item, Heartbeat):
@@ -317,7 +315,68 @@ class PipelineWorker:
         ):
             self._last_validation = now
             self.expected_rows += self.buffer.take_dropped_delta()  # rows the target misses
-            self.validate(self.expected_rows)
+            if not self._validate_with_source():
+                self.validate(self.expected_rows)
+
+    def at_position(self, position: Position, work: Callable[[], None]) -> bool:
+        """Run ``work`` on this thread once the target holds exactly the changes up to
+        ``position``: now when they are applied, else just before the first item after it (a
+        change past it, or a heartbeat at or past it). False when another is waiting."""
+        if self._at is not None:
+            return False
+        applied = self.applied
+        if applied is not None and self.link.compare(applied, position) >= 0:
+            work()
+        else:
+            self._at = (position, work)
+        return True
+
+    def cancel_at_position(self) -> None:
+        self._at = None
+
+    def _reached(self, item: Any) -> None:
+        assert self._at is not None
+        position, work = self._at
+        compare = self.link.compare
+        if type(item) is Batch:
+            events = item.events
+            first = events.position if type(events) is ChangeBatch else events[0].position
+            due = compare(first, position) > 0
+        elif type(item) is Heartbeat:
+            due = compare(item.position, position) >= 0
+        else:
+            due = False
+        if due:
+            self._at = None
+            work()
+
+    def _validate_with_source(self) -> bool:
+        """Periodic validation against the source: for a pipeline without filters, transforms
+        or TTL on a :class:`~laredo.contracts.RowCounter` source, the table is counted at a
+        source position and compared with the target once it holds exactly that position
+        (the source held back meanwhile, never dropped). False: not applicable."""
+        source = self.link.source
+        if not (self.chain.plain and isinstance(source, RowCounter)) or self._at is not None:
+            return False
+        self.buffer.set_paused(True)
+        try:
+            count, position = source.count_rows_at(self.table)
+        except Exception as exc:
+            logger.warning(
+                "pipeline %s: counting %s at the source failed (%s); comparing with the "
+                "engine's count",
+                self.id,
+                self.table,
+                exc,
+            )
+            return False
+        finally:
+            self.buffer.set_paused(False)
+
+        def compare() -> None:
+            self.validate(count)
+
+        return self.at_position(position, compare)
 
     def control(self, req: ControlRequest) -> None:
         try:

@@ -32,7 +32,6 @@ from typing import Any
 from ..contracts import BatchBaselineSource, KeyedTarget
 from ..errors import EngineStateError
 from ..types import PipelineState, Position, Row, TableIdentifier, row_key_columns
-from .buffer import Batch, Heartbeat
 from .pipeline_worker import PipelineWorker
 
 __all__ = ["VERIFY_MAX_KEYS", "VerifyResult", "row_digest", "verify_pipeline"]
@@ -136,26 +135,6 @@ class _Check:
                 [table], lambda t, row: self.add([row]) if t == table else None
             )
 
-    def due(self, item: Any) -> bool:
-        """True when ``item`` is the first one after the position (the worker's hook)."""
-        compare = self.worker.link.compare
-        if type(item) is Batch:
-            events = item.events
-            first = getattr(events, "position", None) if events else None
-            if first is None and events:
-                first = events[0].position
-            return first is not None and compare(first, self.position) > 0
-        if type(item) is Heartbeat:
-            return compare(item.position, self.position) >= 0
-        return False
-
-    def before_item(self, item: Any) -> None:
-        if self.done.done():
-            self.worker.before_item = None
-        elif self.due(item):
-            self.worker.before_item = None
-            self.finish()
-
     def finish(self) -> None:
         try:
             self.done.set_result(self.compare())
@@ -209,8 +188,6 @@ class _Check:
 
 def _start(worker: PipelineWorker, max_keys: int) -> Future[VerifyResult]:
     """On the worker thread: read the source, then arm the comparison (or run it now)."""
-    if worker.before_item is not None:
-        raise EngineStateError(f"pipeline {worker.id}: a verification is already running")
     if worker.state is not PipelineState.STREAMING:
         raise EngineStateError(
             f"pipeline {worker.id} is {worker.state.value}: verify a STREAMING pipeline "
@@ -223,11 +200,8 @@ def _start(worker: PipelineWorker, max_keys: int) -> Future[VerifyResult]:
         check.read_source()
     finally:
         buffer.set_paused(False)
-    applied = worker.applied
-    if applied is not None and worker.link.compare(applied, check.position) >= 0:
-        check.finish()
-    else:
-        worker.before_item = check.before_item
+    if not worker.at_position(check.position, check.finish):
+        raise EngineStateError(f"pipeline {worker.id}: a validation or verification is running")
     return check.done
 
 
@@ -247,7 +221,7 @@ def verify_pipeline(
     try:
         return done.result(left)
     except FutureTimeout:
-        worker.before_item = None
+        worker.cancel_at_position()  # from this thread: at worst the comparison runs unread
         raise TimeoutError(
             f"pipeline {worker.id}: no change or heartbeat reached the verified position "
             f"within {timeout}s"
