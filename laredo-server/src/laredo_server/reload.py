@@ -131,7 +131,6 @@ class ConfigReloader:
                 return ReloadResult(
                     False,
                     self.generation,
-                    plan.changes,
                     errors=tuple(exc.problems),
                     message="rejected; nothing changed (the running configuration stays)",
                 )

@@ -371,7 +371,7 @@ class PipelineWorker:
             )
             return False
         finally:
-            self.buffer.set_paused(False)
+            self.buffer.set_paused(self.state is PipelineState.PAUSED)  # paused meanwhile
 
         def compare() -> None:
             self.validate(count)

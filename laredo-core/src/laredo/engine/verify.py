@@ -186,6 +186,10 @@ class _Check:
         )
 
 
+def _paused(worker: PipelineWorker) -> bool:
+    return worker.state is PipelineState.PAUSED
+
+
 def _start(worker: PipelineWorker, max_keys: int) -> Future[VerifyResult]:
     """On the worker thread: read the source, then arm the comparison (or run it now)."""
     if worker.state is not PipelineState.STREAMING:
@@ -199,7 +203,7 @@ def _start(worker: PipelineWorker, max_keys: int) -> Future[VerifyResult]:
     try:
         check.read_source()
     finally:
-        buffer.set_paused(False)
+        buffer.set_paused(_paused(worker))  # a pause meanwhile stays
     if not worker.at_position(check.position, check.finish):
         raise EngineStateError(f"pipeline {worker.id}: a validation or verification is running")
     return check.done
