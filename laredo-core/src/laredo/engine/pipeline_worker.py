@@ -101,6 +101,7 @@ class PipelineWorker:
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
         self._at: tuple[Position, Callable[[], None]] | None = None  # see at_position
+        self._counting = False  # a source count of periodic validation is running
         self.ready = False
         target = self.target
         self._batch = target if isinstance(target, BatchTarget) else None
@@ -353,30 +354,46 @@ class PipelineWorker:
     def _validate_with_source(self) -> bool:
         """Periodic validation against the source: for a pipeline without filters, transforms
         or TTL on a :class:`~laredo.contracts.RowCounter` source, the table is counted at a
-        source position and compared with the target once it holds exactly that position
-        (the source held back meanwhile, never dropped). False: not applicable."""
+        source position on a helper thread (this worker keeps applying) and compared with the
+        target once it holds exactly that position; a round the worker has already passed is
+        skipped. False: not applicable (the caller compares with the engine's count)."""
         source = self.link.source
-        if not (self.chain.plain and isinstance(source, RowCounter)) or self._at is not None:
+        if not (self.chain.plain and isinstance(source, RowCounter)):
             return False
-        self.buffer.set_paused(True)
-        try:
-            count, position = source.count_rows_at(self.table)
-        except Exception as exc:
-            logger.warning(
-                "pipeline %s: counting %s at the source failed (%s); comparing with the "
-                "engine's count",
-                self.id,
-                self.table,
-                exc,
-            )
-            return False
-        finally:
-            self.buffer.set_paused(self.state is PipelineState.PAUSED)  # paused meanwhile
+        if self._counting or self._at is not None:
+            return True  # the previous round is still on its way
+
+        def count() -> None:
+            try:
+                rows, position = source.count_rows_at(self.table)
+            except Exception as exc:
+                logger.warning(
+                    "pipeline %s: counting %s at the source failed (%s); comparing with the "
+                    "engine's count",
+                    self.id,
+                    self.table,
+                    exc,
+                )
+                self.submit("call", lambda: self.validate(self.expected_rows))
+            else:
+                self.submit("call", lambda: self._arm_count(rows, position))
+            finally:
+                self._counting = False
+
+        self._counting = True
+        threading.Thread(target=count, name=f"laredo-count-{self.id}", daemon=True).start()
+        return True
+
+    def _arm_count(self, rows: int, position: Position) -> None:
+        applied = self.applied
+        if applied is not None and self.link.compare(applied, position) > 0:
+            logger.debug("pipeline %s: applied past the counted position; next round", self.id)
+            return
 
         def compare() -> None:
-            self.validate(count)
+            self.validate(rows)
 
-        return self.at_position(position, compare)
+        self.at_position(position, compare)
 
     def control(self, req: ControlRequest) -> None:
         try:
