@@ -9,7 +9,9 @@ from typing import Any
 
 import laredo
 import pytest
+from laredo.engine.buffer import Batch, Heartbeat
 from laredo.testing import RecordingTarget, TestSource
+from laredo.types import ChangeAction, ChangeEvent
 
 from .conftest import USERS
 
@@ -91,3 +93,38 @@ def test_verify_refuses_a_paused_pipeline(running: Any) -> None:
         eng.verify("users", timeout=5)
     eng.resume("s")
     assert eng.verify("users", timeout=10).match
+
+
+def test_the_comparison_runs_exactly_at_the_position(running: Any) -> None:
+    """The worker runs the comparison just before the first item past the position, and
+    reports no moment at all for a batch holding changes on both sides of it."""
+    _src, _t, eng = running
+    worker = eng._worker("users")  # the worker's own facility, driven on its own thread
+
+    def change(position: int, key: int) -> ChangeEvent:
+        row = {"id": key, "name": "x", "email": "x@x"}
+        return ChangeEvent(USERS, ChangeAction.INSERT, position, new_values=row)
+
+    def run(build: Any) -> list[str]:
+        return eng.call_in_pipeline("users", lambda: probe_with(build), timeout=5)
+
+    def probe_with(build: Any) -> list[str]:
+        hits: list[str] = []
+        at = worker.applied + 10
+        assert worker.at_position(at, lambda: hits.append("work"), lambda: hits.append("missed"))
+        for item in build(at):
+            worker.handle(item)
+            hits.append("item")
+        worker.cancel_at_position()
+        return hits
+
+    # changes up to the position, then one past it: compared before that one
+    assert run(lambda at: [Batch([change(at - 1, 501)]), Batch([change(at + 1, 502)])]) == [
+        "item",
+        "work",
+        "item",
+    ]
+    # a heartbeat at the position: everything up to it is applied
+    assert run(lambda at: [Heartbeat(at)]) == ["work", "item"]
+    # one batch on both sides of the position: no exact moment
+    assert run(lambda at: [Batch([change(at, 503), change(at + 1, 504)])]) == ["missed", "item"]

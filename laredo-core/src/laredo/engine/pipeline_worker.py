@@ -100,7 +100,7 @@ class PipelineWorker:
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
-        self._at: tuple[Position, Callable[[], None]] | None = None  # see at_position
+        self._at: tuple[Position, Callable[[], None], Callable[[], None] | None] | None = None
         self._counting = False  # a source count of periodic validation is running
         self.ready = False
         target = self.target
@@ -319,17 +319,24 @@ class PipelineWorker:
             if not self._validate_with_source():
                 self.validate(self.expected_rows)
 
-    def at_position(self, position: Position, work: Callable[[], None]) -> bool:
+    def at_position(
+        self,
+        position: Position,
+        work: Callable[[], None],
+        missed: Callable[[], None] | None = None,
+    ) -> bool:
         """Run ``work`` on this thread once the target holds exactly the changes up to
         ``position``: now when they are applied, else just before the first item after it (a
-        change past it, or a heartbeat at or past it). False when another is waiting."""
+        change past it, or a heartbeat at or past it). ``missed`` runs instead when one batch
+        holds changes on both sides of ``position`` (no exact moment). False when another is
+        waiting."""
         if self._at is not None:
             return False
         applied = self.applied
         if applied is not None and self.link.compare(applied, position) >= 0:
             work()
         else:
-            self._at = (position, work)
+            self._at = (position, work, missed)
         return True
 
     def cancel_at_position(self) -> None:
@@ -337,16 +344,21 @@ class PipelineWorker:
 
     def _reached(self, item: Any) -> None:
         assert self._at is not None
-        position, work = self._at
+        position, work, missed = self._at
         compare = self.link.compare
-        if type(item) is Batch:
+        due = False
+        if type(item) is Batch and item.events:
             events = item.events
-            first = events.position if type(events) is ChangeBatch else events[0].position
-            due = compare(first, position) > 0
+            one = type(events) is ChangeBatch  # one position for the whole batch
+            first = events.position if one else events[0].position  # type: ignore[attr-defined]
+            if compare(first, position) > 0:
+                due = True
+            elif not one and compare(events[-1].position, position) > 0:
+                self._at = None  # the batch spans the position: no exact moment
+                if missed is not None:
+                    missed()
         elif type(item) is Heartbeat:
             due = compare(item.position, position) >= 0
-        else:
-            due = False
         if due:
             self._at = None
             work()

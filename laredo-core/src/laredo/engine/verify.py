@@ -135,6 +135,14 @@ class _Check:
                 [table], lambda t, row: self.add([row]) if t == table else None
             )
 
+    def missed(self) -> None:
+        self.done.set_exception(
+            EngineStateError(
+                f"pipeline {self.worker.id}: the source delivered changes on both sides of the "
+                "verified position in one batch; run the verification again"
+            )
+        )
+
     def finish(self) -> None:
         try:
             self.done.set_result(self.compare())
@@ -204,7 +212,7 @@ def _start(worker: PipelineWorker, max_keys: int) -> Future[VerifyResult]:
         check.read_source()
     finally:
         buffer.set_paused(_paused(worker))  # a pause meanwhile stays
-    if not worker.at_position(check.position, check.finish):
+    if not worker.at_position(check.position, check.finish, check.missed):
         raise EngineStateError(f"pipeline {worker.id}: a validation or verification is running")
     return check.done
 
