@@ -17,6 +17,24 @@ A = laredo.TableIdentifier("public", "a")
 B = laredo.TableIdentifier("public", "b")
 
 
+class ShopTarget(RecordingTarget):
+    """A recording target that can refuse its init or every baseline row (the faults a
+    reload must survive: a target that rejects the table, one that breaks mid-baseline)."""
+
+    def __init__(self, fail: str = "") -> None:
+        super().__init__()
+        self.fail = fail
+        self.inits = 0
+        if fail == "baseline":
+            self.fail_when = lambda method, _row: method == "on_baseline_row"
+
+    def on_init(self, table: laredo.TableIdentifier, columns: Any) -> None:
+        self.inits += 1
+        if self.fail == "init":
+            raise laredo.ConfigError(f"table {table}: this target refuses it")
+        super().on_init(table, columns)
+
+
 class Shop:
     """One shared test database behind every ``shop`` source built from a config."""
 
@@ -45,11 +63,12 @@ class Shop:
             model_config = ConfigDict(extra="forbid")
             name: str
             tag: str = ""
+            fail: str = ""  # "init": on_init refuses; "baseline": every baseline row fails
 
-        def make(name: str, tag: str = "") -> RecordingTarget:
+        def make(name: str, tag: str = "", fail: str = "") -> RecordingTarget:
             if name == "boom":
                 raise RuntimeError("cannot reach the target")
-            t = RecordingTarget()
+            t = ShopTarget(fail)
             self.targets.setdefault(name, []).append(t)
             return t
 
@@ -176,3 +195,91 @@ def test_a_changed_pipeline_is_rebuilt_alone_and_bad_configs_change_nothing(shop
         assert not shop.targets["b"][0].closed
     finally:
         engine.stop()
+
+
+class Running:
+    """An engine built from ``config`` on the shop, started and ready."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.engine = build_engine(cfg).engine
+        self.engine.start()
+        assert self.engine.await_ready(10)
+
+    def ids(self) -> list[str]:
+        return sorted(p.id for p in self.engine.pipelines())
+
+    def reload(self, new: Any) -> tuple[Any, ...]:
+        return apply_reload(self.engine, new, plan_reload(self.cfg, new), timeout=10, old=self.cfg)
+
+
+def _refused(shop: Shop, run: Running, new: Any, *causes: str) -> None:
+    """The reload is refused naming every cause, and what runs is untouched."""
+    before = (run.ids(), len(shop.db.table_set_calls), {k: len(v) for k, v in shop.targets.items()})
+    with pytest.raises(laredo.ConfigError) as err:
+        run.reload(new)
+    for cause in causes:
+        assert any(cause in p for p in err.value.problems), (cause, err.value.problems)
+    assert run.ids() == before[0]
+    assert len(shop.db.table_set_calls) == before[1]  # the source was not asked to change
+    assert not any(t.closed for t in shop.targets["a"] + shop.targets.get("b", []))
+    assert all(p.state is laredo.PipelineState.STREAMING for p in run.engine.pipelines())
+
+
+A_REC = (A, {"type": "rec", "name": "a"})
+B_REC = (B, {"type": "rec", "name": "b"})
+C = laredo.TableIdentifier("public", "c")
+
+
+def test_a_reload_with_any_bad_part_changes_nothing(shop: Shop) -> None:
+    run = Running(config(A_REC, B_REC))
+    try:
+        bad_field = {"type": "rec", "name": "a2", "filters": [{"type": "field-equals",
+                     "field": "vv", "value": 1}]}  # fmt: skip
+        # change target options: a filter on a column the table lacks (the closest one named)
+        _refused(shop, run, config((A, bad_field), B_REC), "'vv' is not a column", "'v'?")
+        # add: a missing table, together with a good change of a (not applied either)
+        _refused(
+            shop,
+            run,
+            config((A, {"type": "rec", "name": "a2"}), B_REC, (C, {"type": "rec", "name": "c"})),
+            "public.c",
+        )
+        # remove b while adding a pipeline whose target refuses the table: b keeps running
+        refuses = {"type": "rec", "name": "c2", "id": "a-copy", "fail": "init"}
+        _refused(shop, run, config(A_REC, (A, refuses)), "this target refuses it")
+        assert shop.targets["c2"][0].inits == 1 and shop.targets["c2"][0].closed
+        # every cause at once: two bad pipelines, both named
+        _refused(shop, run, config((A, bad_field), (B, {**refuses, "id": "b2"})), "'vv'", "refuses")
+        # a bad type: the plugin does not exist (the configuration itself is refused)
+        with pytest.raises(laredo.ConfigError, match="recx"):
+            config(A_REC, (B, {"type": "recx", "name": "b"}))
+        assert run.ids() == ["s:public.a:rec", "s:public.b:rec"]
+        # and a good reload still applies
+        assert [c.kind for c in run.reload(config(A_REC))] == ["pipeline_removed"]
+    finally:
+        run.engine.stop()
+
+
+def test_a_reload_that_fails_after_teardown_is_undone(shop: Shop) -> None:
+    run = Running(config(A_REC, B_REC))
+    try:
+        with Writers(shop.db):
+            assert wait_until(lambda: shop.db.position > 100)
+            broken = {"type": "rec", "name": "a2", "fail": "baseline",
+                      "error_handling": {"max_retries": 0}}  # fmt: skip
+            with pytest.raises(laredo.ConfigError, match="undone") as err:
+                run.reload(config((A, broken), (B, {"type": "rec", "name": "b"})))
+            assert "on_baseline_row" in str(err.value) or "baseline" in str(err.value)
+            assert run.ids() == ["s:public.a:rec", "s:public.b:rec"]
+            assert wait_until(lambda: shop.db.position > 300)
+        end = shop.db.heartbeat()
+        assert run.engine.wait_for("s", end, timeout=10)
+        # a runs again from the old configuration (a fresh target, baselined); b untouched
+        a_now = shop.targets["a"][-1]
+        assert len(shop.targets["a"]) == 2 and shop.targets["a"][0].closed
+        assert rows(a_now) == sorted(shop.db.rows(A), key=lambda r: r["id"])
+        assert len(shop.targets["b"]) == 1 and not shop.targets["b"][0].closed
+        assert rows(shop.targets["b"][0]) == sorted(shop.db.rows(B), key=lambda r: r["id"])
+    finally:
+        run.engine.stop()

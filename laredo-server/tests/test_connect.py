@@ -52,6 +52,7 @@ REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
     (OAM, "StopReplay"): {"replay_id": "no-such-replay"},
     (OAM, "DrainReplication"): {},
     (OAM, "ReloadConfig"): {"dry_run": True},
+    (OAM, "VerifyTable"): {"schema": "public", "table": "users", "timeout_seconds": 30},
     (QUERY, "Lookup"): {"table": USERS_REF, "key_values": ['"u1@x"']},
     (QUERY, "LookupAll"): {"table": USERS_REF, "index_name": "by_team", "key_values": ["1"]},
     (QUERY, "GetRow"): {"table": {"table": "public.orders"}, "primary_key": ['"eu"', "1"]},

@@ -139,3 +139,91 @@ def test_sighup_and_reload_command_apply_only_the_difference(
         assert started == {"pg:public.a:indexed-memory": 1.0, "pg:public.b:indexed-memory": 1.0}
     finally:
         assert server.stop() == 0
+
+
+PRODUCTS = (
+    "  {{ source = pg, schema = public, table = products, "
+    "targets = [ {{ type = {type}, lookup_fields = [{field}] }} ] }}"
+)
+
+
+def test_a_bad_reload_changes_nothing_and_says_every_cause(
+    pg_database: Any, tmp_path: Path
+) -> None:
+    """The issue's reproduction: a typo in ``lookup_fields`` used to remove ``products`` (the
+    pipeline, its publication membership) while readiness stayed 200."""
+    db = pg_database
+    db.execute("CREATE TABLE products (id int PRIMARY KEY, sku text NOT NULL, v int)")
+    db.execute("INSERT INTO products SELECT g, 'sku-' || g, 0 FROM generate_series(1, 50) g")
+    db.execute("CREATE TABLE a (id int PRIMARY KEY, v int)")
+    head = HEAD.format(
+        slot=db.slot_name,
+        publication=db.publication,
+        grpc=free_port(),
+        health=free_port(),
+        token=TOKEN,
+    )
+    cfg = tmp_path / "laredo.conf"
+
+    def write(products: str, *others: str) -> None:
+        body = ",\n".join([products, *(TABLE.format(name=t) for t in others)])
+        cfg.write_text(head + f"tables = [\n{body}\n]\n")
+
+    def published() -> list[str]:
+        return sorted(
+            r[0]
+            for r in db.execute(
+                "SELECT tablename FROM pg_publication_tables WHERE pubname = %s",
+                (db.publication,),
+            )
+        )
+
+    def pipelines() -> list[str]:
+        return sorted(p.pipeline_id for p in server.oam.GetStatus(oam.GetStatusRequest()).pipelines)
+
+    good = PRODUCTS.format(type="indexed-memory", field="sku")
+    write(good, "a")
+    log = tmp_path / "serve.log"
+    server = Server(cfg, {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}, log)
+    try:
+        assert wait_for(lambda: server.health("/health/ready") == 200, 60)
+        running = pipelines()
+        assert published() == ["a", "products"]
+        attempts = {
+            # change target options: a column the table lacks; the closest one is named
+            "bad column": (
+                [PRODUCTS.format(type="indexed-memory", field="skux"), "a"],
+                ["'skux' is not a column of public.products", "did you mean 'sku'?"],
+            ),
+            # remove a and add a missing table in the same reload: a stays
+            "remove + add": ([good, "missing_t"], ["public.missing_t"]),
+            # add a table beside the bad column: every cause is listed
+            "add + bad column": (
+                [PRODUCTS.format(type="indexed-memory", field="skux"), "a", "missing_t"],
+                ["'skux'", "public.missing_t"],
+            ),
+            # a target type that does not exist
+            "bad type": ([PRODUCTS.format(type="indexed-memroy", field="sku"), "a"], ["memroy"]),
+        }
+        for what, (tables, causes) in attempts.items():
+            write(*tables)
+            r = server.cli("config", "reload", token=True)
+            out = json.loads(r.stdout)
+            assert r.returncode == 1 and out["accepted"] is False, (what, out)
+            for cause in causes:
+                assert any(cause in e for e in out["errors"]), (what, cause, out["errors"])
+            assert pipelines() == running, what
+            assert published() == ["a", "products"], what
+            assert server.health("/health/ready") == 200, what
+            assert server.oam.GetStatus(oam.GetStatusRequest()).config_generation == 1
+        # products still answers by its lookup field, and still follows the source
+        db.execute("INSERT INTO products VALUES (51, 'sku-51', 1)")
+        ref = q.TableRef(schema="public", table="products")
+        assert wait_for(
+            lambda: server.query.CountRows(q.CountRowsRequest(table=ref)).count == 51, 30
+        )
+        text = log.read_text()
+        assert "did you mean 'sku'?" in text and "public.missing_t" in text
+        assert "applied partly" not in text
+    finally:
+        assert server.stop() == 0

@@ -71,6 +71,35 @@ def test_create_with_row_filter_and_column_list_applies_to_baseline_and_stream(
     th.stop()
 
 
+def test_count_at_a_position_applies_the_row_filter_and_splits_the_stream_exactly(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    """``count_rows_at`` (row-count validation) counts what the publication delivers, at a
+    position that splits the stream: a change after it is streamed past it."""
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, name text, secret text, active bool)")
+    db.execute("INSERT INTO users SELECT g, 'n', 's', g % 3 = 0 FROM generate_series(1, 30) g")
+    src = make_source(
+        publication={"create": True, "tables": {"public.users": {"row_filter": "active"}}}
+    )
+    src.init(SourceConfig([USERS]))
+    pos = src.baseline([USERS], lambda t, r: None)
+    h = RecordingHandler()
+    th = StreamThread(src, pos, h)
+    th.start()
+    try:
+        assert src.describe_tables([USERS, TableIdentifier("public", "nope")]).keys() == {USERS}
+        count, at = src.count_rows_at(USERS)
+        assert count == 10  # 30 rows, every third active
+        db.execute("INSERT INTO users VALUES (99, 'c', 's', true), (98, 'd', 's', false)")
+        (e,) = h.wait_for_events(1)
+        assert e.new_values is not None and e.new_values["id"] == 99
+        assert src.compare_positions(e.position, at) > 0  # after the counted position
+        assert src.count_rows_at(USERS)[0] == 11
+    finally:
+        th.stop()
+
+
 def test_sync_adds_updates_and_drops_tables_and_publish_ops(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:

@@ -163,6 +163,29 @@ class TableSetSource(Protocol):
 
 
 @runtime_checkable
+class TableDescriber(Protocol):
+    """A running source that can read tables' columns from its live catalog without delivering
+    them (no publication change, nothing else touched): a hot reload checks new and changed
+    pipelines against it before it changes anything. Missing tables are left out. Called
+    while ``stream`` runs, from another thread."""
+
+    def describe_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]: ...
+
+
+@runtime_checkable
+class RowCounter(Protocol):
+    """A source that counts a table's rows exactly at a position of its stream (PostgreSQL:
+    ``count(*)`` under a temporary slot's exported snapshot). Periodic row-count validation of
+    a pipeline without filters, transforms or TTL then compares the target with the source at
+    that position instead of with the engine's own count. Called from a worker thread while
+    ``stream`` runs."""
+
+    def count_rows_at(self, table: TableIdentifier) -> tuple[int, Position]: ...
+
+
+@runtime_checkable
 class DeadLetterBindable(Protocol):
     """A source that dead-letters bad records itself: the engine hands it its dead-letter
     store (if one is configured) before ``init``."""

@@ -44,7 +44,9 @@ class Pipeline:
     ``ttl`` is a callable ``row -> datetime | None`` (expiry time) and ``ttl_field`` names a
     column holding a ``datetime`` (or ISO-8601 string); expired rows are never loaded, an update
     to an expired value becomes a delete, and ``ttl_scan_interval`` sweeps stored rows.
-    ``validation_interval`` compares the engine's expected row count with the target's count.
+    ``validation_interval`` compares the target's row count with the source's at one position
+    (a :class:`~laredo.contracts.RowCounter` source and a pipeline without filters, transforms
+    or TTL), else with the engine's count of the rows it delivered.
     """
 
     source_id: str

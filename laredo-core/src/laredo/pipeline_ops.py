@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .batches import ChangeBatch
 from .contracts import BaselineBatchTarget, PipelineFilter, PipelineTransform, SyncTarget
 from .errors import InvalidChangeError
 from .types import ChangeAction, ChangeEvent, Row, TableIdentifier
@@ -40,6 +41,7 @@ __all__ = [
     "TtlFunction",
     "apply_change",
     "deliver_baseline",
+    "row_count_change",
     "run_chain",
     "transform_identity",
     "ttl_from_field",
@@ -214,6 +216,23 @@ class Chain:
                 out.append(ev)
         result.delta = delta
         return result
+
+
+def row_count_change(events: Sequence[ChangeEvent], count: int) -> int:
+    """The table's row count after ``events`` applied unchanged: +1 per INSERT, -1 per DELETE,
+    0 after a TRUNCATE (a batch's actions are read from its ops, no event is built)."""
+    if type(events) is ChangeBatch:
+        actions: Iterable[Any] = (op[0] for op in events.ops)
+    else:
+        actions = (ev.action for ev in events)
+    for action in actions:
+        if action is INSERT:
+            count += 1
+        elif action is DELETE:
+            count -= 1
+        elif action is TRUNCATE:
+            count = 0
+    return count
 
 
 def apply_change(

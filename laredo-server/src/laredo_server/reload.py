@@ -3,15 +3,18 @@
 
 It re-reads the configuration exactly as at start (the file with its includes, ``conf.d``,
 the environment, ``--set``) and validates it. An invalid configuration is rejected with every
-problem listed and the running one stays. Otherwise only the difference is applied
-(:mod:`laredo.config.reload`): added pipelines baseline their table, removed ones are drained and
-stop, changed ones are rebuilt alone, a changed source restarts alone, everything else is
-untouched. Sections that cannot change while running (listeners, snapshots, dead letters,
-observability) are reported as needing a restart. Each applied reload increments the
+problem listed and the running one stays. Otherwise only the difference is applied, all or
+nothing (:mod:`laredo.config.reload`): every new or changed pipeline is checked against the
+live catalog before anything is torn down, and a step that fails later is undone. Added
+pipelines baseline their table, removed ones are drained and stop, changed ones are rebuilt
+alone, a changed source restarts alone, everything else is untouched. Sections that cannot
+change while running (listeners, snapshots, dead letters, observability) are reported as
+needing a restart. Each applied reload increments the
 configuration generation (1 at start). Reloads run one at a time.
 
 The difference is computed against what actually runs: a pipeline that failed to be added by
-an earlier reload is added again by the next one.
+an earlier reload whose undo failed too is added again by the next one; until then readiness
+is false and names it (:meth:`ConfigReloader.configured_pipelines`).
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class ConfigReloader:
         self.generation = 1
         self.last: ReloadResult | None = None
         self.last_at: float | None = None
+        self.missing_cause: str | None = None
+        """Why the last reload left configured pipelines not running (None: it did not)."""
         self._lock = threading.Lock()
 
     def reload(self, dry_run: bool = False) -> ReloadResult:
@@ -105,7 +110,8 @@ class ConfigReloader:
                     dry_run=dry_run,
                 )
             running = {p.id for p in self.rt.engine.pipelines()}
-            plan = plan_reload(self._effective(running), new)
+            effective = self._effective(running)
+            plan = plan_reload(effective, new)
             if dry_run or plan.empty:
                 what = "dry run: nothing applied" if dry_run else "no changes"
                 return ReloadResult(
@@ -114,27 +120,34 @@ class ConfigReloader:
             pending = [c for c in plan.changes if c.kind == "needs_restart"]
             try:
                 with self.rt.reloading():
-                    applied = apply_reload(self.rt.engine, new, plan, self.timeout)
+                    applied = apply_reload(self.rt.engine, new, plan, self.timeout, old=effective)
             except ConfigError as exc:
-                logger.error("configuration reload rejected: %s", "; ".join(exc.problems))
+                logger.error(
+                    "configuration reload rejected (generation %d keeps running, nothing "
+                    "changed): %s",
+                    self.generation,
+                    "; ".join(exc.problems),
+                )
                 return ReloadResult(
                     False,
                     self.generation,
                     errors=tuple(exc.problems),
-                    message="the new configuration's plugins could not be created; nothing changed",
+                    message="rejected; nothing changed (the running configuration stays)",
                 )
             except Exception as exc:
                 self.model = new  # what is missing is added again by the next reload
                 self.generation += 1
-                logger.exception("configuration reload applied partly")
+                self.missing_cause = f"{type(exc).__name__}: {exc}"
+                logger.error("configuration reload applied partly: %s", self.missing_cause)
                 return ReloadResult(
                     False,
                     self.generation,
                     plan.changes,
-                    errors=(f"{type(exc).__name__}: {exc}",),
+                    errors=(self.missing_cause,),
                     message="applied partly; fix the cause and reload again",
                 )
             self.model = new
+            self.missing_cause = None
             if applied:
                 self.generation += 1
             changes = (*applied, *pending)
@@ -143,19 +156,34 @@ class ConfigReloader:
             )
             return ReloadResult(True, self.generation, changes, message=describe(changes))
 
+    def configured_pipelines(self) -> dict[str, str]:
+        """Pipeline id -> table of every pipeline the applied configuration names."""
+        return {
+            _pid(table, target): f"{table.schema_}.{table.table}"
+            for table in self.model.tables
+            for target in table.targets
+        }
+
     def _effective(self, running: set[str]) -> ServerConfig:
-        """The running configuration, less the pipelines that are not running."""
+        """The running configuration, less the pipelines and sources that are not running (a
+        source stops with its last pipeline: the next reload starts it again)."""
         model = self.model
         tables = []
         for table in model.tables:
             targets = [t for t in table.targets if _pid(table, t) in running]
             if targets:
                 tables.append(table.model_copy(update={"targets": targets}))
-        if len(tables) == len(model.tables) and all(
-            len(a.targets) == len(b.targets) for a, b in zip(tables, model.tables, strict=True)
+        stopped = {t.source for t in model.tables} - set(self.rt.engine.source_ids())
+        if (
+            not stopped
+            and len(tables) == len(model.tables)
+            and all(
+                len(a.targets) == len(b.targets) for a, b in zip(tables, model.tables, strict=True)
+            )
         ):
             return model
-        return model.model_copy(update={"tables": tables})
+        sources = {k: v for k, v in model.sources.items() if k not in stopped}
+        return model.model_copy(update={"tables": tables, "sources": sources})
 
     def reload_in_background(self) -> threading.Thread:
         """Start a reload in a thread (a signal handler must not block)."""

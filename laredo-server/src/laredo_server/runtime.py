@@ -74,8 +74,14 @@ class Reloader(Protocol):
     last: Any
     """The last applied or rejected reload (``ReloadResult``; None before any)."""
     last_at: float | None
+    missing_cause: str | None
+    """Why the last reload left configured pipelines not running (None: it did not)."""
 
     def reload(self, dry_run: bool = False) -> Any: ...
+
+    def configured_pipelines(self) -> dict[str, str]:
+        """Pipeline id -> table of every pipeline the applied configuration names."""
+        ...
 
 
 @dataclass
@@ -426,7 +432,10 @@ class ServerRuntime:
             and (tid is None or p.table == tid)
             and (not pipeline_id or p.id == pipeline_id)
         ]
-        if not pipes:
+        missing = self.missing_pipelines() if not (source or pipeline_id) else []
+        if tid is not None:
+            missing = [m for m in missing if f" (table {tid})" in m]
+        if not pipes and not missing:
             what = pipeline_id or table or source
             raise KeyError(f"no pipeline matches {what!r}")
         reasons = readiness_reasons(
@@ -436,7 +445,22 @@ class ServerRuntime:
             shutting_down=self.draining or self.stopping.is_set(),
             detail=detail,
         )
+        reasons += missing
         return (not reasons), reasons
+
+    def missing_pipelines(self) -> list[str]:
+        """A reason for each configured pipeline that does not run (a reload that failed and
+        could not be undone); empty without a configuration file."""
+        rl = self.reloader
+        if rl is None:
+            return []
+        running = {p.id for p in self.engine.pipelines()}
+        cause = f": {mask_text(rl.missing_cause)}" if rl.missing_cause else ""
+        return [
+            f"pipeline {pid} (table {table}) is configured but not running{cause}"
+            for pid, table in rl.configured_pipelines().items()
+            if pid not in running
+        ]
 
     def is_ready(self) -> bool:
         try:

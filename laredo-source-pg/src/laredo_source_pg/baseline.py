@@ -274,6 +274,32 @@ class BaselineReader:
         )
         return position
 
+    def count_at(self, table: TableIdentifier) -> tuple[int, int]:
+        """The table's row count (row filter applied) exactly at a position of the stream, and
+        that position: ``count(*)`` under a temporary slot's exported snapshot, on connections
+        of its own (any thread may call it while the stream runs)."""
+        helper, position, snapshot, _name = self.helper_snapshot()
+        try:
+            conn = self._conns.connect()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                conn.execute(f"SET TRANSACTION SNAPSHOT {quote_literal(snapshot)}")
+                query = sql.SQL("SELECT count(*) FROM {}").format(table_sql(table))
+                rf = self._catalog.row_filters.get(table)
+                if rf:
+                    query = sql.SQL("{} WHERE {}").format(query, sql.SQL(rf))
+                row = conn.execute(query).fetchone()
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source: counting {table} failed: {mask_text(str(exc)).strip()}"
+            ) from None
+        finally:
+            helper.close()
+        return (int(row[0]) if row is not None else 0), position
+
     def helper_snapshot(self) -> tuple[psycopg.Connection[Any], int, str, str]:
         """A temporary slot on a new replication connection, exporting a snapshot.
 

@@ -197,6 +197,14 @@ class PostgresSource:
         catalog.move_keys.update(move_keys(self._conns.query(), catalog.columns))
         return {t: list(catalog.columns[t]) for t in tables if t in catalog.columns}
 
+    def describe_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]:
+        """Hot reload check (``TableDescriber``): the columns of the existing tables among
+        ``tables`` as the live catalog has them (a published column list applies), without
+        changing the publication or what the stream delivers."""
+        return self._catalog.discover(tables)
+
     def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:
         """Hot reload: stop delivering ``tables``; a publication Laredo manages drops them."""
         catalog = self._catalog
@@ -252,6 +260,11 @@ class PostgresSource:
         if new_slot:
             self._run.restart_at(position)
         return position
+
+    def count_rows_at(self, table: TableIdentifier) -> tuple[int, Position]:
+        """Row-count validation (``RowCounter``): ``count(*)`` of ``table`` exactly at a
+        position of the stream (a temporary slot's exported snapshot), and that position."""
+        return self._baseline.count_at(table)
 
     def stream(self, from_position: Position, handler: Any) -> None:
         """Stream changes after ``from_position`` into ``handler`` until ``stop_stream()``.

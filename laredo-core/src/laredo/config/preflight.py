@@ -38,7 +38,7 @@ from .models import EngineConfig, PluginSpec, TableConfig, TargetConfig
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["check_requests", "config_findings", "run_checks", "table_uses"]
+__all__ = ["check_requests", "config_findings", "pipeline_uses", "run_checks", "table_uses"]
 
 _OPAQUE = object()
 """A field that cannot be traced back (a transform that does not declare its mapping)."""
@@ -106,6 +106,13 @@ def _target_uses(where: str, table: TableConfig, target: TargetConfig) -> list[F
         if isinstance(src, str):
             out.append(FieldUse(src, path))
     return out
+
+
+def pipeline_uses(where: str, table: TableConfig, target: TargetConfig) -> TableUse:
+    """The source fields one pipeline (``tables.i.targets.j`` at ``where``) reads: filters,
+    transforms (renames traced back), the target's declared fields and TTL."""
+    tid = TableIdentifier(table.schema_, table.table)
+    return TableUse(tid, where, tuple(_target_uses(where, table, target)))
 
 
 def table_uses(model: EngineConfig) -> list[TableUse]:

@@ -9,6 +9,8 @@ Module map (each imports only modules listed before it):
 * ``pipeline_worker``: one pipeline's worker thread (apply, retry, dead letters, reload, TTL).
 * ``startup``: the resume > restore > baseline decision.
 * ``source_reader``: one source's reader thread, demultiplexing and ACKs.
+* ``membership``: pipelines joining and leaving a running source (hot reload).
+* ``verify``: a pipeline's target compared with its source at one position (``laredo verify``).
 * ``scheduler``: ACK ticks, scheduled snapshots, lag, reconnect events.
 * ``validation``: checks of ``Engine(...)`` arguments; the cross-section rules (both front ends).
 * ``engine``: ``Engine``, the public facade; nothing imports it.
@@ -17,5 +19,6 @@ Module map (each imports only modules listed before it):
 from __future__ import annotations
 
 from .engine import Engine
+from .verify import VerifyResult
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "VerifyResult"]

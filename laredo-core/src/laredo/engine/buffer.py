@@ -7,7 +7,12 @@ the queue: the worker runs them between two items, even while paused.
 
 Policies when full: ``block`` waits for room (a batch larger than the capacity enters an empty
 buffer), ``drop_oldest`` evicts the oldest changes (never heartbeats or markers), ``error``
-raises :class:`~laredo.errors.BufferOverflow`. Nothing is dropped by pause: items are held back.
+raises :class:`~laredo.errors.BufferOverflow`. Only a streaming pipeline's full buffer applies
+``drop_oldest`` or ``error``: from a pause (``pause``, a pipeline joining in a reload) until the
+pipeline has caught up after the resume (its buffer empties with no change waiting), a full
+buffer waits for room whatever the policy, so the source is held back and nothing is dropped
+or refused. Evicted changes are counted in ``dropped`` and ``dropped_delta``
+(their net row-count change), so validation sees the rows they leave missing.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import BufferOverflow
+from ..pipeline_ops import row_count_change
 from ..types import BufferPolicy, ChangeEvent, ColumnDefinition, Position, TableIdentifier
 
 __all__ = [
@@ -98,7 +104,10 @@ class ChangeBuffer:
         self._cond = threading.Condition()
         self._closed = False
         self._paused = False
+        self._held = False  # paused, or resumed and not caught up yet: policy is block
+        self._waiting = 0  # producers waiting for room
         self.dropped = 0
+        self._dropped_delta = 0
 
     @property
     def closed(self) -> bool:
@@ -130,14 +139,22 @@ class ChangeBuffer:
             if self._closed:
                 return
             if self._depth + n > self.capacity and self._depth > 0:
-                if self.policy is BufferPolicy.BLOCK:
-                    while self._depth + n > self.capacity and self._depth > 0 and not self._closed:
-                        if stop is not None and stop.is_set():
-                            return
-                        self._cond.wait(0.1)
+                # paused, or catching up after a pause: wait for room (never drop or refuse)
+                policy = BufferPolicy.BLOCK if self._held else self.policy
+                if policy is BufferPolicy.BLOCK:
+                    self._waiting += 1
+                    try:
+                        while (
+                            self._depth + n > self.capacity and self._depth > 0 and not self._closed
+                        ):
+                            if stop is not None and stop.is_set():
+                                return
+                            self._cond.wait(0.1)
+                    finally:
+                        self._waiting -= 1
                     if self.closed:  # the property: mypy must not narrow across wait()
                         return
-                elif self.policy is BufferPolicy.DROP_OLDEST:
+                elif policy is BufferPolicy.DROP_OLDEST:
                     self._drop_oldest(self._depth + n - self.capacity)
                     if self._on_policy:
                         self._on_policy(self.policy.value)
@@ -164,13 +181,22 @@ class ChangeBuffer:
                 excess -= n
                 self._depth -= n
                 self.dropped += n
+                self._dropped_delta += row_count_change(item.events, 0)
             else:
                 self._items.appendleft(Batch(item.events[excess:], item.complete))
                 self._depth -= excess
                 self.dropped += excess
+                self._dropped_delta += row_count_change(item.events[:excess], 0)
                 excess = 0
         for item in reversed(kept):
             self._items.appendleft(item)
+
+    def take_dropped_delta(self) -> int:
+        """The net row-count change (+1 per INSERT, -1 per DELETE) of the changes evicted since
+        the last call: what the target misses (validation adds it to the expected count)."""
+        with self._cond:
+            delta, self._dropped_delta = self._dropped_delta, 0
+            return delta
 
     def put_heartbeat(self, position: Position) -> None:
         """Enqueue a heartbeat; consecutive heartbeats coalesce into the latest."""
@@ -199,8 +225,14 @@ class ChangeBuffer:
 
     # -- consumer side ------------------------------------------------------------------
     def set_paused(self, paused: bool) -> None:
+        """Hold data items back (control requests still run). From the pause until the
+        pipeline has caught up after the resume (its buffer empties with no change waiting),
+        a full buffer waits for room whatever the policy: a pause and its catch-up never drop
+        or refuse changes."""
         with self._cond:
             self._paused = paused
+            if paused or self._depth:
+                self._held = True
             self._cond.notify_all()
 
     def get(self, timeout: float | None = None) -> Item | ControlRequest | None:
@@ -214,6 +246,8 @@ class ChangeBuffer:
                     item = self._items.popleft()
                     if type(item) is Batch:
                         self._depth -= len(item.events)
+                        if not (self._depth or self._paused or self._waiting):
+                            self._held = False  # caught up after a pause
                         self._cond.notify_all()
                     return item
                 if self._closed and not self._items:

@@ -37,15 +37,16 @@ from ..errors import ConfigError, EngineStateError
 from ..observers import composite
 from ..pipeline import Pipeline
 from ..snapshots.jsonl import JsonlSerializer
-from ..types import PipelineState, Position, TableIdentifier
+from ..types import ColumnDefinition, PipelineState, Position, TableIdentifier
 from .context import EngineContext, FailureScope, ObserverWants
-from .membership import attach, detach
+from .membership import attach, detach, preflight
 from .pipeline_worker import PipelineWorker
 from .queries import EngineQueries
 from .scheduler import Scheduler
 from .snapshots import Export, SnapshotCoordinator
 from .source_reader import SourceReader
 from .validation import check_duration, check_pipelines, check_sources
+from .verify import VERIFY_MAX_KEYS, VerifyResult, verify_pipeline
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -366,6 +367,22 @@ class Engine(EngineQueries):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"pipeline {pipeline_id} did not run the call in {timeout}s")
 
+    def verify(
+        self, pipeline_id: str, timeout: float | None = None, max_keys: int = VERIFY_MAX_KEYS
+    ) -> VerifyResult:
+        """Compare a pipeline's target with its source, key by key and row by row, exactly at
+        one source position, while the source keeps streaming (see :mod:`laredo.engine.verify`).
+        ``KeyError`` for an unknown pipeline; ``EngineStateError`` when it is not streaming or
+        its target cannot list its rows; ``TimeoutError`` after ``timeout`` seconds."""
+        self._require_running()
+        worker = self._worker(pipeline_id)
+        return verify_pipeline(
+            lambda work, left: self.call_in_pipeline(pipeline_id, work, left),
+            worker,
+            timeout,
+            max_keys,
+        )
+
     def pause(self, source_id: str) -> None:
         """Pause a source: its pipelines stop applying; changes keep buffering (with the block
         policy the source is then back-pressured). Nothing is dropped."""
@@ -447,6 +464,18 @@ class Engine(EngineQueries):
             self._pipelines.append(worker)
             self.pipeline_configs.append(pipeline)
             self._obs.on_pipeline_added(worker.id, pipeline.source_id, pipeline.table_id)
+
+    def preflight_pipeline(
+        self, pipeline: Pipeline
+    ) -> tuple[list[ColumnDefinition] | None, list[str]]:
+        """What joining ``pipeline`` to its running source would meet, changing nothing: the
+        table's live columns (None when the source cannot tell without delivering the table)
+        and every problem that would stop the pipeline (see :func:`membership.preflight`)."""
+        self._require_running()
+        reader = self._readers.get(pipeline.source_id)
+        if reader is None:
+            return None, [f"source {pipeline.source_id!r} is not running"]
+        return preflight(reader, pipeline.table_id)
 
     def add_source(
         self,

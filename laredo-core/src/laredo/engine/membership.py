@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ..contracts import FlushableTarget, PipelineAware, TableSetSource
+from ..contracts import FlushableTarget, PipelineAware, TableDescriber, TableSetSource
 from ..errors import ConfigError, EngineStateError
 from ..types import ColumnDefinition, PipelineState, TableIdentifier
 from .pipeline_worker import PipelineWorker
@@ -26,7 +26,7 @@ from .source_reader import SourceReader
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["attach", "detach"]
+__all__ = ["attach", "detach", "preflight"]
 
 
 def _table_columns(reader: SourceReader, table: TableIdentifier) -> Sequence[ColumnDefinition]:
@@ -46,6 +46,34 @@ def _table_columns(reader: SourceReader, table: TableIdentifier) -> Sequence[Col
             source.remove_tables([table])
         raise ConfigError([f"pipeline on {table}: {p}" for p in problems])
     return list(columns)
+
+
+def preflight(
+    reader: SourceReader, table: TableIdentifier
+) -> tuple[list[ColumnDefinition] | None, list[str]]:
+    """Before a reload changes anything: the columns ``table`` would have if it joined the
+    running source (None when the source cannot tell without delivering it) and every
+    problem that would stop it joining. Nothing is changed (no publication edit)."""
+    source = reader.source
+    if not isinstance(source, TableSetSource):
+        return None, [
+            f"source {reader.id!r} ({type(source).__name__}) cannot add tables while it runs; "
+            "add the pipeline to the configuration and restart the engine"
+        ]
+    joining = not reader.needs_table(table)
+    problems = [
+        str(p)
+        for p in (source.validate_tables([table]) or [])
+        if p.table in (None, table)
+        # a table that is not delivered yet is not in the publication yet: add_tables adds it
+        and not (joining and p.code == "TABLE_NOT_IN_PUBLICATION")
+    ]
+    if not isinstance(source, TableDescriber):
+        return None, problems
+    columns = (source.describe_tables([table]) or {}).get(table)
+    if columns is None and not any("TABLE_NOT_FOUND" in p for p in problems):
+        problems.append(f"table {table} not found in source {reader.id!r}")
+    return (list(columns) if columns is not None else None), problems
 
 
 def attach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) -> None:

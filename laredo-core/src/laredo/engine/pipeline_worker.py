@@ -27,6 +27,7 @@ from ..contracts import (
     DurablePositionTarget,
     KeyedTarget,
     PositionedTarget,
+    RowCounter,
     SecondaryIndexed,
     SelfFilteringTarget,
     SyncTarget,
@@ -34,7 +35,7 @@ from ..contracts import (
 from ..errors import BatchApplyError, BufferOverflow, LaredoError, retry_class
 from ..filters import as_filter
 from ..pipeline import Pipeline
-from ..pipeline_ops import Chain, apply_change, deliver_baseline, ttl_from_field
+from ..pipeline_ops import Chain, apply_change, deliver_baseline, row_count_change, ttl_from_field
 from ..pipeline_settings import RETRY_BACKOFF, RETRY_MAX_BACKOFF
 from ..transforms import as_transform
 from ..types import (
@@ -100,6 +101,8 @@ class PipelineWorker:
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
+        self._at: tuple[Position, Callable[[], None], Callable[[], None] | None] | None = None
+        self._counting = False  # a source count of periodic validation is running
         self.ready = False
         target = self.target
         self._batch = target if isinstance(target, BatchTarget) else None
@@ -218,6 +221,7 @@ class PipelineWorker:
             self._positioned.set_change_position(position)
         self.target.on_baseline_complete(self.table)
         self.expected_rows = loaded
+        self.buffer.take_dropped_delta()  # a baseline replaces what was dropped before it
         if position is not None:
             self.applied = position
             # the baseline is durable once on_baseline_complete returned: nothing pending
@@ -286,6 +290,8 @@ class PipelineWorker:
 
     def handle(self, item: Batch | Heartbeat | SchemaItem | Skip) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
+        if self._at is not None:
+            self._reached(item)
         if isinstance(item, Batch):
             self.apply_batch(item.events, item.complete)
         elif isinstance(item, Heartbeat):
@@ -310,7 +316,97 @@ class PipelineWorker:
             and self.buffer.depth == 0
         ):
             self._last_validation = now
-            self.validate(self.expected_rows)
+            self.expected_rows += self.buffer.take_dropped_delta()  # rows the target misses
+            if not self._validate_with_source():
+                self.validate(self.expected_rows)
+
+    def at_position(
+        self,
+        position: Position,
+        work: Callable[[], None],
+        missed: Callable[[], None] | None = None,
+    ) -> bool:
+        """Run ``work`` on this thread once the target holds exactly the changes up to
+        ``position``: now when they are applied, else just before the first item after it (a
+        change past it, or a heartbeat at or past it). ``missed`` runs instead when one batch
+        holds changes on both sides of ``position`` (no exact moment). False when another is
+        waiting."""
+        if self._at is not None:
+            return False
+        applied = self.applied
+        if applied is not None and self.link.compare(applied, position) >= 0:
+            work()
+        else:
+            self._at = (position, work, missed)
+        return True
+
+    def cancel_at_position(self) -> None:
+        self._at = None
+
+    def _reached(self, item: Any) -> None:
+        assert self._at is not None
+        position, work, missed = self._at
+        compare = self.link.compare
+        due = False
+        if type(item) is Batch and item.events:
+            events = item.events
+            one = type(events) is ChangeBatch  # one position for the whole batch
+            first = events.position if one else events[0].position  # type: ignore[attr-defined]
+            if compare(first, position) > 0:
+                due = True
+            elif not one and compare(events[-1].position, position) > 0:
+                self._at = None  # the batch spans the position: no exact moment
+                if missed is not None:
+                    missed()
+        elif type(item) is Heartbeat:
+            due = compare(item.position, position) >= 0
+        if due:
+            self._at = None
+            work()
+
+    def _validate_with_source(self) -> bool:
+        """Periodic validation against the source: for a pipeline without filters, transforms
+        or TTL on a :class:`~laredo.contracts.RowCounter` source, the table is counted at a
+        source position on a helper thread (this worker keeps applying) and compared with the
+        target once it holds exactly that position; a round the worker has already passed is
+        skipped. False: not applicable (the caller compares with the engine's count)."""
+        source = self.link.source
+        if not (self.chain.plain and isinstance(source, RowCounter)):
+            return False
+        if self._counting or self._at is not None:
+            return True  # the previous round is still on its way
+
+        def count() -> None:
+            try:
+                rows, position = source.count_rows_at(self.table)
+            except Exception as exc:
+                logger.warning(
+                    "pipeline %s: counting %s at the source failed (%s); comparing with the "
+                    "engine's count",
+                    self.id,
+                    self.table,
+                    exc,
+                )
+                self.submit("call", lambda: self.validate(self.expected_rows))
+            else:
+                self.submit("call", lambda: self._arm_count(rows, position))
+            finally:
+                self._counting = False
+
+        self._counting = True
+        threading.Thread(target=count, name=f"laredo-count-{self.id}", daemon=True).start()
+        return True
+
+    def _arm_count(self, rows: int, position: Position) -> None:
+        applied = self.applied
+        if applied is not None and self.link.compare(applied, position) > 0:
+            logger.debug("pipeline %s: applied past the counted position; next round", self.id)
+            return
+
+        def compare() -> None:
+            self.validate(rows)
+
+        self.at_position(position, compare)
 
     def control(self, req: ControlRequest) -> None:
         try:
@@ -384,6 +480,8 @@ class PipelineWorker:
         started = time.perf_counter()
         if self.chain.plain:
             work = events
+            if self.validation_interval:  # the count validation compares
+                self.expected_rows = row_count_change(events, self.expected_rows)
         else:
             prepared = self.chain.prepare(events)
             self.expected_rows = prepared.count_after(self.expected_rows)

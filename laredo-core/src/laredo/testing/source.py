@@ -256,6 +256,18 @@ class TestSource:
         with self._lock:
             return {t: list(self._columns[t]) for t in tables if t in self._columns}
 
+    def describe_tables(
+        self, tables: Sequence[TableIdentifier]
+    ) -> dict[TableIdentifier, list[ColumnDefinition]]:
+        """Hot reload check: the columns of the tables it has (nothing recorded or changed)."""
+        with self._lock:
+            return {t: list(self._columns[t]) for t in tables if t in self._columns}
+
+    def count_rows_at(self, table: TableIdentifier) -> tuple[int, int]:
+        """Row-count validation: the table's rows and the position they are at."""
+        with self._lock:
+            return len(self._rows.get(table, {})), self._position
+
     def remove_tables(self, tables: Sequence[TableIdentifier]) -> None:
         self.table_set_calls.append(("remove", tuple(tables)))
 

@@ -80,6 +80,7 @@ HELP_ORDER = (
     "resume",
     "reset-source",
     "drain",
+    "verify",
     "watch",
     "plugins",
     "version",

@@ -1,5 +1,5 @@
-"""Operating a server: ``reload``, ``pause``, ``resume``, ``reset-source`` and ``drain`` (admin
-RPCs: they need ``--token`` when the server has one)."""
+"""Operating a server: ``reload``, ``pause``, ``resume``, ``reset-source``, ``drain`` and
+``verify`` (admin RPCs: they need ``--token`` when the server has one)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,37 @@ def drain(
         raise typer.Exit(1)
 
 
+def verify(
+    ctx: typer.Context,
+    table: Annotated[str, typer.Argument(help="schema.table")],
+    pipeline: Annotated[
+        str | None, typer.Option("--pipeline", help="pipeline id (a table with several)")
+    ] = None,
+    max_keys: Annotated[int, typer.Option(help="keys listed per kind of difference")] = 100,
+    wait: Annotated[int, typer.Option(help="seconds the server may take")] = 300,
+) -> None:
+    """Compare a table's target with PostgreSQL (the source) key by key and row by row,
+    exactly at one source position, while it streams. Exit 1 when they differ, listing the
+    keys missing from the target, only in the target, and whose rows differ."""
+    cli = state(ctx)
+    s, t = split_table(table)
+    resp = cli.oam(
+        "VerifyTable",
+        timeout=wait + 30,
+        schema=s,
+        table=t,
+        pipeline_id=pipeline or "",
+        max_keys=max_keys,
+        timeout_seconds=wait,
+    )
+    if cli.json:
+        cli.emit_json(to_dict(resp))
+    else:
+        cli.out.print(resp.message, highlight=False)
+    if not resp.match:
+        raise typer.Exit(1)
+
+
 @hookimpl
 def laredo_register_cli_commands(app: typer.Typer) -> None:
     app.command()(reload)
@@ -113,3 +144,4 @@ def laredo_register_cli_commands(app: typer.Typer) -> None:
     app.command()(resume)
     app.command("reset-source")(reset_source)
     app.command()(drain)
+    app.command()(verify)

@@ -165,6 +165,46 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
         return reload_result_pb(self.rt.reload_config(dry_run=request.dry_run))
 
     @rpc(admin=True)
+    def VerifyTable(
+        self, request: oam.VerifyTableRequest, context: grpc.ServicerContext
+    ) -> oam.VerifyTableResponse:
+        """Compare a pipeline's target with its source at one position (``Engine.verify``)."""
+        if request.max_keys < 0 or request.timeout_seconds < 0:
+            raise ValueError("max_keys and timeout_seconds must be >= 0 (0: the default)")
+        pid = request.pipeline_id or self._table_pipeline(request.schema, request.table)
+        result = self.rt.engine.verify(
+            pid, timeout=float(request.timeout_seconds or 300), max_keys=request.max_keys or 100
+        )
+        return oam.VerifyTableResponse(
+            match=result.match,
+            pipeline_id=result.pipeline_id,
+            position=result.position,
+            source_rows=result.source_rows,
+            target_rows=result.target_rows,
+            missing_keys=result.missing,
+            extra_keys=result.extra,
+            different_keys=result.different,
+            missing_count=result.missing_count,
+            extra_count=result.extra_count,
+            different_count=result.different_count,
+            message=result.summary(),
+        )
+
+    def _table_pipeline(self, schema: str, table: str) -> str:
+        """The one pipeline of a table (``ValueError`` naming them when there are several)."""
+        if not table:
+            raise ValueError("give the table (schema and table) or pipeline_id")
+        tid = table_id(schema, table)
+        pids = [c.pipeline_id() for c in self.rt.engine.pipeline_configs if c.table_id == tid]
+        if not pids:
+            raise KeyError(f"no pipeline for table {tid}")
+        if len(pids) > 1:
+            raise ValueError(
+                f"table {tid} has several pipelines ({', '.join(pids)}): give pipeline_id"
+            )
+        return str(pids[0])
+
+    @rpc(admin=True)
     def ReloadAll(
         self, request: oam.ReloadAllRequest, context: grpc.ServicerContext
     ) -> oam.ReloadResponse:

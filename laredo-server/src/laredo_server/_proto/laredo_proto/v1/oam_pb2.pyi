@@ -812,3 +812,45 @@ class ReloadConfigResponse(_message.Message):
     changes: _containers.RepeatedCompositeFieldContainer[ConfigChange]
     errors: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., generation: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[ConfigChange, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class VerifyTableRequest(_message.Message):
+    __slots__ = ("schema", "table", "pipeline_id", "max_keys", "timeout_seconds")
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_KEYS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    schema: str
+    table: str
+    pipeline_id: str
+    max_keys: int
+    timeout_seconds: int
+    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., pipeline_id: _Optional[str] = ..., max_keys: _Optional[int] = ..., timeout_seconds: _Optional[int] = ...) -> None: ...
+
+class VerifyTableResponse(_message.Message):
+    __slots__ = ("match", "pipeline_id", "position", "source_rows", "target_rows", "missing_keys", "extra_keys", "different_keys", "missing_count", "extra_count", "different_count", "message")
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ROWS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_KEYS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_KEYS_FIELD_NUMBER: _ClassVar[int]
+    DIFFERENT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DIFFERENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    match: bool
+    pipeline_id: str
+    position: str
+    source_rows: int
+    target_rows: int
+    missing_keys: _containers.RepeatedScalarFieldContainer[str]
+    extra_keys: _containers.RepeatedScalarFieldContainer[str]
+    different_keys: _containers.RepeatedScalarFieldContainer[str]
+    missing_count: int
+    extra_count: int
+    different_count: int
+    message: str
+    def __init__(self, match: _Optional[bool] = ..., pipeline_id: _Optional[str] = ..., position: _Optional[str] = ..., source_rows: _Optional[int] = ..., target_rows: _Optional[int] = ..., missing_keys: _Optional[_Iterable[str]] = ..., extra_keys: _Optional[_Iterable[str]] = ..., different_keys: _Optional[_Iterable[str]] = ..., missing_count: _Optional[int] = ..., extra_count: _Optional[int] = ..., different_count: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

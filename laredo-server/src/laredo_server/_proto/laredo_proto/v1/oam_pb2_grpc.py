@@ -169,6 +169,11 @@ class LaredoOAMServiceStub:
                 request_serializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigRequest.SerializeToString,
                 response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigResponse.FromString,
                 _registered_method=True)
+        self.VerifyTable = channel.unary_unary(
+                '/laredo.v1.LaredoOAMService/VerifyTable',
+                request_serializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableRequest.SerializeToString,
+                response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableResponse.FromString,
+                _registered_method=True)
 
 
 class LaredoOAMServiceServicer:
@@ -340,6 +345,14 @@ class LaredoOAMServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifyTable(self, request, context):
+        """Compare a pipeline's target with its source key by key and row by row, exactly at one
+        source position, while the source streams; lists the keys that differ.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LaredoOAMServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -477,6 +490,11 @@ def add_LaredoOAMServiceServicer_to_server(servicer, server):
                     servicer.ReloadConfig,
                     request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigRequest.FromString,
                     response_serializer=laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigResponse.SerializeToString,
+            ),
+            'VerifyTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyTable,
+                    request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableRequest.FromString,
+                    response_serializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1208,6 +1226,33 @@ class LaredoOAMService:
             '/laredo.v1.LaredoOAMService/ReloadConfig',
             laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigRequest.SerializeToString,
             laredo__proto_dot_v1_dot_oam__pb2.ReloadConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.LaredoOAMService/VerifyTable',
+            laredo__proto_dot_v1_dot_oam__pb2.VerifyTableRequest.SerializeToString,
+            laredo__proto_dot_v1_dot_oam__pb2.VerifyTableResponse.FromString,
             options,
             channel_credentials,
             insecure,
