@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from laredo.auth import AuthConfig, auth_problems, is_loopback
+from laredo.auth import Access, AuthConfig, Refusal, auth_problems, is_loopback
 from laredo.errors import ConfigError
 from laredo.secrets import MASK, MAX_TEXT, is_secret_key, mask_secrets, mask_text
 
@@ -166,3 +166,66 @@ def test_configurations_whose_slot_advances_are_not_warned(
     snapshot: dict[str, object], durable: bool, resumable: bool
 ) -> None:
     assert _stalled(snapshot, durable, resumable) == []
+
+
+# -- H1 (round 4): reads need a token off loopback; a read-only token --------------------------
+
+ADMIN = [("authorization", "Bearer adm1n")]
+READ = [("authorization", "Bearer r3ad")]
+WRONG = [("authorization", "Bearer nope")]
+
+
+def test_reads_are_protected_by_default_off_loopback_with_a_token() -> None:
+    token = AuthConfig.model_validate({"token": "adm1n"})
+    assert token.reads_protected(["0.0.0.0"])
+    assert token.reads_protected(["127.0.0.1", "10.0.0.5"])
+    assert not token.reads_protected(["127.0.0.1", "localhost"])
+    assert not AuthConfig(allow_unauthenticated=True).reads_protected(["0.0.0.0"])
+    explicit = AuthConfig.model_validate({"token": "adm1n", "protect_reads": False})
+    assert not explicit.reads_protected(["0.0.0.0"])
+
+
+def test_access_a_wrong_token_is_refused_on_every_rpc_open_or_not() -> None:
+    access = Access(admin_token="adm1n", read_token="r3ad", protect_reads=False)
+    assert access.check(None, admin=False) is None  # reads open, no token presented
+    for admin in (False, True):
+        refusal = access.check(WRONG, admin=admin)
+        assert refusal == Refusal("UNAUTHENTICATED", "invalid token")
+
+
+def test_access_the_read_token_serves_reads_only() -> None:
+    access = Access(admin_token="adm1n", read_token="r3ad", protect_reads=True)
+    assert access.check(READ, admin=False) is None
+    assert access.check(ADMIN, admin=False) is None
+    assert access.check(ADMIN, admin=True) is None
+    denied = access.check(READ, admin=True)
+    assert denied is not None and denied.code == "PERMISSION_DENIED"
+    missing = access.check(None, admin=False)
+    assert missing is not None and missing.code == "UNAUTHENTICATED"
+    assert "read token" in missing.message
+    assert access.may_read(READ) and not access.may_read(None) and not access.may_read(WRONG)
+    # no admin token configured: everything is open (loopback or allow_unauthenticated)
+    assert Access().check(WRONG, admin=True) is None
+
+
+def test_read_token_problems_name_the_key_and_never_the_token(tmp_path: Path) -> None:
+    def problems(**kw: object) -> list[str]:
+        auth = AuthConfig.model_validate(kw)
+        return auth_problems(auth, key="grpc.auth", host="0.0.0.0", serves="gRPC")
+
+    assert problems(token="adm1n", read_token="r3ad") == []
+    no_admin = problems(read_token="r3ad", allow_unauthenticated=True)
+    assert any("grpc.auth.read_token: needs grpc.auth.token" in p for p in no_admin)
+    same = problems(token="adm1n", read_token="adm1n")
+    assert same == ["grpc.auth.read_token: is the admin token; give the read token its own value"]
+    assert problems(token="adm1n", read_token="  ") == [
+        "grpc.auth.read_token: is empty; set a non-empty token (or remove the key)"
+    ]
+    f = tmp_path / "read"
+    f.write_text("")
+    (empty,) = problems(token="adm1n", read_token_file=str(f))
+    assert empty.startswith("grpc.auth.read_token_file:") and "is empty" in empty
+    both = problems(token="adm1n", read_token="r3ad", read_token_file=str(f))
+    assert both == ["grpc.auth: give read_token or read_token_file, not both"]
+    for p in no_admin + same:
+        assert "adm1n" not in p and "r3ad" not in p

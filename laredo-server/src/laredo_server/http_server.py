@@ -39,7 +39,7 @@ from .config import TlsConfig
 from .httpjson import DEFAULT_MAX_BODY, HTTP_STATUS, BodyTooLarge, handle, method_of
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
-from .services._rpc import UNAUTHENTICATED_HINT, is_admin, token_matches
+from .services._rpc import is_admin
 from .status_page import serve_page
 
 logger = logging.getLogger(__name__)
@@ -250,12 +250,12 @@ def _handler(
                     "unauthenticated",
                     "this port requires a client certificate (health.tls.client_ca_file)",
                 )
-            token = rt.token_required(is_admin(method_of(servicers, path)))
-            if token is not None:
-                ok = token_matches(dict(self.headers), token)
-                if not ok:
-                    why = "invalid admin token" if ok is False else UNAUTHENTICATED_HINT
-                    return HTTP_STATUS["unauthenticated"], "unauthenticated", why
+            refusal = rt.access.check(
+                self.headers.items(), admin=is_admin(method_of(servicers, path))
+            )
+            if refusal is not None:
+                code = refusal.code.lower()
+                return HTTP_STATUS[code], code, refusal.message
             if self._chunked():
                 return None  # read chunk by chunk, up to max_body (see _body)
             try:
@@ -336,8 +336,8 @@ def _handler(
                     }
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/health/ready":
-                    token = rt.token_required(admin=False)
-                    detail = token is None or bool(token_matches(dict(self.headers), token))
+                    access = rt.access
+                    detail = not access.protect_reads or access.may_read(self.headers.items())
                     ok, reasons = rt.readiness(detail=detail)
                     body = {
                         "ready": ok,

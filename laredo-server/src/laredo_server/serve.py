@@ -34,6 +34,7 @@ from .config import (
     claimed_open_warnings,
     listener_problems,
     open_listener_warnings,
+    reads_protected,
 )
 from .grpc_server import GrpcFrontend
 from .http_server import HttpFrontend, HttpLimits
@@ -124,7 +125,8 @@ def runtime_from_config(
     rt = ServerRuntime(
         engine_factory,
         admin_token=model.admin_token(),
-        protect_reads=bool(g and g.auth.protect_reads),
+        protect_reads=reads_protected(model),
+        read_token=model.read_token(),
         per_action_metrics=model.observability.metrics.per_action,
         metrics_enabled=model.observability.metrics.enabled,
         watch_buffer=g.watch_buffer if g is not None else 16_384,

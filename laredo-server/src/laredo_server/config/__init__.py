@@ -55,7 +55,12 @@ from laredo.secrets import MASK, mask_secrets, mask_text
 from laredo.units import Duration, Size, parse_duration, parse_size
 
 from .dump import dump_config
-from .listeners import claimed_open_warnings, listener_problems, open_listener_warnings
+from .listeners import (
+    claimed_open_warnings,
+    listener_problems,
+    open_listener_warnings,
+    reads_protected,
+)
 from .loaded import LoadedConfig
 from .loader import ENV_PREFIX, load_config, load_string, parse_value
 from .models import (
@@ -111,5 +116,6 @@ __all__ = [
     "parse_size",
     "parse_value",
     "pipeline_id",
+    "reads_protected",
     "validate_tree",
 ]

@@ -133,6 +133,13 @@ class ServerConfig(EngineConfig):
             return None
         return self.grpc.auth.resolve("grpc.auth")
 
+    def read_token(self) -> str | None:
+        """The read-only token of ``grpc.auth`` (None: none configured); ``ConfigError``
+        when it is empty or its file cannot be read."""
+        if self.grpc is None:
+            return None
+        return self.grpc.auth.read.resolve("grpc.auth.read")
+
     def engine_settings(self) -> EngineSettings:
         """Observer plugins, the stop deadline and the lag interval of the server's sections."""
         return EngineSettings(

@@ -3,7 +3,7 @@
 Runs against the server's :class:`~laredo_server.runtime.ServerRuntime` (its current engine
 and that engine's own snapshot and dead-letter stores). Admin RPCs need the bearer token
 (``authorization: Bearer <token>`` metadata) when one is configured; read-only RPCs too when
-``grpc.auth.protect_reads`` is set.
+``grpc.auth.protect_reads`` is in force (the default off loopback); the read token opens those.
 """
 
 from __future__ import annotations
