@@ -3,12 +3,21 @@ M1, M8), and the fail-closed listener policy of :mod:`laredo.auth` (H1, H3)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from laredo.auth import Access, AuthConfig, Refusal, auth_problems, is_loopback
 from laredo.errors import ConfigError
-from laredo.secrets import MASK, MAX_TEXT, is_secret_key, mask_secrets, mask_text
+from laredo.secrets import (
+    MASK,
+    MAX_TEXT,
+    is_secret_key,
+    mask_secrets,
+    mask_storage_options,
+    mask_text,
+    show_value,
+)
 
 # -- M1: masking is linear and bounded --------------------------------------------------------
 
@@ -229,3 +238,73 @@ def test_read_token_problems_name_the_key_and_never_the_token(tmp_path: Path) ->
     assert both == ["grpc.auth: give read_token or read_token_file, not both"]
     for p in no_admin + same:
         assert "adm1n" not in p and "r3ad" not in p
+
+
+# -- N2: object-store credentials are masked by key pattern -----------------------------------
+
+STORE_SECRETS = {
+    "azure_storage_account_key": "AZ-ACCOUNT-KEY-SECRET==",
+    "AZURE_STORAGE_ACCESS_KEY": "AZ-ACCESS==",
+    "azure_storage_sas_key": "sv=2024&sig=SAS",
+    "azure_storage_sas_token": "SASTOKEN",
+    "azure_storage_client_secret": "CLIENTSECRET",
+    "azure_storage_master_key": "MASTERKEY",
+    "google_service_account_key": '{"private_key": "-----BEGIN PRIVATE KEY-----GKEY"}',
+    "aws_secret_access_key": "AWSSECRET",
+    "aws_session_token": "AWSSESSION",
+    "AWS_SSE_CUSTOMER_KEY_BASE64": "SSECKEY",
+    "azure_storage_connection_string": "AccountName=a;AccountKey=CONNKEY==",
+}
+
+
+@pytest.mark.parametrize("key", sorted(STORE_SECRETS))
+def test_object_store_credential_names_are_secret_keys(key: str) -> None:
+    assert is_secret_key(key)
+    assert show_value(key, STORE_SECRETS[key]) is None
+
+
+def test_storage_options_are_masked_wholesale_but_places_and_switches() -> None:
+    opts = {
+        **STORE_SECRETS,
+        "google_service_account": "/run/secrets/sa.json",  # a path or the JSON itself
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://minio:p4ss@minio:9000",
+        "AWS_ALLOW_HTTP": "true",
+        "azure_storage_account_name": "acct",
+    }
+    for shown in (mask_storage_options(opts), mask_secrets({"storage_options": opts})):
+        shown = shown.get("storage_options", shown)
+        assert shown["AWS_REGION"] == "eu-west-1" and shown["AWS_ALLOW_HTTP"] == "true"
+        assert shown["azure_storage_account_name"] == "acct"
+        assert shown["AWS_ENDPOINT_URL"] == f"http://minio:{MASK}@minio:9000"
+        masked = {k for k, v in shown.items() if v == MASK}
+        assert masked == {*STORE_SECRETS, "google_service_account", "AWS_ACCESS_KEY_ID"}
+    # ordinary keys ending in _key stay readable in config dumps
+    assert mask_secrets({"partition_key": "$.id", "primary_key": ["id"]}) == {
+        "partition_key": "$.id",
+        "primary_key": ["id"],
+    }
+
+
+def test_text_masks_dict_reprs_json_and_azure_connection_strings() -> None:
+    text = (
+        f"no readable Delta table; check storage_options {dict(STORE_SECRETS, region='x')!r} "
+        f"or {json.dumps(STORE_SECRETS)}"
+    )
+    out = mask_text(text)
+    pieces = ["AZ-ACCOUNT", "AZ-ACCESS", "SAS", "CLIENTSECRET", "MASTERKEY", "GKEY"]
+    pieces += ["AWSSECRET", "AWSSESSION", "SSECKEY", "CONNKEY"]
+    for piece in pieces:
+        assert piece not in out, (piece, out)
+    assert "'region': 'x'" in out and "'azure_storage_account_key': '***'" in out
+    assert mask_text("AccountName=a;AccountKey=abc+/==;EndpointSuffix=x") == (
+        f"AccountName=a;AccountKey={MASK};EndpointSuffix=x"
+    )
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("unit", ["'a': '", "'password': 'x", '"a":', "AccountKey="])
+def test_the_new_text_rules_stay_linear(unit: str) -> None:
+    out = mask_text(unit * (1_000_000 // len(unit)))
+    assert "more characters cut" in out

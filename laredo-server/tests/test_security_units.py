@@ -245,3 +245,39 @@ def test_an_open_fanout_port_is_a_security_warning_in_status(quicktest_plugin: N
     assert "0.0.0.0:4777 accepts calls WITHOUT authentication" in open_port
     assert "grpc.auth.allow_unauthenticated = true" in open_port
     assert warnings(f'token = "{TOKEN}"') == []
+
+
+def test_object_store_credentials_are_masked_everywhere_error_text_goes(tmp_path: Path) -> None:
+    """N2: a source error that embeds object-store options (a dict repr, as delta-rs errors
+    did) is masked in /health/ready, GetStatus and GetSourceInfo; the delta archive's own
+    error text masks them at the source."""
+    from laredo_server._proto.laredo_proto.v1 import oam_pb2, oam_pb2_grpc
+
+    secrets = {
+        "azure_storage_account_key": "AZ-ACCOUNT-KEY-SECRET==",
+        "google_service_account_key": '{"private_key": "GCP-PRIVATE-KEY"}',
+    }
+    opts = {"azure_storage_account_name": "acct", **secrets}
+    h = Harness(tmp_path).start()
+    try:
+        h.source.fail_stream(RuntimeError(f"cannot open az://c/t: storage_options {opts!r}"))
+        assert wait_for(lambda: not h.rt.is_ready(), 10)
+        conn = http.client.HTTPConnection("127.0.0.1", h.rt.listeners.health_port, timeout=10)
+        conn.request("GET", "/health/ready")
+        body = conn.getresponse().read().decode()
+        conn.close()
+        stub = oam_pb2_grpc.LaredoOAMServiceStub(h.channel)  # type: ignore[no-untyped-call]
+        status = str(stub.GetStatus(oam_pb2.GetStatusRequest(), timeout=5))
+        info = str(stub.GetSourceInfo(oam_pb2.GetSourceInfoRequest(), timeout=5))
+        for text in (body, status, info):
+            assert "azure_storage_account_key" in text, text
+            assert "AZ-ACCOUNT-KEY" not in text and "GCP-PRIVATE-KEY" not in text, text
+    finally:
+        h.stop()
+    pytest.importorskip("deltalake")
+    from laredo_target_delta.archive import ArchiveError, open_table
+
+    with pytest.raises(ArchiveError) as err:
+        open_table(str(tmp_path / "no-table"), opts)
+    assert "storage_options" in str(err.value) and "acct" in str(err.value)
+    assert "AZ-ACCOUNT-KEY" not in str(err.value) and "GCP-PRIVATE-KEY" not in str(err.value)
