@@ -76,10 +76,11 @@ class HealthConfig(_Section):
     max_body: int = Field(default=4 << 20, ge=1024)
     """Largest Connect request body, in bytes, before and after decompression (413 beyond)."""
     max_connections: int = Field(default=64, ge=2)
-    """Connections served at once (one thread each); more wait in the listen backlog."""
+    """Connect RPCs served at once (one thread each); probes, metrics and the page have a
+    pool of their own. Connections still sending their request head take no thread."""
     timeout: Duration = 30.0
-    """Seconds each read of a request body, or write of an answer, may take. The request line
-    and headers (TLS handshake included) must arrive within 5 s."""
+    """Seconds the rest of a request (its body) may take as a whole, and each write of an
+    answer. The TLS handshake and request head must arrive within 5 s of the connection."""
 
 
 class MetricsConfig(_Section):
