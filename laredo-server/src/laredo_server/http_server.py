@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import ipaddress
 import json
 import logging
 import queue
@@ -47,7 +48,7 @@ from .status_page import serve_page
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HttpFrontend", "HttpLimits"]
+__all__ = ["HttpFrontend", "HttpLimits", "host_refusal"]
 
 PATHS = ["/health/live", "/health/ready", "/health/startup", "/metrics"]
 
@@ -60,6 +61,55 @@ class HttpLimits:
     max_body: int = DEFAULT_MAX_BODY
     max_connections: int = 64
     timeout: float = 30.0
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names (``health.allowed_hosts``) Connect calls may name in ``Host`` besides IP
+    literals and ``localhost``; ``"*"``: any."""
+
+
+def host_refusal(host_header: str | None, origin: str | None, allowed: tuple[str, ...]) -> str:
+    """Why a Connect call naming ``Host: host_header`` (from a page at ``origin``) is refused
+    ("" when it is not): DNS-rebinding protection. IP literals and ``localhost`` names are
+    always fine (a rebinding page has a DNS name), other names only when listed in
+    ``allowed``; a browser ``Origin`` must be the same host."""
+    if host_header is None:
+        return ""  # no browser sends a request without Host
+    name = _host_name(host_header)
+    if "*" not in allowed and not _local_or_literal(name) and name not in _names(allowed):
+        return (
+            f"Host {host_header!r} is not allowed on this port (DNS rebinding protection): "
+            f"add {name!r} to health.allowed_hosts"
+        )
+    if origin and origin != "null":
+        seen = _host_name(origin.split("://", 1)[-1].split("/", 1)[0])
+        if seen != name:
+            return f"cross-origin call from {origin!r} refused (Origin must match Host)"
+    elif origin == "null":
+        return "cross-origin call from an opaque origin refused"
+    return ""
+
+
+def _names(allowed: tuple[str, ...]) -> set[str]:
+    return {a.strip().lower().rstrip(".") for a in allowed}
+
+
+def _host_name(value: str) -> str:
+    """``host[:port]`` or ``[v6]:port`` without the port, lower case, no trailing dot."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        return v[1:].split("]", 1)[0]
+    if v.count(":") == 1:
+        v = v.split(":", 1)[0]
+    return v.rstrip(".")
+
+
+def _local_or_literal(name: str) -> bool:
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _tls_context(tls: TlsConfig) -> ssl.SSLContext:
@@ -284,6 +334,11 @@ def _handler(
                     "unimplemented",
                     "RPCs are not served on this port (health.connect = false)",
                 )
+            why = host_refusal(
+                self.headers.get("Host"), self.headers.get("Origin"), limits.allowed_hosts
+            )
+            if why:
+                return HTTP_STATUS["permission_denied"], "permission_denied", why
             if client_certs and not self.connection.getpeercert():
                 return (
                     HTTP_STATUS["unauthenticated"],

@@ -156,6 +156,7 @@ def runtime_from_config(
             max_body=model.health.max_body,
             max_connections=model.health.max_connections,
             timeout=model.health.timeout,
+            allowed_hosts=tuple(model.health.allowed_hosts),
         ),
     )
 

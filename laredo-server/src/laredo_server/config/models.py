@@ -78,6 +78,10 @@ class HealthConfig(_Section):
     max_connections: int = Field(default=64, ge=2)
     """Connect RPCs served at once (one thread each); probes, metrics and the page have a
     pool of their own. Connections still sending their request head take no thread."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names Connect calls may be addressed to (``Host``), besides IP literals and
+    ``localhost``: DNS-rebinding protection, so a web page cannot call the port through a name
+    it controls. List the names clients use (``laredo.example.internal``); ``["*"]``: any."""
     timeout: Duration = 30.0
     """Seconds the rest of a request (its body) may take as a whole, and each write of an
     answer. The TLS handshake and request head must arrive within 5 s of the connection."""
