@@ -308,3 +308,20 @@ def test_text_masks_dict_reprs_json_and_azure_connection_strings() -> None:
 def test_the_new_text_rules_stay_linear(unit: str) -> None:
     out = mask_text(unit * (1_000_000 // len(unit)))
     assert "more characters cut" in out
+
+
+def test_a_token_file_others_can_read_is_warned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """N12: a world-readable token file works, with a WARNING naming the key and the fix."""
+    f = tmp_path / "token"
+    f.write_text("s3cr3t\n")
+    f.chmod(0o644)
+    assert AuthConfig(token_file=str(f)).resolve("grpc.auth") == "s3cr3t"
+    (record,) = [r for r in caplog.records if r.name == "laredo.auth"]
+    assert "grpc.auth.token_file" in record.getMessage() and "chmod 600" in record.getMessage()
+    assert "s3cr3t" not in record.getMessage()
+    caplog.clear()
+    f.chmod(0o600)
+    AuthConfig(token_file=str(f)).resolve("grpc.auth")
+    assert not [r for r in caplog.records if r.name == "laredo.auth"]

@@ -335,3 +335,16 @@ def test_dns_rebinding_a_foreign_host_or_origin_never_reaches_a_service(tmp_path
     finally:
         named.close()
         h.stop()
+
+
+def test_a_network_include_is_refused_before_anything_is_fetched(tmp_path: Path) -> None:
+    """L2: ``include url(...)`` would fetch configuration at every load and reload."""
+    from laredo_server.config import load_config
+
+    inner = tmp_path / "inner.conf"
+    inner.write_text('include required(url("http://127.0.0.1:9/evil.conf"))\n')
+    main = tmp_path / "laredo.conf"
+    main.write_text('include "inner.conf"\nsources {}\ntables = []\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(main, env={})
+    assert f"{inner}:1: include url(...) is not allowed" in str(err.value)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from .errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Access",
@@ -78,7 +81,9 @@ class TokenConfig(BaseModel):
             return value
         if self.token_file:
             try:
-                value = Path(self.token_file).read_text().strip()
+                path = Path(self.token_file)
+                value = path.read_text().strip()
+                mode = path.stat().st_mode & 0o777
             except OSError as exc:
                 raise ConfigError(
                     f"{key}token_file: {self.token_file}: cannot read ({exc.strerror or exc})"
@@ -86,6 +91,13 @@ class TokenConfig(BaseModel):
             if not value:
                 raise ConfigError(
                     f"{key}token_file: {self.token_file} is empty; write the token into it"
+                )
+            if mode & 0o077:
+                logger.warning(
+                    "%stoken_file: %s is readable by other users (mode %s); chmod 600 it",
+                    key,
+                    self.token_file,
+                    oct(mode),
                 )
             return value
         return None
