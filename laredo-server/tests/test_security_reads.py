@@ -147,3 +147,27 @@ def test_explicitly_open_reads_off_loopback_are_a_security_warning(
     # on loopback, open reads are the default and no warning
     rt = runtime(f'port = 4999, auth {{ token = "{TOKEN}" }}')
     assert rt.protect_reads is False and rt.security_warnings == []
+
+
+def test_a_token_without_tls_off_loopback_is_warned(quicktest_plugin: None) -> None:
+    """N16: the token (admin or read, typed into the status page) travels in clear over a
+    plain listener off loopback: a WARNING at start names the listener and the fix."""
+    from laredo_server.config import cleartext_token_warnings
+
+    def warnings(extra: str) -> list[str]:
+        loaded = load_string(
+            "sources { src { type = quicktest } }\n"
+            "tables = [ { source = src, table = users,\n"
+            "             targets = [ { type = indexed-memory } ] } ]\n" + extra,
+            env={},
+        )
+        assert loaded.model is not None
+        return cleartext_token_warnings(loaded.model)
+
+    both = warnings(
+        f'grpc {{ host = "0.0.0.0", port = 4999, auth {{ token = "{TOKEN}" }} }}\n'
+        'health { host = "0.0.0.0", port = 8999 }\n'
+    )
+    assert len(both) == 2 and "no grpc.tls" in both[0] and "no health.tls" in both[1]
+    assert all("travel in clear" in w and TOKEN not in w for w in both)
+    assert warnings(f'grpc {{ port = 4999, auth {{ token = "{TOKEN}" }} }}\n') == []

@@ -32,6 +32,7 @@ from .config import (
     TlsConfig,
     build_engine,
     claimed_open_warnings,
+    cleartext_token_warnings,
     listener_problems,
     open_listener_warnings,
     reads_protected,
@@ -184,6 +185,8 @@ def serve(
         logger.error("server refused to start: %s", exc)
         return 1
     for warning in open_listener_warnings(model):  # a target's listener logs its own
+        logger.warning("%s", warning)
+    for warning in cleartext_token_warnings(model):
         logger.warning("%s", warning)
     if checks:
         log_preflight(model)

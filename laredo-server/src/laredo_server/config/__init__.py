@@ -57,6 +57,7 @@ from laredo.units import Duration, Size, parse_duration, parse_size
 from .dump import dump_config
 from .listeners import (
     claimed_open_warnings,
+    cleartext_token_warnings,
     listener_problems,
     open_listener_warnings,
     reads_protected,
@@ -105,6 +106,7 @@ __all__ = [
     "ValidationConfig",
     "build_engine",
     "claimed_open_warnings",
+    "cleartext_token_warnings",
     "dump_config",
     "listener_problems",
     "load_config",

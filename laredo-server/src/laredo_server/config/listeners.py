@@ -29,6 +29,7 @@ from .models import ServerConfig, TlsConfig
 
 __all__ = [
     "claimed_open_warnings",
+    "cleartext_token_warnings",
     "listener_problems",
     "open_listener_warnings",
     "reads_protected",
@@ -132,6 +133,26 @@ def open_listener_warnings(model: ServerConfig) -> list[str]:
             open_listener_warning(key="grpc.auth", host=h.host, port=h.port, serves=_CONNECT)
         )
     return out
+
+
+def cleartext_token_warnings(model: ServerConfig) -> list[str]:
+    """Listeners off loopback where tokens travel without TLS (logged at every start: a
+    TLS-terminating proxy or mesh in front makes them harmless, so they stay out of
+    GetStatus)."""
+    g = model.grpc
+    if g is None or not g.auth.configured:
+        return []
+    out = []
+    if model.grpc_enabled and not is_loopback(g.host) and g.tls is None:
+        out.append(f"grpc ({g.host}:{g.port})")
+    h = model.health
+    if _serves_connect(model) and not is_loopback(h.host) and h.tls is None:
+        out.append(f"health ({h.host}:{h.port}, Connect and the status page)")
+    return [
+        f"{where}: tokens and rows travel in clear (no {where.split(' ')[0]}.tls); use TLS, "
+        "or a TLS-terminating proxy in front, on any network you do not trust"
+        for where in out
+    ]
 
 
 def claimed_open_warnings(model: ServerConfig) -> list[str]:
