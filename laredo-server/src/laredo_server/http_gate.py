@@ -122,6 +122,7 @@ class HeadGate:
         self._inbox: queue.SimpleQueue[tuple[socket.socket, Any]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)  # a full pipe already means "wake up"
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="laredo-http-gate", daemon=True)
@@ -147,22 +148,30 @@ class HeadGate:
     # -- the loop ---------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._closing.is_set():
-            timeout = None
-            if self._pending:
-                first = next(iter(self._pending))
-                timeout = max(0.0, first.deadline - time.monotonic())
-            for key, _mask in self._sel.select(timeout):
-                if key.data is None:
-                    with contextlib.suppress(OSError):
-                        self._wake_r.recv(4096)
-                    continue
-                try:
-                    self._step(key.data)
-                except Exception:  # never kill the gate
-                    logger.debug("http head from %s failed", key.data.addr, exc_info=True)
-                    self._drop(key.data)
-            self._take_new()
-            self._expire()
+            try:
+                self._once()
+            except Exception:  # never kill the gate: the port would stop answering
+                logger.warning("http gate: unexpected error", exc_info=True)
+
+    def _once(self) -> None:
+        """One round: wait for readiness or the next deadline, step the ready connections,
+        take the new ones, close the late ones."""
+        timeout = None
+        if self._pending:
+            first = next(iter(self._pending))
+            timeout = max(0.0, first.deadline - time.monotonic())
+        for key, _mask in self._sel.select(timeout):
+            if key.data is None:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(4096)
+                continue
+            try:
+                self._step(key.data)
+            except Exception:  # one bad connection never stops the others
+                logger.debug("http head from %s failed", key.data.addr, exc_info=True)
+                self._drop(key.data)
+        self._take_new()
+        self._expire()
 
     def _take_new(self) -> None:
         while True:
@@ -219,7 +228,7 @@ class HeadGate:
         while True:
             try:
                 data = sock.recv(65536)
-            except (ssl.SSLWantReadError, BlockingIOError):
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
                 break
             if not data:
                 self._drop(acc)
