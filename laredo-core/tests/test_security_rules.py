@@ -3,12 +3,21 @@ M1, M8), and the fail-closed listener policy of :mod:`laredo.auth` (H1, H3)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from laredo.auth import AuthConfig, auth_problems, is_loopback
+from laredo.auth import Access, AuthConfig, Refusal, auth_problems, is_loopback
 from laredo.errors import ConfigError
-from laredo.secrets import MASK, MAX_TEXT, is_secret_key, mask_secrets, mask_text
+from laredo.secrets import (
+    MASK,
+    MAX_TEXT,
+    is_secret_key,
+    mask_secrets,
+    mask_storage_options,
+    mask_text,
+    show_value,
+)
 
 # -- M1: masking is linear and bounded --------------------------------------------------------
 
@@ -166,3 +175,153 @@ def test_configurations_whose_slot_advances_are_not_warned(
     snapshot: dict[str, object], durable: bool, resumable: bool
 ) -> None:
     assert _stalled(snapshot, durable, resumable) == []
+
+
+# -- H1 (round 4): reads need a token off loopback; a read-only token --------------------------
+
+ADMIN = [("authorization", "Bearer adm1n")]
+READ = [("authorization", "Bearer r3ad")]
+WRONG = [("authorization", "Bearer nope")]
+
+
+def test_reads_are_protected_by_default_off_loopback_with_a_token() -> None:
+    token = AuthConfig.model_validate({"token": "adm1n"})
+    assert token.reads_protected(["0.0.0.0"])
+    assert token.reads_protected(["127.0.0.1", "10.0.0.5"])
+    assert not token.reads_protected(["127.0.0.1", "localhost"])
+    assert not AuthConfig(allow_unauthenticated=True).reads_protected(["0.0.0.0"])
+    explicit = AuthConfig.model_validate({"token": "adm1n", "protect_reads": False})
+    assert not explicit.reads_protected(["0.0.0.0"])
+
+
+def test_access_a_wrong_token_is_refused_on_every_rpc_open_or_not() -> None:
+    access = Access(admin_token="adm1n", read_token="r3ad", protect_reads=False)
+    assert access.check(None, admin=False) is None  # reads open, no token presented
+    for admin in (False, True):
+        refusal = access.check(WRONG, admin=admin)
+        assert refusal == Refusal("UNAUTHENTICATED", "invalid token")
+
+
+def test_access_the_read_token_serves_reads_only() -> None:
+    access = Access(admin_token="adm1n", read_token="r3ad", protect_reads=True)
+    assert access.check(READ, admin=False) is None
+    assert access.check(ADMIN, admin=False) is None
+    assert access.check(ADMIN, admin=True) is None
+    denied = access.check(READ, admin=True)
+    assert denied is not None and denied.code == "PERMISSION_DENIED"
+    missing = access.check(None, admin=False)
+    assert missing is not None and missing.code == "UNAUTHENTICATED"
+    assert "read token" in missing.message
+    assert access.may_read(READ) and not access.may_read(None) and not access.may_read(WRONG)
+    # no admin token configured: everything is open (loopback or allow_unauthenticated)
+    assert Access().check(WRONG, admin=True) is None
+
+
+def test_read_token_problems_name_the_key_and_never_the_token(tmp_path: Path) -> None:
+    def problems(**kw: object) -> list[str]:
+        auth = AuthConfig.model_validate(kw)
+        return auth_problems(auth, key="grpc.auth", host="0.0.0.0", serves="gRPC")
+
+    assert problems(token="adm1n", read_token="r3ad") == []
+    no_admin = problems(read_token="r3ad", allow_unauthenticated=True)
+    assert any("grpc.auth.read_token: needs grpc.auth.token" in p for p in no_admin)
+    same = problems(token="adm1n", read_token="adm1n")
+    assert same == ["grpc.auth.read_token: is the admin token; give the read token its own value"]
+    assert problems(token="adm1n", read_token="  ") == [
+        "grpc.auth.read_token: is empty; set a non-empty token (or remove the key)"
+    ]
+    f = tmp_path / "read"
+    f.write_text("")
+    (empty,) = problems(token="adm1n", read_token_file=str(f))
+    assert empty.startswith("grpc.auth.read_token_file:") and "is empty" in empty
+    both = problems(token="adm1n", read_token="r3ad", read_token_file=str(f))
+    assert both == ["grpc.auth: give read_token or read_token_file, not both"]
+    for p in no_admin + same:
+        assert "adm1n" not in p and "r3ad" not in p
+
+
+# -- N2: object-store credentials are masked by key pattern -----------------------------------
+
+STORE_SECRETS = {
+    "azure_storage_account_key": "AZ-ACCOUNT-KEY-SECRET==",
+    "AZURE_STORAGE_ACCESS_KEY": "AZ-ACCESS==",
+    "azure_storage_sas_key": "sv=2024&sig=SAS",
+    "azure_storage_sas_token": "SASTOKEN",
+    "azure_storage_client_secret": "CLIENTSECRET",
+    "azure_storage_master_key": "MASTERKEY",
+    "google_service_account_key": '{"private_key": "-----BEGIN PRIVATE KEY-----GKEY"}',
+    "aws_secret_access_key": "AWSSECRET",
+    "aws_session_token": "AWSSESSION",
+    "AWS_SSE_CUSTOMER_KEY_BASE64": "SSECKEY",
+    "azure_storage_connection_string": "AccountName=a;AccountKey=CONNKEY==",
+}
+
+
+@pytest.mark.parametrize("key", sorted(STORE_SECRETS))
+def test_object_store_credential_names_are_secret_keys(key: str) -> None:
+    assert is_secret_key(key)
+    assert show_value(key, STORE_SECRETS[key]) is None
+
+
+def test_storage_options_are_masked_wholesale_but_places_and_switches() -> None:
+    opts = {
+        **STORE_SECRETS,
+        "google_service_account": "/run/secrets/sa.json",  # a path or the JSON itself
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://minio:p4ss@minio:9000",
+        "AWS_ALLOW_HTTP": "true",
+        "azure_storage_account_name": "acct",
+    }
+    for shown in (mask_storage_options(opts), mask_secrets({"storage_options": opts})):
+        shown = shown.get("storage_options", shown)
+        assert shown["AWS_REGION"] == "eu-west-1" and shown["AWS_ALLOW_HTTP"] == "true"
+        assert shown["azure_storage_account_name"] == "acct"
+        assert shown["AWS_ENDPOINT_URL"] == f"http://minio:{MASK}@minio:9000"
+        masked = {k for k, v in shown.items() if v == MASK}
+        assert masked == {*STORE_SECRETS, "google_service_account", "AWS_ACCESS_KEY_ID"}
+    # ordinary keys ending in _key stay readable in config dumps
+    assert mask_secrets({"partition_key": "$.id", "primary_key": ["id"]}) == {
+        "partition_key": "$.id",
+        "primary_key": ["id"],
+    }
+
+
+def test_text_masks_dict_reprs_json_and_azure_connection_strings() -> None:
+    text = (
+        f"no readable Delta table; check storage_options {dict(STORE_SECRETS, region='x')!r} "
+        f"or {json.dumps(STORE_SECRETS)}"
+    )
+    out = mask_text(text)
+    pieces = ["AZ-ACCOUNT", "AZ-ACCESS", "SAS", "CLIENTSECRET", "MASTERKEY", "GKEY"]
+    pieces += ["AWSSECRET", "AWSSESSION", "SSECKEY", "CONNKEY"]
+    for piece in pieces:
+        assert piece not in out, (piece, out)
+    assert "'region': 'x'" in out and "'azure_storage_account_key': '***'" in out
+    assert mask_text("AccountName=a;AccountKey=abc+/==;EndpointSuffix=x") == (
+        f"AccountName=a;AccountKey={MASK};EndpointSuffix=x"
+    )
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("unit", ["'a': '", "'password': 'x", '"a":', "AccountKey="])
+def test_the_new_text_rules_stay_linear(unit: str) -> None:
+    out = mask_text(unit * (1_000_000 // len(unit)))
+    assert "more characters cut" in out
+
+
+def test_a_token_file_others_can_read_is_warned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """N12: a world-readable token file works, with a WARNING naming the key and the fix."""
+    f = tmp_path / "token"
+    f.write_text("s3cr3t\n")
+    f.chmod(0o644)
+    assert AuthConfig(token_file=str(f)).resolve("grpc.auth") == "s3cr3t"
+    (record,) = [r for r in caplog.records if r.name == "laredo.auth"]
+    assert "grpc.auth.token_file" in record.getMessage() and "chmod 600" in record.getMessage()
+    assert "s3cr3t" not in record.getMessage()
+    caplog.clear()
+    f.chmod(0o600)
+    AuthConfig(token_file=str(f)).resolve("grpc.auth")
+    assert not [r for r in caplog.records if r.name == "laredo.auth"]

@@ -123,12 +123,17 @@ def test_runtime_before_start() -> None:
     assert rt.service_state() is ServiceState.STOPPING
 
 
-def test_token_required() -> None:
-    assert _runtime().token_required(admin=True) is None
-    rt = _runtime(admin_token="t")
-    assert (rt.token_required(admin=True), rt.token_required(admin=False)) == ("t", None)
+def test_access_follows_the_runtime_tokens() -> None:
+    admin = [("authorization", "Bearer t")]
+    assert _runtime().access.check(None, admin=True) is None
+    rt = _runtime(admin_token="t", read_token="r")
+    assert rt.access.check(None, admin=False) is None
+    assert rt.access.check(admin, admin=True) is None
+    refusal = rt.access.check(None, admin=True)
+    assert refusal is not None and refusal.code == "UNAUTHENTICATED"
     rt.protect_reads = True
-    assert rt.token_required(admin=False) == "t"
+    assert rt.access.check(None, admin=False) is not None
+    assert rt.access.check([("authorization", "Bearer r")], admin=False) is None
 
 
 def test_hub_routes_events_to_matching_watchers() -> None:

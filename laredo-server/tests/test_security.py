@@ -181,7 +181,7 @@ def _post_raw(port: int, path: str, body: bytes, headers: dict[str, str]) -> int
     """The HTTP status of a POST sent over a plain socket (no client-side limits)."""
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode())
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}\r\n".encode())
         with contextlib.suppress(OSError):  # the server may answer and close before the end
             s.sendall(body)
         status = s.makefile("rb").readline().split()

@@ -89,7 +89,7 @@ def test_bodies_past_the_cap_are_refused_whatever_the_framing(secured: Harness) 
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         head = "".join(f"{k}: {v}\r\n" for k, v in AUTH.items())
         te = "Transfer-Encoding: chunked"
-        sock.sendall(f"POST {status} HTTP/1.1\r\nHost: x\r\n{te}\r\n{head}\r\n".encode())
+        sock.sendall(f"POST {status} HTTP/1.1\r\nHost: 127.0.0.1\r\n{te}\r\n{head}\r\n".encode())
         with contextlib.suppress(OSError):  # the server answers and closes before the end
             for _ in range(100):
                 sock.sendall(b"10000\r\n" + b"x" * 65536 + b"\r\n")
@@ -117,7 +117,8 @@ def test_without_the_token_the_body_is_never_read(secured: Harness) -> None:
     assert port
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(
-            f"POST /{OAM}/ReloadAll HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"POST /{OAM}/ReloadAll HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\n"
             "Content-Length: 1000000\r\n\r\n".encode()
         )
         # answered at once although none of the announced body was sent
@@ -134,7 +135,7 @@ def test_connect_streams_count_against_max_streams(tmp_path: Path) -> None:
         for _ in range(2):
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
             s.sendall(
-                f"POST /{OAM}/WatchStatus HTTP/1.1\r\nHost: x\r\n"
+                f"POST /{OAM}/WatchStatus HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 "Content-Type: application/connect+json\r\n"
                 f"Content-Length: {len(req)}\r\n\r\n".encode()
                 + req
@@ -245,3 +246,105 @@ def test_an_open_fanout_port_is_a_security_warning_in_status(quicktest_plugin: N
     assert "0.0.0.0:4777 accepts calls WITHOUT authentication" in open_port
     assert "grpc.auth.allow_unauthenticated = true" in open_port
     assert warnings(f'token = "{TOKEN}"') == []
+
+
+def test_object_store_credentials_are_masked_everywhere_error_text_goes(tmp_path: Path) -> None:
+    """N2: a source error that embeds object-store options (a dict repr, as delta-rs errors
+    did) is masked in /health/ready, GetStatus and GetSourceInfo; the delta archive's own
+    error text masks them at the source."""
+    from laredo_server._proto.laredo_proto.v1 import oam_pb2, oam_pb2_grpc
+
+    secrets = {
+        "azure_storage_account_key": "AZ-ACCOUNT-KEY-SECRET==",
+        "google_service_account_key": '{"private_key": "GCP-PRIVATE-KEY"}',
+    }
+    opts = {"azure_storage_account_name": "acct", **secrets}
+    h = Harness(tmp_path).start()
+    try:
+        h.source.fail_stream(RuntimeError(f"cannot open az://c/t: storage_options {opts!r}"))
+        assert wait_for(lambda: not h.rt.is_ready(), 10)
+        conn = http.client.HTTPConnection("127.0.0.1", h.rt.listeners.health_port, timeout=10)
+        conn.request("GET", "/health/ready")
+        body = conn.getresponse().read().decode()
+        conn.close()
+        stub = oam_pb2_grpc.LaredoOAMServiceStub(h.channel)  # type: ignore[no-untyped-call]
+        status = str(stub.GetStatus(oam_pb2.GetStatusRequest(), timeout=5))
+        info = str(stub.GetSourceInfo(oam_pb2.GetSourceInfoRequest(), timeout=5))
+        for text in (body, status, info):
+            assert "azure_storage_account_key" in text, text
+            assert "AZ-ACCOUNT-KEY" not in text and "GCP-PRIVATE-KEY" not in text, text
+    finally:
+        h.stop()
+    pytest.importorskip("deltalake")
+    from laredo_target_delta.archive import ArchiveError, open_table
+
+    with pytest.raises(ArchiveError) as err:
+        open_table(str(tmp_path / "no-table"), opts)
+    assert "storage_options" in str(err.value) and "acct" in str(err.value)
+    assert "AZ-ACCOUNT-KEY" not in str(err.value) and "GCP-PRIVATE-KEY" not in str(err.value)
+
+
+def _call(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(
+            "POST",
+            path,
+            body=b'{"source_id":"src"}' if path.endswith("PauseSync") else b"{}",
+            headers={**headers, "Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def test_dns_rebinding_a_foreign_host_or_origin_never_reaches_a_service(tmp_path: Path) -> None:
+    """N4: a loopback server without a token (the default, and quickstart) refuses a Connect
+    call naming a Host it does not know, or sent from a page of another origin."""
+    from laredo_server.http_server import HttpFrontend, HttpLimits
+    from laredo_server.services import make_servicers
+
+    h = Harness(tmp_path).start()
+    named = HttpFrontend(
+        h.rt, make_servicers(h.rt), limits=HttpLimits(allowed_hosts=("laredo.internal",))
+    )
+    port = h.rt.listeners.health_port or 0
+    try:
+        pause = f"/{OAM}/PauseSync"
+        code, body = _call(port, pause, {"Host": "attacker.example:8080"})
+        assert code == 403 and body["code"] == "permission_denied"
+        assert "health.allowed_hosts" in body["message"] and "attacker.example" in body["message"]
+        code, body = _call(
+            port, pause, {"Host": f"127.0.0.1:{port}", "Origin": "http://attacker.example:8080"}
+        )
+        assert code == 403 and "Origin" in body["message"]
+        assert [p.state.value for p in h.rt.engine.pipelines()] == ["STREAMING", "STREAMING"]
+        # IP literals, localhost and a same-origin page go through
+        status = f"/{OAM}/GetStatus"
+        assert _call(port, status, {"Host": f"127.0.0.1:{port}"})[0] == 200
+        assert _call(port, status, {"Host": f"localhost:{port}"})[0] == 200
+        same = {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
+        assert _call(port, status, same)[0] == 200
+        # health.allowed_hosts admits a configured name
+        h.rt.listeners.health_port = None
+        named.start()
+        other = h.rt.listeners.health_port or 0
+        assert _call(other, status, {"Host": f"laredo.internal:{other}"})[0] == 200
+        assert _call(other, status, {"Host": f"attacker.example:{other}"})[0] == 403
+    finally:
+        named.close()
+        h.stop()
+
+
+def test_a_network_include_is_refused_before_anything_is_fetched(tmp_path: Path) -> None:
+    """L2: ``include url(...)`` would fetch configuration at every load and reload."""
+    from laredo_server.config import load_config
+
+    inner = tmp_path / "inner.conf"
+    inner.write_text('include required(url("http://127.0.0.1:9/evil.conf"))\n')
+    main = tmp_path / "laredo.conf"
+    main.write_text('include "inner.conf"\nsources {}\ntables = []\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(main, env={})
+    assert f"{inner}:1: include url(...) is not allowed" in str(err.value)

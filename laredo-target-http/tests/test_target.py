@@ -585,3 +585,45 @@ def test_replica_keys_a_table_without_primary_key_by_every_column() -> None:
     replica.apply("/changes", {"changes": [{"action": "DELETE", "old": {"day": 1, "note": "a"}}]})
     assert replica.rows() == [{"day": 1, "note": "b"}]
     assert replica.get(1, "b") == {"day": 1, "note": "b"}
+
+
+def test_a_huge_or_endless_error_body_is_cut_not_read_to_the_end(make_target: Any) -> None:
+    """L1: a receiver announcing a 1 GB answer (and sending it slowly) is read only up to
+    MAX_RESPONSE: the 400 is reported as it is, without holding the whole body in memory or
+    waiting for it."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536)
+                n = int(head.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0])
+                body = head.split(b"\r\n\r\n", 1)[1]
+                while len(body) < n:
+                    body += conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 1000000000\r\n\r\n")
+                conn.sendall(b"x" * (256 * 1024))  # then nothing more: a reader of it all waits
+                stop.wait(20)
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        t = make_target(base_url=f"http://127.0.0.1:{srv.getsockname()[1]}", timeout=15)
+        t.apply_changes(T, [ins(1, 1)])
+        with pytest.raises(HttpSyncError, match="rejected with HTTP 400") as info:
+            t.flush()
+        assert not info.value.transient
+    finally:
+        stop.set()
+        srv.close()

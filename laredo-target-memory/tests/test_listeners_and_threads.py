@@ -288,3 +288,42 @@ def test_optimistic_get_retries_under_the_lock_when_a_write_ran() -> None:
     # The unlocked read sees a changed version, so the target reads again with the lock.
     assert t.get(1)["id"] == 1  # type: ignore[index]
     assert calls[0] == 2
+
+
+def test_listen_lazily_decodes_outside_the_writers_lock_without_gap_or_duplicate() -> None:
+    """N5: a streaming replay holds no lock while it decodes, so the writer goes on mid-replay;
+    replayed rows then live changes reconstruct the table exactly."""
+    t = new_target(50)
+    live: list[tuple[Any, Any]] = []
+    pairs, unsubscribe = t.listen_lazily(lambda old, new: live.append((old, new)))
+    mirror: dict[Any, Any] = {}
+    first = next(pairs)
+    mirror[first[1]["id"]] = first[1]
+    # mid-replay, a writer on another thread applies at once (a replay under the writer's
+    # lock would block it until the whole table was delivered)
+    writer = threading.Thread(
+        target=lambda: (
+            t.on_insert(T, {"id": 99, "owner": "o99", "balance": 0, "version": 1}),
+            t.apply_changes(T, [ev(ChangeAction.DELETE, old={"id": 0})]),
+            t.apply_changes(
+                T, [ev(ChangeAction.UPDATE, {"id": 7, "owner": "x", "balance": 1, "version": 2})]
+            ),
+        )
+    )
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive(), "the writer waited for the replay"
+    assert len(live) == 3
+    for old, new in pairs:  # the rest of the replay: the values as of registration
+        assert old is None
+        mirror[new["id"]] = new
+    assert len(mirror) == 50 and mirror[7]["owner"] == "o7"
+    for old, new in live:
+        if new is None:
+            mirror.pop(old["id"])
+        else:
+            mirror[new["id"]] = new
+    assert mirror == {r["id"]: r for r in t.all()}
+    unsubscribe()
+    t.on_insert(T, {"id": 100, "owner": "o100", "balance": 0, "version": 0})
+    assert len(live) == 3

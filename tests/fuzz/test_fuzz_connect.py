@@ -82,7 +82,8 @@ headers = st.fixed_dictionaries(
     optional={
         "Content-Encoding": st.sampled_from(["gzip", "identity", "br", " GZIP "]),
         "Connect-Content-Encoding": st.sampled_from(["gzip", "identity", "zstd"]),
-        "Connect-Timeout-Ms": st.sampled_from(["0", "1", "100000", "-5", "x"]),
+        "Connect-Timeout-Ms": st.sampled_from(["0", "1", "100000", "-5", "x", "9" * 5000])
+        | st.text(max_size=12),
     },
 )
 STATUSES = {200, 404, 415, *HTTP_STATUS.values()}
@@ -112,3 +113,29 @@ def test_every_request_gets_a_reply(path: str, hdrs: dict[str, str], body: bytes
         error = json.loads(end[5:]).get("error")
         assert error is None or error["code"] != "internal", error
     assert time.monotonic() - t0 < 2
+
+
+@settings.get_profile("laredo-fuzz")
+@given(
+    st.none() | st.text(max_size=80),
+    st.none() | st.text(max_size=80) | st.just("null"),
+    st.none() | st.text(max_size=80).map(lambda t: f"Bearer {t}"),
+    st.lists(st.text(max_size=20), max_size=3).map(tuple),
+)
+@example("[::1", "http://[::1", "Bearer ", ("*",))
+def test_the_header_checks_answer_every_host_origin_and_token(
+    host: str | None, origin: str | None, auth: str | None, allowed: tuple[str, ...]
+) -> None:
+    """The checks before a body is read (``Host``/``Origin``, the token) never raise: a
+    refusal is a message, and a reason never echoes the token."""
+    from laredo.auth import Access
+    from laredo_server.http_server import host_refusal
+
+    why = host_refusal(host, origin, allowed)
+    assert isinstance(why, str)
+    metadata = [] if auth is None else [("authorization", auth)]
+    for admin in (False, True):
+        refusal = Access("adm1n-token", "r3ad-token", True).check(metadata, admin=admin)
+        if refusal is not None:
+            assert refusal.code in ("UNAUTHENTICATED", "PERMISSION_DENIED")
+            assert "adm1n-token" not in refusal.message and "r3ad-token" not in refusal.message

@@ -1,12 +1,18 @@
 """Who may call a listener: the ``auth`` block and the fail-closed rule every RPC listener
 follows (the server's gRPC and Connect ports, a fan-out replication port).
 
-* :class:`AuthConfig` is ``auth { token | token_file, protect_reads, allow_unauthenticated }``;
-  :class:`ListenerAuth` the same without ``protect_reads`` (a fan-out port, where every RPC
-  reads rows) and :class:`TokenConfig` just ``token | token_file`` (what a client presents).
+* :class:`AuthConfig` is ``auth { token | token_file, read_token | read_token_file,
+  protect_reads, allow_unauthenticated }``; :class:`ListenerAuth` the same without the read
+  token and ``protect_reads`` (a fan-out port, where every RPC reads rows) and
+  :class:`TokenConfig` just ``token | token_file`` (what a client presents).
   A token that is empty or only whitespace (inline, or a token file mounted before it was
   filled) is a configuration error, never "no token".
-* :func:`token_matches` checks a call's ``authorization: Bearer <token>`` in constant time.
+* :func:`token_matches` checks a call's ``authorization: Bearer <token>`` in constant time;
+  :class:`Access` is the whole per-call rule of the server's listeners: the admin token opens
+  every RPC, the read token only read-only ones, a presented token that is neither is refused
+  on every RPC (open or not), and reads need a token when ``protect_reads`` is in force. It
+  is in force by default when a token is set and a listener serving RPCs is off loopback
+  (:meth:`AuthConfig.reads_protected`).
 * :func:`is_loopback` tells whether a bind address only accepts local connections.
 * :func:`auth_problems` is the policy: a listener bound to anything but loopback needs a
   non-empty token or the explicit ``allow_unauthenticated = true``. Each problem names the key
@@ -19,20 +25,29 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from .errors import ConfigError
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
+    "Access",
     "AuthConfig",
     "ListenerAuth",
+    "Refusal",
     "TokenConfig",
     "auth_problems",
     "is_loopback",
     "open_listener_warning",
+    "open_reads_warning",
+    "presented_token",
     "token_matches",
 ]
 
@@ -66,7 +81,9 @@ class TokenConfig(BaseModel):
             return value
         if self.token_file:
             try:
-                value = Path(self.token_file).read_text().strip()
+                path = Path(self.token_file)
+                value = path.read_text().strip()
+                mode = path.stat().st_mode & 0o777
             except OSError as exc:
                 raise ConfigError(
                     f"{key}token_file: {self.token_file}: cannot read ({exc.strerror or exc})"
@@ -74,6 +91,13 @@ class TokenConfig(BaseModel):
             if not value:
                 raise ConfigError(
                     f"{key}token_file: {self.token_file} is empty; write the token into it"
+                )
+            if mode & 0o077:
+                logger.warning(
+                    "%stoken_file: %s is readable by other users (mode %s); chmod 600 it",
+                    key,
+                    self.token_file,
+                    oct(mode),
                 )
             return value
         return None
@@ -98,11 +122,32 @@ class ListenerAuth(TokenConfig):
 
 
 class AuthConfig(ListenerAuth):
-    """``auth { token = ..., token_file = ..., protect_reads, allow_unauthenticated }`` of
-    the server's admin listeners."""
+    """``auth { token = ..., token_file = ..., read_token = ..., read_token_file = ...,
+    protect_reads, allow_unauthenticated }`` of the server's admin listeners."""
 
-    protect_reads: bool = False
-    """Also require the token for read-only RPCs (status, queries, lists, streams)."""
+    protect_reads: bool | None = None
+    """Also require a token (admin or read) for read-only RPCs (status, queries, lists,
+    streams). Unset: true when a token is set and a listener serving RPCs is off loopback,
+    false otherwise. ``false`` off loopback serves every row to anyone who can reach the
+    port (a WARNING at every start, and in GetStatus)."""
+    read_token: SecretStr | None = None
+    """A second token that opens the read-only RPCs only (the status page, dashboards,
+    ``laredo status``/``query``); admin RPCs refuse it. Needs ``token``."""
+    read_token_file: str | None = None
+    """Read the read-only token from this file instead."""
+
+    @property
+    def read(self) -> TokenConfig:
+        """The read-only token as a :class:`TokenConfig`."""
+        return TokenConfig(token=self.read_token, token_file=self.read_token_file)
+
+    def reads_protected(self, rpc_hosts: Iterable[str]) -> bool:
+        """Whether read-only RPCs need a token on listeners bound to ``rpc_hosts``: the
+        explicit ``protect_reads``, else true when a token is set and any host is off
+        loopback."""
+        if self.protect_reads is not None:
+            return self.protect_reads
+        return self.configured and any(not is_loopback(h) for h in rpc_hosts)
 
 
 _LOCAL_NAMES = ("localhost", "localhost.", "ip6-localhost", "ip6-loopback")
@@ -127,8 +172,8 @@ def auth_problems(auth: ListenerAuth | None, *, key: str, host: str, serves: str
     empty when it may. ``serves`` names the listener in messages (``"gRPC (grpc.host)"``)."""
     a = auth or ListenerAuth()
     out = a.token_problems(key)
-    if isinstance(a, AuthConfig) and a.protect_reads and not a.configured:
-        out.append(f"{key}.protect_reads: needs {key}.token or {key}.token_file")
+    if isinstance(a, AuthConfig):
+        out += _read_token_problems(a, key)
     if a.allow_unauthenticated and a.configured:
         out.append(f"{key}.allow_unauthenticated: a token is configured too; remove one of them")
     if not is_loopback(host) and not a.configured and not a.allow_unauthenticated:
@@ -137,6 +182,32 @@ def auth_problems(auth: ListenerAuth | None, *, key: str, host: str, serves: str
             f"token: set {key}.token (or {key}.token_file), or {key}.allow_unauthenticated = true "
             "to serve it to anyone who can reach the port"
         )
+    return out
+
+
+def _read_token_problems(a: AuthConfig, key: str) -> list[str]:
+    out = []
+    if a.protect_reads and not a.configured:
+        out.append(f"{key}.protect_reads: needs {key}.token or {key}.token_file")
+    if not a.read.configured:
+        return out
+    if a.read_token is not None and a.read_token_file:
+        return [*out, f"{key}: give read_token or read_token_file, not both"]
+    if not a.configured:
+        out.append(
+            f"{key}.read_token: needs {key}.token or {key}.token_file (the admin token); "
+            "without one every RPC is open and a read token protects nothing"
+        )
+    try:
+        read = a.read.resolve("")
+    except ConfigError as exc:  # "token: is empty" / "token_file: ...": name the read key
+        return [*out, f"{key}.read_{exc}"]
+    try:
+        admin = a.resolve("")
+    except ConfigError:
+        return out  # reported by token_problems
+    if read is not None and admin is not None and hmac.compare_digest(read, admin):
+        out.append(f"{key}.read_token: is the admin token; give the read token its own value")
     return out
 
 
@@ -150,15 +221,103 @@ def open_listener_warning(*, key: str, host: str, port: int | None, serves: str)
     )
 
 
-def token_matches(
-    metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None, token: str
-) -> bool | None:
-    """Whether ``authorization: Bearer <token>`` in ``metadata`` (pairs or a mapping) matches
-    ``token`` (constant time); None when the call carries no authorization at all."""
+def open_reads_warning(*, key: str, hosts: Iterable[str]) -> str:
+    """The WARNING logged at every start (and shown by GetStatus) when reads are explicitly
+    open (``protect_reads = false``) on a listener off loopback that has a token."""
+    where = ", ".join(sorted(set(hosts)))
+    return (
+        f"read-only RPCs (GetRow, ListRows, Subscribe, GetStatus, ...) on {where} answer "
+        f"WITHOUT a token ({key}.protect_reads = false): anyone who can reach the port reads "
+        f"every row; remove {key}.protect_reads, or give readers {key}.read_token"
+    )
+
+
+Code = Literal["UNAUTHENTICATED", "PERMISSION_DENIED"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a call may not go on: a gRPC status name and the message (never a token)."""
+
+    code: Code
+    message: str
+
+
+ADMIN_HINT = (
+    "this RPC needs the admin token: send metadata 'authorization: Bearer <token>' "
+    "(laredo --token / LAREDO_TOKEN)"
+)
+READ_HINT = (
+    "this read-only RPC needs a token (the admin or the read token): send metadata "
+    "'authorization: Bearer <token>' (laredo --token / LAREDO_TOKEN)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may call what on the server's RPC listeners (the gRPC and Connect ports).
+
+    * No admin token: every call is open (a loopback listener, or ``allow_unauthenticated``).
+    * A presented token must be the admin or the read token, on every RPC, open or not.
+    * Admin RPCs need the admin token; the read token is PERMISSION_DENIED there.
+    * Read-only RPCs need one of the two tokens when ``protect_reads``.
+    """
+
+    admin_token: str | None = None
+    read_token: str | None = None
+    protect_reads: bool = False
+
+    def check(
+        self, metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None, *, admin: bool
+    ) -> Refusal | None:
+        """None when a call with ``metadata`` may go on, else why not."""
+        if not self.admin_token:
+            return None
+        given = presented_token(metadata)
+        if given is None:
+            if admin:
+                return Refusal("UNAUTHENTICATED", ADMIN_HINT)
+            return Refusal("UNAUTHENTICATED", READ_HINT) if self.protect_reads else None
+        if _same(given, self.admin_token):
+            return None
+        if self.read_token and _same(given, self.read_token):
+            if admin:
+                return Refusal(
+                    "PERMISSION_DENIED",
+                    "the read token only serves read-only RPCs; this one needs the admin token",
+                )
+            return None
+        return Refusal("UNAUTHENTICATED", "invalid token")
+
+    def may_read(self, metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> bool:
+        """A read-only call with ``metadata`` would go on and carries a valid token (or no
+        token is configured): it may see details (error text) too."""
+        if not self.admin_token:
+            return True
+        return presented_token(metadata) is not None and self.check(metadata, admin=False) is None
+
+
+def _same(given: str, token: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def presented_token(
+    metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+) -> str | None:
+    """The bearer token of ``authorization`` in ``metadata`` (None: no such header)."""
     pairs = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
     for key, value in pairs:
         if str(key).lower() == "authorization":
             value = str(value)
             given = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
-            return hmac.compare_digest(given.strip().encode(), token.encode())
+            return given.strip()
     return None
+
+
+def token_matches(
+    metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None, token: str
+) -> bool | None:
+    """Whether ``authorization: Bearer <token>`` in ``metadata`` (pairs or a mapping) matches
+    ``token`` (constant time); None when the call carries no authorization at all."""
+    given = presented_token(metadata)
+    return None if given is None else _same(given, token)

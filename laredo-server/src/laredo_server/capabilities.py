@@ -18,6 +18,7 @@ __all__ = [
     "DescribedSource",
     "DrainableTarget",
     "KeyListingTarget",
+    "LazilyListenableTarget",
     "ListenableTarget",
     "LookupTarget",
     "PipelineLabelled",
@@ -88,6 +89,16 @@ class ListenableTarget(Protocol):
     def listen(
         self, fn: Callable[[Any, Any], None], replay_existing: bool = False
     ) -> Callable[[], None]: ...
+
+
+@runtime_checkable
+class LazilyListenableTarget(Protocol):
+    """``listen_lazily(fn)``: the current values as an iterator decoded outside the target's
+    locks, then every later change to ``fn`` (a replay that streams a table of any size)."""
+
+    def listen_lazily(
+        self, fn: Callable[[Any, Any], None]
+    ) -> tuple[Iterator[tuple[None, Any]], Callable[[], None]]: ...
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from ._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from .config import TlsConfig
 from .runtime import ServerRuntime
 from .services import OAM_SERVICE, QUERY_SERVICE
-from .services._rpc import UNAUTHENTICATED_HINT, token_matches
+from .services._rpc import refuse
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,9 @@ def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
 
 class PluginTokenInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """The admin token check for services plugins add (``laredo_register_services``): any
-    method outside the OAM, Query, health and reflection services needs the token whenever
-    one is configured (the built-in services check it themselves, per method)."""
+    method outside the OAM, Query, health and reflection services needs the admin token
+    whenever one is configured (the read token is refused there; the built-in services check
+    tokens themselves, per method)."""
 
     def __init__(self, rt: ServerRuntime) -> None:
         self.rt = rt
@@ -48,16 +49,14 @@ class PluginTokenInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     def intercept_service(self, continuation: Any, details: Any) -> Any:
         handler = continuation(details)
         service = str(details.method).lstrip("/").split("/", 1)[0]
-        token = self.rt.token_required(admin=True)
-        if handler is None or service in _OWN_SERVICES or token is None:
+        if handler is None or service in _OWN_SERVICES:
             return handler
-        ok = token_matches(details.invocation_metadata, token)
-        if ok:
+        refusal = self.rt.access.check(details.invocation_metadata, admin=True)
+        if refusal is None:
             return handler
-        why = "invalid admin token" if ok is False else UNAUTHENTICATED_HINT
 
         def deny(_request: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, why)
+            refuse(context, refusal)
 
         kind = (handler.request_streaming, handler.response_streaming)
         make = {

@@ -11,16 +11,19 @@ Guarantees: probes and metrics never need credentials (``/health/ready`` leaves 
 text for a caller without the token when ``protect_reads`` is set). A Connect call is refused
 before its body is read when it lacks the token its method needs, lacks a verified client
 certificate (``health.tls.client_ca_file``) or announces more than ``max_body`` bytes; a gzip
-body stops inflating at ``max_body``. At most ``max_connections`` requests are served at once
-(further connections wait in the listen backlog). A connection has :data:`HEAD_TIMEOUT`
-seconds for its TLS handshake and request head, then each socket read or write times out
-after ``timeout`` seconds; TLS handshakes run in the worker threads, never in the accept loop.
+body stops inflating at ``max_body``. The TLS handshake and request head are read by the
+:class:`~laredo_server.http_gate.HeadGate` (a deadline of :data:`HEAD_TIMEOUT` seconds in all,
+without a thread); then at most ``max_connections`` RPCs are served at once, and probes,
+metrics and the page by a pool of their own. The rest of a request must arrive within
+``timeout`` seconds as a whole; each write may take that long.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
+import ipaddress
 import json
 import logging
 import queue
@@ -36,21 +39,18 @@ from typing import Any
 
 from . import __version__
 from .config import TlsConfig
+from .http_gate import HEAD_TIMEOUT, Accepted, HeadGate, Prefixed
 from .httpjson import DEFAULT_MAX_BODY, HTTP_STATUS, BodyTooLarge, handle, method_of
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
-from .services._rpc import UNAUTHENTICATED_HINT, is_admin, token_matches
+from .services._rpc import is_admin
 from .status_page import serve_page
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HttpFrontend", "HttpLimits"]
+__all__ = ["HttpFrontend", "HttpLimits", "host_refusal"]
 
 PATHS = ["/health/live", "/health/ready", "/health/startup", "/metrics"]
-
-HEAD_TIMEOUT = 5.0
-"""Seconds a connection may take to send its request line and headers (at most
-``health.timeout``): an idle connection holds a worker no longer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,55 @@ class HttpLimits:
     max_body: int = DEFAULT_MAX_BODY
     max_connections: int = 64
     timeout: float = 30.0
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names (``health.allowed_hosts``) Connect calls may name in ``Host`` besides IP
+    literals and ``localhost``; ``"*"``: any."""
+
+
+def host_refusal(host_header: str | None, origin: str | None, allowed: tuple[str, ...]) -> str:
+    """Why a Connect call naming ``Host: host_header`` (from a page at ``origin``) is refused
+    ("" when it is not): DNS-rebinding protection. IP literals and ``localhost`` names are
+    always fine (a rebinding page has a DNS name), other names only when listed in
+    ``allowed``; a browser ``Origin`` must be the same host."""
+    if host_header is None:
+        return ""  # no browser sends a request without Host
+    name = _host_name(host_header)
+    if "*" not in allowed and not _local_or_literal(name) and name not in _names(allowed):
+        return (
+            f"Host {host_header!r} is not allowed on this port (DNS rebinding protection): "
+            f"add {name!r} to health.allowed_hosts"
+        )
+    if origin and origin != "null":
+        seen = _host_name(origin.split("://", 1)[-1].split("/", 1)[0])
+        if seen != name:
+            return f"cross-origin call from {origin!r} refused (Origin must match Host)"
+    elif origin == "null":
+        return "cross-origin call from an opaque origin refused"
+    return ""
+
+
+def _names(allowed: tuple[str, ...]) -> set[str]:
+    return {a.strip().lower().rstrip(".") for a in allowed}
+
+
+def _host_name(value: str) -> str:
+    """``host[:port]`` or ``[v6]:port`` without the port, lower case, no trailing dot."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        return v[1:].split("]", 1)[0]
+    if v.count(":") == 1:
+        v = v.split(":", 1)[0]
+    return v.rstrip(".")
+
+
+def _local_or_literal(name: str) -> bool:
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _tls_context(tls: TlsConfig) -> ssl.SSLContext:
@@ -74,12 +123,29 @@ def _tls_context(tls: TlsConfig) -> ssl.SSLContext:
     return ctx
 
 
-class _PooledHTTPServer(HTTPServer):
-    """An HTTP server with a fixed pool of daemon worker threads: the accept loop waits for a
-    free worker, so connections can never multiply threads, and a stuck client never holds
-    up the process's exit."""
+class _SocketWriter(io.BufferedIOBase):
+    """``wfile``: every write is sent whole (``sendall``), each send bounded by the socket's
+    timeout (``health.timeout``)."""
 
-    request_queue_size = 128  # the listen backlog: connections waiting for a worker
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self._sock.sendall(b)
+        with memoryview(b) as view:
+            return view.nbytes
+
+
+class _PooledHTTPServer(HTTPServer):
+    """An HTTP server whose accept loop hands each connection to a :class:`HeadGate` (TLS
+    handshake and request head read without a thread), then to one of two fixed pools of
+    daemon threads: ``max_connections`` for RPCs, a few for probes, metrics and the page. A
+    stuck client never holds up the process's exit."""
+
+    request_queue_size = 128  # the listen backlog
 
     def __init__(
         self,
@@ -90,44 +156,60 @@ class _PooledHTTPServer(HTTPServer):
     ) -> None:
         self.limits = limits
         self.ssl_context = ssl_context
-        self._slots = threading.BoundedSemaphore(limits.max_connections)
-        self._work_queue: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
-        self._closing = threading.Event()
+        probe_workers = max(2, min(8, limits.max_connections // 8))
+        self._pools: dict[str, tuple[int, queue.Queue[Accepted | None]]] = {
+            "rpc": (limits.max_connections, queue.Queue()),
+            "probe": (probe_workers, queue.Queue()),
+        }
         super().__init__(addr, handler)
-        for k in range(limits.max_connections):
-            threading.Thread(target=self._worker, name=f"laredo-http-{k}", daemon=True).start()
+        pending = max(256, 4 * limits.max_connections)
+        self.gate = HeadGate(
+            ssl_context,
+            self._dispatch,
+            max_pending=pending,
+            max_per_peer=max(16, pending // 8),
+            head_timeout=min(HEAD_TIMEOUT, limits.timeout),
+        )
+        for kind, (n, jobs) in self._pools.items():
+            for k in range(n):
+                threading.Thread(
+                    target=self._worker, args=(jobs,), name=f"laredo-http-{kind}-{k}", daemon=True
+                ).start()
 
     def get_request(self) -> tuple[Any, Any]:
-        sock, addr = self.socket.accept()
-        sock.settimeout(min(HEAD_TIMEOUT, self.limits.timeout))
-        return sock, addr
+        return self.socket.accept()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        while not self._slots.acquire(timeout=0.5):
-            if self._closing.is_set():
-                self.shutdown_request(request)
-                return
-        self._work_queue.put((request, client_address))
+        self.gate.add(request, client_address)
 
-    def _worker(self) -> None:
-        while (job := self._work_queue.get()) is not None:
-            try:
-                self._serve_one(*job)
-            finally:
-                self._slots.release()
+    def _dispatch(self, kind: str, acc: Accepted) -> bool:
+        workers, jobs = self._pools[kind]
+        if jobs.qsize() >= 2 * workers:
+            return False
+        jobs.put(acc)
+        return True
 
-    def _serve_one(self, request: socket.socket, client_address: Any) -> None:
-        conn: socket.socket = request
+    def _worker(self, jobs: queue.Queue[Accepted | None]) -> None:
+        while (acc := jobs.get()) is not None:
+            self._serve_one(acc)
+
+    def _serve_one(self, acc: Accepted) -> None:
+        conn = acc.sock
         try:
-            if self.ssl_context is not None:
-                conn = self.ssl_context.wrap_socket(request, server_side=True)
-            self.finish_request(conn, client_address)
+            conn.setblocking(True)
+            conn.settimeout(self.limits.timeout)
+            self.RequestHandlerClass(acc, acc.addr, self)  # type: ignore[arg-type]  # the head-read connection
         except (OSError, ssl.SSLError) as exc:
-            logger.debug("http connection from %s: %s", client_address, exc)
+            logger.debug("http connection from %s: %s", acc.addr, exc)
         except Exception:
-            self.handle_error(conn, client_address)
+            self.handle_error(conn, acc.addr)
         finally:
             self.shutdown_request(conn)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log through the module's logger (masked like every log line), never a raw
+        traceback on stderr."""
+        logger.warning("http request from %s failed", client_address, exc_info=True)
 
     def shutdown_request(self, request: Any) -> None:
         """Close after a lingering read: a client still sending a body we refused reads our
@@ -149,10 +231,11 @@ class _PooledHTTPServer(HTTPServer):
         request.close()
 
     def server_close(self) -> None:
-        self._closing.set()
         super().server_close()
-        for _ in range(self.limits.max_connections):
-            self._work_queue.put(None)
+        self.gate.close()
+        for n, jobs in self._pools.values():
+            for _ in range(n):
+                jobs.put(None)
 
 
 def _peer_connected(conn: socket.socket) -> bool:
@@ -205,12 +288,19 @@ def _handler(
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "laredo/" + __version__
-        timeout = min(HEAD_TIMEOUT, limits.timeout)  # until the request head is in
 
-        def parse_request(self) -> bool:
-            ok = super().parse_request()
-            self.connection.settimeout(limits.timeout)  # the body, and what is sent back
-            return ok
+        def setup(self) -> None:
+            """The head is already read (by the gate): the rest of the request must arrive
+            within ``health.timeout`` as a whole; each write may take that long."""
+            acc: Accepted = self.request
+            self.connection = acc.sock
+            deadline = time.monotonic() + limits.timeout
+            self.rfile = io.BufferedReader(Prefixed(acc.sock, bytes(acc.buf), deadline))
+            self.wfile = _SocketWriter(acc.sock)
+
+        def handle(self) -> None:
+            self.close_connection = True
+            self.handle_one_request()  # one request per connection
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("http: " + format, *args)
@@ -244,18 +334,23 @@ def _handler(
                     "unimplemented",
                     "RPCs are not served on this port (health.connect = false)",
                 )
+            why = host_refusal(
+                self.headers.get("Host"), self.headers.get("Origin"), limits.allowed_hosts
+            )
+            if why:
+                return HTTP_STATUS["permission_denied"], "permission_denied", why
             if client_certs and not self.connection.getpeercert():
                 return (
                     HTTP_STATUS["unauthenticated"],
                     "unauthenticated",
                     "this port requires a client certificate (health.tls.client_ca_file)",
                 )
-            token = rt.token_required(is_admin(method_of(servicers, path)))
-            if token is not None:
-                ok = token_matches(dict(self.headers), token)
-                if not ok:
-                    why = "invalid admin token" if ok is False else UNAUTHENTICATED_HINT
-                    return HTTP_STATUS["unauthenticated"], "unauthenticated", why
+            refusal = rt.access.check(
+                self.headers.items(), admin=is_admin(method_of(servicers, path))
+            )
+            if refusal is not None:
+                code = refusal.code.lower()
+                return HTTP_STATUS[code], code, refusal.message
             if self._chunked():
                 return None  # read chunk by chunk, up to max_body (see _body)
             try:
@@ -336,8 +431,8 @@ def _handler(
                     }
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/health/ready":
-                    token = rt.token_required(admin=False)
-                    detail = token is None or bool(token_matches(dict(self.headers), token))
+                    access = rt.access
+                    detail = not access.protect_reads or access.may_read(self.headers.items())
                     ok, reasons = rt.readiness(detail=detail)
                     body = {
                         "ready": ok,

@@ -273,9 +273,15 @@ def _decompress(data: bytes, encoding: str, limit: int = DEFAULT_MAX_BODY) -> by
 
 
 def _deadline(headers: Mapping[str, str]) -> float | None:
+    """The call's deadline from ``Connect-Timeout-Ms`` (None: none); ``ValueError`` when the
+    header is not 1 to 10 digits (the Connect protocol's limit)."""
     text = _header(headers, "connect-timeout-ms").strip()
-    if not text.isdigit():
+    if not text:
         return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 10:
+        raise ValueError(
+            "Connect-Timeout-Ms: must be a positive integer of at most 10 digits (milliseconds)"
+        )
     return time.monotonic() + int(text) / 1000
 
 
@@ -322,7 +328,11 @@ def handle(
         )
     request_cls = getattr(module, mdesc.input_type.name)
     fn: Callable[..., Any] = getattr(servicer, method)
-    ctx = HttpContext(headers, _deadline(headers), alive)
+    try:
+        deadline = _deadline(headers)
+    except ValueError as exc:
+        return _error(400, "invalid_argument", str(exc))
+    ctx = HttpContext(headers, deadline, alive)
     if streaming:
         return Reply(
             200,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from laredo import Engine, Pipeline, PipelineInfo
+from laredo.auth import Access
 from laredo.errors import EngineStateError, SnapshotError
 from laredo.observers import CompositeObserver
 from laredo.replay import SnapshotReplay
@@ -202,6 +203,7 @@ class ServerRuntime:
         *,
         admin_token: str | None = None,
         protect_reads: bool = False,
+        read_token: str | None = None,
         per_action_metrics: bool = True,
         metrics_enabled: bool = True,
         watch_buffer: int = 16_384,
@@ -213,6 +215,7 @@ class ServerRuntime:
         self.factory = factory
         self.admin_token = admin_token
         self.protect_reads = protect_reads
+        self.read_token = read_token
         self.watch_buffer = watch_buffer
         self.drain = drain
         self.grace_period = grace_period
@@ -357,12 +360,12 @@ class ServerRuntime:
             )
         return drained
 
-    def token_required(self, admin: bool) -> str | None:
-        """The token a call must carry (None: no check): admin calls need it when a token is
-        configured, read-only calls too with ``protect_reads``."""
-        if self.admin_token and (admin or self.protect_reads):
-            return self.admin_token
-        return None
+    @property
+    def access(self) -> Access:
+        """Who may call what (:class:`laredo.auth.Access`): admin calls need the admin token
+        when one is configured, read-only calls a token (admin or read) with
+        ``protect_reads``; a presented token that is neither is refused everywhere."""
+        return Access(self.admin_token, self.read_token, self.protect_reads)
 
     # -- state -------------------------------------------------------------------------------
     def ready_check(self) -> Callable[[PipelineInfo], bool]:

@@ -32,8 +32,10 @@ from .config import (
     TlsConfig,
     build_engine,
     claimed_open_warnings,
+    cleartext_token_warnings,
     listener_problems,
     open_listener_warnings,
+    reads_protected,
 )
 from .grpc_server import GrpcFrontend
 from .http_server import HttpFrontend, HttpLimits
@@ -124,7 +126,8 @@ def runtime_from_config(
     rt = ServerRuntime(
         engine_factory,
         admin_token=model.admin_token(),
-        protect_reads=bool(g and g.auth.protect_reads),
+        protect_reads=reads_protected(model),
+        read_token=model.read_token(),
         per_action_metrics=model.observability.metrics.per_action,
         metrics_enabled=model.observability.metrics.enabled,
         watch_buffer=g.watch_buffer if g is not None else 16_384,
@@ -154,6 +157,7 @@ def runtime_from_config(
             max_body=model.health.max_body,
             max_connections=model.health.max_connections,
             timeout=model.health.timeout,
+            allowed_hosts=tuple(model.health.allowed_hosts),
         ),
     )
 
@@ -181,6 +185,8 @@ def serve(
         logger.error("server refused to start: %s", exc)
         return 1
     for warning in open_listener_warnings(model):  # a target's listener logs its own
+        logger.warning("%s", warning)
+    for warning in cleartext_token_warnings(model):
         logger.warning("%s", warning)
     if checks:
         log_preflight(model)

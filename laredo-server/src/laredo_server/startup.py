@@ -19,7 +19,7 @@ from laredo.types import PipelineState
 
 from . import __version__
 from .addresses import cli_address, is_any_host
-from .config import ServerConfig
+from .config import ServerConfig, reads_protected
 from .runtime import Listeners
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def next_command(model: ServerConfig, listeners: Listeners) -> str:
             flags += " --tls --tls-ca CA_FILE"
             if g.tls.client_ca_file:
                 flags += " --tls-cert CERT_FILE --tls-key KEY_FILE"
-        if g.auth.protect_reads:
+        if reads_protected(model):
             return f"LAREDO_TOKEN=... laredo{flags} status"
         return f"laredo{flags} status"
     if listeners.health_port:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from laredo.secrets import mask_secrets
+from laredo.secrets import mask_storage_options
 from laredo.units import Duration
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -18,8 +18,9 @@ __all__ = ["DeltaSourceOptions", "DeltaTargetOptions", "MaintenanceOptions", "ma
 
 
 def masked(storage_options: dict[str, str] | None) -> dict[str, Any]:
-    """``storage_options`` as they may be printed: credentials masked."""
-    return dict(mask_secrets(dict(storage_options or {})))
+    """``storage_options`` as they may be printed: every value masked but a region, endpoint,
+    bucket or switch (:func:`laredo.secrets.mask_storage_options`)."""
+    return mask_storage_options(dict(storage_options or {}))
 
 
 def _check_uri(value: str) -> str:

@@ -27,7 +27,13 @@ def build_target(options: ReplicationFanoutOptions) -> FanOutTarget:
     if options.archive is not None:
         from .archive import ColdArchive  # noqa: PLC0415 - lazy: the optional Delta archive
 
-        target.sessions.archive = ColdArchive(options.archive.uri, options.archive.storage_options)
+        a = options.archive
+        target.sessions.archive = ColdArchive(
+            a.uri,
+            a.storage_options,
+            max_entries=a.max_entries,
+            max_concurrent=a.max_concurrent,
+        )
     return target
 
 

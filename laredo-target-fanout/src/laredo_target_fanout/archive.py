@@ -6,9 +6,14 @@ client whose position is older than the journal but *equal to the position of a 
 archive* (a version boundary) gets the archive's changes after that commit up to its newest
 one, then the journal from right after that newest commit's position. When any of that does
 not hold (no such commit, the journal no longer reaches the archive's head, other columns, an
-unreadable archive) :meth:`ColdArchive.plan` returns None and the client gets a full snapshot,
-as without an archive. Everything is read before the handshake, so a failure never leaves a
-client half-served.
+unreadable archive, more than ``archive.max_entries`` changes to replay) the client gets a full
+snapshot, as without an archive. Everything is read before the handshake, so a failure never
+leaves a client half-served.
+
+Locks: :meth:`ColdArchive.prepare` reads the archive (remote I/O, the whole range) **outside**
+the target's lock, at most ``archive.max_concurrent`` at once, reading at most
+``max_entries`` changes; :meth:`ColdArchive.place` then checks the journal and numbers the
+entries under the lock, in time independent of the archive.
 
 Sequence numbers: the ``k`` replayed entries are numbered ``S + 1 .. S + k`` and the handshake
 resumes after ``S``; the last replayed batch covers through ``R``, the journal sequence to
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,7 +43,7 @@ from .positions import PositionCodec
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ArchivePlan", "ColdArchive"]
+__all__ = ["ArchivePlan", "ColdArchive", "Prepared"]
 
 _ACTIONS = {
     "delete": ChangeAction.DELETE,
@@ -46,6 +52,15 @@ _ACTIONS = {
 }
 _ORDER = {"delete": 0, "update_postimage": 1, "insert": 2}
 _META = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The archive's changes after the client's commit through its newest one (read outside
+    the target's lock), and the newest commit's position."""
+
+    entries: list[JournalEntry]
+    head_position: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +77,14 @@ class ArchivePlan:
 class ColdArchive:
     """A Delta archive of a fan-out target's table (see the module docstring)."""
 
-    def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        storage_options: Mapping[str, str] | None = None,
+        *,
+        max_entries: int = 100_000,
+        max_concurrent: int = 2,
+    ) -> None:
         try:
             from laredo_target_delta import archive as delta  # noqa: PLC0415 - lazy: optional extra
         except ImportError:
@@ -74,6 +96,8 @@ class ColdArchive:
         self._delta = delta
         self.uri = uri
         self.storage_options = dict(storage_options or {})
+        self.max_entries = max_entries
+        self._slots = threading.BoundedSemaphore(max_concurrent)
 
     def __repr__(self) -> str:
         return f"ColdArchive(uri={self.uri!r})"
@@ -86,12 +110,28 @@ class ColdArchive:
         columns: tuple[ColumnDefinition, ...],
         last_sequence: int | None = None,
     ) -> ArchivePlan | None:
-        """The replay for a client at ``last_position`` (``last_sequence``: its sequence when
-        it is in this journal), or None (then: a full snapshot)."""
+        """:meth:`prepare` then :meth:`place` (for a caller that holds no lock)."""
+        prepared = self.prepare(last_position, codec, columns)
+        return None if prepared is None else self.place(prepared, journal, codec, last_sequence)
+
+    def prepare(
+        self, last_position: str, codec: PositionCodec, columns: tuple[ColumnDefinition, ...]
+    ) -> Prepared | None:
+        """The archive's changes after the commit at ``last_position`` through its newest
+        commit, or None (then: a full snapshot). Call it without the target's lock: it reads
+        the archive. Waits for one of ``max_concurrent`` slots (None after 30 s)."""
         if not last_position:
             return None
+        if not self._slots.acquire(timeout=30.0):
+            logger.warning(
+                "fan-out cold archive %s: %s: every replay slot stayed busy for 30 s "
+                "(archive.max_concurrent); full snapshot instead",
+                self.uri,
+                last_position,
+            )
+            return None
         try:
-            return self._plan(last_position, journal, codec, columns, last_sequence)
+            return self._prepare(last_position, codec, columns)
         except Exception as exc:  # an unreadable archive degrades to the full snapshot
             logger.warning(
                 "fan-out cold archive %s: cannot serve a client at %s (full snapshot instead): %s",
@@ -100,15 +140,34 @@ class ColdArchive:
                 exc,
             )
             return None
+        finally:
+            self._slots.release()
 
-    def _plan(
+    def place(
         self,
-        last_position: str,
+        prepared: Prepared,
         journal: Journal,
         codec: PositionCodec,
-        columns: tuple[ColumnDefinition, ...],
-        last_sequence: int | None,
+        last_sequence: int | None = None,
     ) -> ArchivePlan | None:
+        """The replay of ``prepared`` against the journal now (target lock held: cheap), or
+        None when the journal no longer reaches the archive's head (no gap allowed) or the
+        client's own sequence leaves no room."""
+        head = codec.from_string(prepared.head_position)
+        resume_at = journal.resume_after(head, sys.maxsize, codec)
+        if resume_at is None:
+            return None
+        entries = prepared.entries  # one client's: numbered in place
+        start = resume_at - len(entries) if last_sequence is None else last_sequence
+        if start + len(entries) > resume_at:
+            return None
+        for i, e in enumerate(entries, 1):
+            e.sequence = start + i
+        return ArchivePlan(entries, start, resume_at)
+
+    def _prepare(
+        self, last_position: str, codec: PositionCodec, columns: tuple[ColumnDefinition, ...]
+    ) -> Prepared | None:
         delta = self._delta
         dt = delta.open_table(self.uri, self.storage_options, key="archive.uri")
         desc = delta.description_of(dt, self.uri, key="archive.uri")
@@ -120,9 +179,6 @@ class ColdArchive:
         if start is None or not whole:
             return None
         head = whole[-1]
-        resume_at = journal.resume_after(codec.from_string(str(head.position)), sys.maxsize, codec)
-        if resume_at is None:
-            return None  # the journal no longer reaches the archive's head: no gap allowed
         entries = self._entries(
             dt,
             after=start.version,
@@ -131,12 +187,7 @@ class ColdArchive:
             codec=codec,
             columns=desc.columns,
         )
-        start = resume_at - len(entries) if last_sequence is None else last_sequence
-        if start + len(entries) > resume_at:
-            return None
-        for i, e in enumerate(entries, 1):
-            e.sequence = start + i
-        return ArchivePlan(entries, start, resume_at)
+        return None if entries is None else Prepared(entries, str(head.position))
 
     def _entries(
         self,
@@ -147,18 +198,38 @@ class ColdArchive:
         commits: list[Any],
         codec: PositionCodec,
         columns: tuple[ColumnDefinition, ...],
-    ) -> list[JournalEntry]:
+    ) -> list[JournalEntry] | None:
+        """The changes of versions ``after + 1 .. through``; None when they are more than
+        ``max_entries`` (read batch by batch, so no more than that is ever held)."""
         import pyarrow as pa  # noqa: PLC0415 - lazy: optional extra
         from laredo_target_delta.columns import codecs_for, rows_of  # noqa: PLC0415 - lazy: optional extra
 
         if through <= after:
             return []
         position_of = {c.version: codec.from_string(str(c.position)) for c in commits}
-        cdf = pa.table(dt.load_cdf(starting_version=after + 1, ending_version=through))
+        reader = pa.RecordBatchReader.from_stream(
+            dt.load_cdf(starting_version=after + 1, ending_version=through)
+        )
+        batches = []
+        n = 0
+        for batch in reader:
+            n += batch.num_rows
+            if n > self.max_entries * 2:  # an update is two rows (pre- and postimage)
+                logger.info(
+                    "fan-out cold archive %s: more than %d changes to replay "
+                    "(archive.max_entries); full snapshot instead",
+                    self.uri,
+                    self.max_entries,
+                )
+                return None
+            batches.append(batch)
+        cdf = pa.Table.from_batches(batches, schema=reader.schema)
         rows = [r for r in rows_of(cdf, codecs_for(columns)) if r["_change_type"] in _ORDER]
         rows.sort(key=lambda r: (r["_commit_version"], _ORDER[r["_change_type"]]))
         keys = [c.name for c in columns if c.primary_key]
         now = time.time()
+        if len(rows) > self.max_entries:
+            return None
         out: list[JournalEntry] = []
         for r in rows:
             version = int(r["_commit_version"])

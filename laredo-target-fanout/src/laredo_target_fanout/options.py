@@ -191,6 +191,11 @@ class ArchiveOptions(OptionsModel):
 
     uri: str
     storage_options: dict[str, str] = Field(default_factory=dict, repr=False)
+    max_entries: int = Field(default=100_000, ge=1)
+    """Most changes one client replays from the archive; a client further behind gets a full
+    snapshot (the replay is held in memory until it is sent)."""
+    max_concurrent: int = Field(default=2, ge=1)
+    """Archive replays read at once (each reads outside the target's lock); more wait."""
 
 
 class ReplicationFanoutOptions(OptionsModel):

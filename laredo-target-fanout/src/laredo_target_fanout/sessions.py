@@ -167,10 +167,12 @@ class Sessions:
         columns: tuple[ColumnDefinition, ...],
         heartbeat_interval: float,
         snapshot_now: SnapshotNow,
+        prepared: Any = None,
     ) -> tuple[ClientSession, Handshake, FanOutSnapshot | None, bool]:
         """Register a client and choose its mode, atomically with the journal. Returns the
         session, the handshake, the snapshot to send first (FULL_SNAPSHOT) and whether that
-        snapshot was made for it."""
+        snapshot was made for it. ``prepared``: the cold archive's replay, read beforehand
+        without the lock (:meth:`needs_archive_locked`, ``ColdArchive.prepare``)."""
         existing = self.clients.get(client_id)
         max_clients = self.grpc.max_clients
         if existing is None and max_clients and len(self.clients) >= max_clients:
@@ -185,22 +187,14 @@ class Sessions:
         j = self.journal
         cur = j.current_sequence
         oldest = j.oldest_sequence
-        floor = oldest - 1 if oldest else cur  # the oldest sequence a reader may resume after
         new_snapshot = False
         snapshot: FanOutSnapshot | None = None
-        snap_id = ""
-        # a) same journal: the client's sequence is exact
-        last = resume.last_sequence
-        if resume.journal_id == j.journal_id and 0 < last <= cur and last >= floor:
-            mode, resume_at = SyncMode.DELTA, last
-        else:
-            mode, resume_at = self._choose_locked(resume, codec, floor)
-            if mode is SyncMode.DELTA_FROM_SNAPSHOT:
-                snap_id = resume.last_snapshot_id
+        mode, resume_at = self._mode_locked(resume, codec)
+        snap_id = resume.last_snapshot_id if mode is SyncMode.DELTA_FROM_SNAPSHOT else ""
         replay = None
-        if mode is SyncMode.FULL_SNAPSHOT and self.archive is not None:
+        if mode is SyncMode.FULL_SNAPSHOT and self.archive is not None and prepared is not None:
             mine = resume.last_sequence if resume.journal_id == j.journal_id else None
-            replay = self.archive.plan(resume.last_position, j, codec, columns, mine)
+            replay = self.archive.place(prepared, j, codec, mine)
             if replay is not None:
                 mode, resume_at = SyncMode.DELTA, replay.start
         if mode is SyncMode.FULL_SNAPSHOT:
@@ -242,6 +236,28 @@ class Sessions:
             client_id=client_id,
         )
         return session, handshake, snapshot, new_snapshot
+
+    def needs_archive_locked(self, resume: ResumeRequest, codec: PositionCodec) -> bool:
+        """A client resuming at ``resume`` would get a full snapshot, and the cold archive
+        might spare it (read the archive then, without the lock, and open with it)."""
+        return (
+            self.archive is not None
+            and bool(resume.last_position)
+            and self._mode_locked(resume, codec)[0] is SyncMode.FULL_SNAPSHOT
+        )
+
+    def _mode_locked(self, resume: ResumeRequest, codec: PositionCodec) -> tuple[SyncMode, int]:
+        """The mode and the sequence to resume after, from the journal and retained
+        snapshots alone (no archive)."""
+        j = self.journal
+        cur = j.current_sequence
+        oldest = j.oldest_sequence
+        floor = oldest - 1 if oldest else cur  # the oldest sequence a reader may resume after
+        # a) same journal: the client's sequence is exact
+        last = resume.last_sequence
+        if resume.journal_id == j.journal_id and 0 < last <= cur and last >= floor:
+            return SyncMode.DELTA, last
+        return self._choose_locked(resume, codec, floor)
 
     def _choose_locked(
         self, resume: ResumeRequest, codec: PositionCodec, floor: int

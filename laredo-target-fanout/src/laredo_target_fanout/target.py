@@ -459,6 +459,13 @@ class FanOutTarget:
         resume = ResumeRequest(
             last_sequence, journal_id, last_position, last_snapshot_id, applied_at_position
         )
+        prepared = None
+        archive = self.sessions.archive
+        if archive is not None:
+            with self._cond:
+                needed = self.sessions.needs_archive_locked(resume, self.codec)
+            if needed:  # read the archive without the lock; placed (re-checked) under it
+                prepared = archive.prepare(last_position, self.codec, self.columns)
         with self._cond:
             self.sessions.check_open_locked()
             if not self._ready:
@@ -473,6 +480,7 @@ class FanOutTarget:
                 columns=self.columns,
                 heartbeat_interval=self.heartbeat_interval,
                 snapshot_now=lambda: self._snapshot_locked(persist=False),
+                prepared=prepared,
             )
         if new and snapshot is not None:
             self._announce(snapshot, persist=False)

@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 """Besides every 5xx: request timeout, too early, too many requests."""
 
+MAX_RESPONSE = 64 * 1024
+"""Most bytes of a receiver's answer read (a larger one is cut and its connection closed)."""
+
 _STALE_CONNECTION_ERRORS = (
     http.client.RemoteDisconnected,
     BrokenPipeError,
@@ -150,7 +153,10 @@ class HttpClient:
                 self.requests += 1
                 conn.request("POST", self._prefix + path, body=body, headers=self._headers)
                 resp = conn.getresponse()
-                data = resp.read()
+                data = resp.read(MAX_RESPONSE)  # only a snippet is ever shown
+                if not resp.isclosed():  # more than that: the rest is never read
+                    self.close()
+                    return resp.status, resp.headers, data
             except _STALE_CONNECTION_ERRORS:
                 self.close()
                 if reused and not fresh_retry:

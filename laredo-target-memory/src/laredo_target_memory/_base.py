@@ -496,7 +496,28 @@ class MemoryTargetBase(Generic[V]):
                 existing = self._listener_values() if replay_existing else []
             if existing:
                 self._dispatch((sub,), [(None, v) for v in existing])
+        return self._unsubscriber(sub)
 
+    def listen_lazily(self, fn: Listener) -> tuple[Iterator[tuple[None, Any]], Callable[[], None]]:
+        """``listen(fn, replay_existing=True)`` for a reader that streams: returns the current
+        values as an iterator of ``(None, value)`` and ``unsubscribe()``; ``fn`` gets only the
+        changes after them. The writer's locks are held just to copy the stored values'
+        references; each value is decoded as the caller iterates, outside every lock. The
+        iterator holds the values as of registration: the caller hands them on before any
+        change ``fn`` received, and then there is no gap or duplicate."""
+        sub = Subscription(fn)
+        with self._dispatch_lock, self._lock:
+            self._subs = (*self._subs, sub)
+            existing = self._listener_values()
+        out = self._out
+
+        def values() -> Iterator[tuple[None, Any]]:
+            for v in existing:
+                yield None, out(v)
+
+        return values(), self._unsubscriber(sub)
+
+    def _unsubscriber(self, sub: Subscription) -> Callable[[], None]:
         def unsubscribe() -> None:
             with self._dispatch_lock, self._lock:
                 sub.active = False

@@ -55,7 +55,13 @@ from laredo.secrets import MASK, mask_secrets, mask_text
 from laredo.units import Duration, Size, parse_duration, parse_size
 
 from .dump import dump_config
-from .listeners import claimed_open_warnings, listener_problems, open_listener_warnings
+from .listeners import (
+    claimed_open_warnings,
+    cleartext_token_warnings,
+    listener_problems,
+    open_listener_warnings,
+    reads_protected,
+)
 from .loaded import LoadedConfig
 from .loader import ENV_PREFIX, load_config, load_string, parse_value
 from .models import (
@@ -100,6 +106,7 @@ __all__ = [
     "ValidationConfig",
     "build_engine",
     "claimed_open_warnings",
+    "cleartext_token_warnings",
     "dump_config",
     "listener_problems",
     "load_config",
@@ -111,5 +118,6 @@ __all__ = [
     "parse_size",
     "parse_value",
     "pipeline_id",
+    "reads_protected",
     "validate_tree",
 ]

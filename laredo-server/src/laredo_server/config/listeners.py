@@ -7,18 +7,34 @@ Connect), checked by ``laredo config validate``, ``laredo check`` and ``laredo s
 * When gRPC requires client certificates, the HTTP port serves Connect only behind the same
   check (``health.tls.client_ca_file``), or not at all (``health.connect = false``).
 * ``grpc.max_workers`` exceeds ``grpc.max_streams``, so unary calls always find a thread.
+* With a token and a listener serving RPCs off loopback, read-only RPCs need a token too
+  (:func:`reads_protected`); ``grpc.auth.protect_reads = false`` there is a warning
+  (:func:`open_listener_warnings`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from laredo.auth import AuthConfig, auth_problems, is_loopback, open_listener_warning
+from laredo.auth import (
+    AuthConfig,
+    auth_problems,
+    is_loopback,
+    open_listener_warning,
+    open_reads_warning,
+)
 from laredo.config import target_listener_claims
 
 from .models import ServerConfig, TlsConfig
 
-__all__ = ["claimed_open_warnings", "listener_problems", "open_listener_warnings"]
+__all__ = [
+    "claimed_open_warnings",
+    "cleartext_token_warnings",
+    "listener_problems",
+    "open_listener_warnings",
+    "reads_protected",
+    "rpc_hosts",
+]
 
 _GRPC = "gRPC (OAM, Query)"
 _CONNECT = "the HTTP port's Connect gateway (OAM, Query)"
@@ -36,6 +52,23 @@ def _tls_files(tls: TlsConfig | None, key: str) -> list[str]:
 
 def _serves_connect(model: ServerConfig) -> bool:
     return model.health.enabled and model.health.connect
+
+
+def rpc_hosts(model: ServerConfig) -> list[str]:
+    """The bind addresses of the listeners that serve the OAM and Query RPCs."""
+    out = []
+    if model.grpc_enabled and model.grpc is not None:
+        out.append(model.grpc.host)
+    if _serves_connect(model):
+        out.append(model.health.host)
+    return out
+
+
+def reads_protected(model: ServerConfig) -> bool:
+    """Read-only RPCs need a token (admin or read): ``grpc.auth.protect_reads``, by default
+    true when a token is set and an RPC listener is off loopback."""
+    auth = model.grpc.auth if model.grpc is not None else AuthConfig()
+    return auth.reads_protected(rpc_hosts(model))
 
 
 def listener_problems(model: ServerConfig) -> list[str]:
@@ -79,9 +112,17 @@ def listener_problems(model: ServerConfig) -> list[str]:
 
 def open_listener_warnings(model: ServerConfig) -> list[str]:
     """The warnings of listeners that serve RPCs to any address without a token
-    (``grpc.auth.allow_unauthenticated``); logged at every start and shown by GetStatus."""
+    (``grpc.auth.allow_unauthenticated``), or reads without one (``protect_reads = false``
+    off loopback); logged at every start and shown by GetStatus."""
     g = model.grpc
-    if g is None or g.auth.configured or not g.auth.allow_unauthenticated:
+    if g is None:
+        return []
+    if g.auth.configured:
+        off = [h for h in rpc_hosts(model) if not is_loopback(h)]
+        if off and not reads_protected(model):
+            return [open_reads_warning(key="grpc.auth", hosts=off)]
+        return []
+    if not g.auth.allow_unauthenticated:
         return []
     out = []
     if model.grpc_enabled and not is_loopback(g.host):
@@ -92,6 +133,26 @@ def open_listener_warnings(model: ServerConfig) -> list[str]:
             open_listener_warning(key="grpc.auth", host=h.host, port=h.port, serves=_CONNECT)
         )
     return out
+
+
+def cleartext_token_warnings(model: ServerConfig) -> list[str]:
+    """Listeners off loopback where tokens travel without TLS (logged at every start: a
+    TLS-terminating proxy or mesh in front makes them harmless, so they stay out of
+    GetStatus)."""
+    g = model.grpc
+    if g is None or not g.auth.configured:
+        return []
+    out = []
+    if model.grpc_enabled and not is_loopback(g.host) and g.tls is None:
+        out.append(f"grpc ({g.host}:{g.port})")
+    h = model.health
+    if _serves_connect(model) and not is_loopback(h.host) and h.tls is None:
+        out.append(f"health ({h.host}:{h.port}, Connect and the status page)")
+    return [
+        f"{where}: tokens and rows travel in clear (no {where.split(' ')[0]}.tls); use TLS, "
+        "or a TLS-terminating proxy in front, on any network you do not trust"
+        for where in out
+    ]
 
 
 def claimed_open_warnings(model: ServerConfig) -> list[str]:

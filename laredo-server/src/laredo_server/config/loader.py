@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from laredo.errors import ConfigError
+from laredo.secrets import is_secret_key
 from laredo.units import WrittenDuration, parse_duration
 
 from .gocompat import apply_go_env, translate_go_keys
@@ -28,6 +29,7 @@ __all__ = ["ENV_PREFIX", "load_config", "load_string", "parse_value", "plain_tre
 ENV_PREFIX = "LAREDO_"
 _ENV_SEP = "__"
 _INCLUDE = re.compile(r'^\s*include\s+(?:required\()?(?:file\()?"([^"]+)"', re.MULTILINE)
+_NETWORK_INCLUDE = re.compile(r"^\s*include\s+(?:required\(\s*)?(url|classpath)\(", re.MULTILINE)
 
 
 _PERIOD_TEXT = re.compile(r"\s*(\d+ *[A-Za-z]+)")
@@ -109,6 +111,10 @@ def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
     from pyhocon import ConfigFactory  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
     _keep_period_text()
+    fetched = _network_includes(path, set())
+    if fetched:
+        problems.extend(fetched)
+        return None
     try:
         tree = ConfigFactory.parse_file(str(path), required=True)
     except FileNotFoundError:
@@ -124,6 +130,25 @@ def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
     result = plain_tree(tree, "", problems)
     assert isinstance(result, dict)
     return result
+
+
+def _network_includes(path: Path, seen: set[Path]) -> list[str]:
+    """``include url(...)`` / ``classpath(...)`` in ``path`` or a file it includes: refused,
+    so loading (and every reload) never fetches configuration over the network."""
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    out = [
+        f"{path}:{text.count(chr(10), 0, m.start()) + 1}: include {m.group(1)}(...) is not "
+        "allowed (configuration is never fetched over the network or the classpath); copy "
+        'the file next to this one and write include "FILE"'
+        for m in _NETWORK_INCLUDE.finditer(text)
+    ]
+    for m in _INCLUDE.finditer(text):
+        inc = Path(m.group(1))
+        out += _network_includes(inc if inc.is_absolute() else path.parent / inc, seen)
+    return out
 
 
 def _collect_texts(path: Path, texts: dict[Path, list[str]]) -> None:
@@ -266,6 +291,13 @@ def _apply_sets(loaded: LoadedConfig, sets: Iterable[str], problems: list[str]) 
             problems.append(f"--set {item!r}: write --set key.path=value")
             continue
         parts = _split_path(key.strip())
+        if is_secret_key(parts[-1]):
+            problems.append(
+                f"--set {key.strip()}: a secret on the command line shows in ps and shell "
+                f"history; put it in the file (a *_file key such as {parts[-1]}_file where "
+                "there is one) or the environment (LAREDO_<PATH>)"
+            )
+            continue
         problem = _set_path(loaded.tree, parts, parse_value(value), f"--set {key.strip()}")
         if problem:
             problems.append(problem)

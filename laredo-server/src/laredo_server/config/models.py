@@ -76,10 +76,15 @@ class HealthConfig(_Section):
     max_body: int = Field(default=4 << 20, ge=1024)
     """Largest Connect request body, in bytes, before and after decompression (413 beyond)."""
     max_connections: int = Field(default=64, ge=2)
-    """Connections served at once (one thread each); more wait in the listen backlog."""
+    """Connect RPCs served at once (one thread each); probes, metrics and the page have a
+    pool of their own. Connections still sending their request head take no thread."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names Connect calls may be addressed to (``Host``), besides IP literals and
+    ``localhost``: DNS-rebinding protection, so a web page cannot call the port through a name
+    it controls. List the names clients use (``laredo.example.internal``); ``["*"]``: any."""
     timeout: Duration = 30.0
-    """Seconds each read of a request body, or write of an answer, may take. The request line
-    and headers (TLS handshake included) must arrive within 5 s."""
+    """Seconds the rest of a request (its body) may take as a whole, and each write of an
+    answer. The TLS handshake and request head must arrive within 5 s of the connection."""
 
 
 class MetricsConfig(_Section):
@@ -132,6 +137,13 @@ class ServerConfig(EngineConfig):
         if self.grpc is None:
             return None
         return self.grpc.auth.resolve("grpc.auth")
+
+    def read_token(self) -> str | None:
+        """The read-only token of ``grpc.auth`` (None: none configured); ``ConfigError``
+        when it is empty or its file cannot be read."""
+        if self.grpc is None:
+            return None
+        return self.grpc.auth.read.resolve("grpc.auth.read")
 
     def engine_settings(self) -> EngineSettings:
         """Observer plugins, the stop deadline and the lag interval of the server's sections."""

@@ -1,7 +1,9 @@
 """What every RPC shares: the token check and the mapping of exceptions to status codes.
 
 ``@rpc()`` wraps a unary method and ``@stream()`` a server-streaming one: both check the
-token (admin methods always when one is configured; read-only ones with ``protect_reads``),
+caller's token (:attr:`ServerRuntime.access`: admin methods need the admin token when one is
+configured, read-only ones the admin or read token with ``protect_reads``, and a wrong token
+is refused on every method),
 then turn an exception into ``context.abort`` with the code of
 :func:`laredo.errors.grpc_status_name` (``KeyError`` is NOT_FOUND, ``ValueError``
 INVALID_ARGUMENT, ...). The context may be a gRPC one or the HTTP+JSON gateway's.
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
-from laredo.auth import token_matches
+from laredo.auth import ADMIN_HINT, Refusal, token_matches
 from laredo.errors import grpc_status_name
 from laredo.secrets import mask_text
 
@@ -31,6 +33,7 @@ __all__ = [
     "check_token",
     "is_admin",
     "long_call",
+    "refuse",
     "rpc",
     "stream",
     "token_matches",
@@ -66,10 +69,13 @@ def abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
     raise exc  # pragma: no cover - abort raises
 
 
-UNAUTHENTICATED_HINT = (
-    "this RPC needs the admin token: send metadata 'authorization: Bearer <token>' "
-    "(laredo --token / LAREDO_TOKEN)"
-)
+UNAUTHENTICATED_HINT = ADMIN_HINT
+
+
+def refuse(context: grpc.ServicerContext, refusal: Refusal) -> NoReturn:
+    """Abort the call with the refusal's status code and message."""
+    context.abort(getattr(grpc.StatusCode, refusal.code), refusal.message)
+    raise AssertionError("abort raises")  # pragma: no cover
 
 
 def check_token(context: grpc.ServicerContext, token: str) -> None:
@@ -79,15 +85,15 @@ def check_token(context: grpc.ServicerContext, token: str) -> None:
     if ok:
         return
     if ok is False:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid admin token")
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid token")
     context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_HINT)
 
 
 def authorize(rt: ServerRuntime, context: grpc.ServicerContext, admin: bool) -> None:
-    """Check the token when the runtime requires one for this kind of call."""
-    token = rt.token_required(admin)
-    if token is not None:
-        check_token(context, token)
+    """Abort unless the runtime's :class:`~laredo.auth.Access` lets this call go on."""
+    refusal = rt.access.check(context.invocation_metadata(), admin=admin)
+    if refusal is not None:
+        refuse(context, refusal)
 
 
 def is_admin(method: object) -> bool:

@@ -3,7 +3,7 @@
 Runs against the server's :class:`~laredo_server.runtime.ServerRuntime` (its current engine
 and that engine's own snapshot and dead-letter stores). Admin RPCs need the bearer token
 (``authorization: Bearer <token>`` metadata) when one is configured; read-only RPCs too when
-``grpc.auth.protect_reads`` is set.
+``grpc.auth.protect_reads`` is in force (the default off loopback); the read token opens those.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 from laredo.errors import ConfigError, EngineStateError
+from laredo.secrets import mask_secrets, mask_text
 from laredo.serialization import object_hook
 from laredo.types import TableIdentifier
 
@@ -133,11 +134,12 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
                 raise KeyError(f"unknown source {sid!r} (sources: {', '.join(eng.source_ids())})")
             details = {"state": info.state, "pipelines": ",".join(info.pipelines)}
             if info.error:
-                details["error"] = info.error
+                details["error"] = mask_text(info.error)
             src = eng.source(sid)
             if isinstance(src, DescribedSource):
                 try:
-                    details.update({str(k): str(v) for k, v in (src.details() or {}).items()})
+                    shown = mask_secrets(dict(src.details() or {}))
+                    details.update({str(k): str(v) for k, v in shown.items()})
                 except Exception:
                     logger.debug("details() of source %s failed", sid, exc_info=True)
             type_name = self.rt.source_types.get(sid, info.source_type)

@@ -24,6 +24,7 @@ from .._proto.laredo_proto.v1 import query_pb2 as qry
 from .._proto.laredo_proto.v1 import query_pb2_grpc as qry_grpc
 from ..capabilities import (
     KeyListingTarget,
+    LazilyListenableTarget,
     ListenableTarget,
     LookupTarget,
     QueryableTarget,
@@ -215,10 +216,10 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
             raise EngineStateError(f"target of {cfg.table_id} does not support listeners")
         position_of = _position_reader(target)
         limit = self.rt.watch_buffer
-        # The existing rows (replay_existing) are delivered by listen() on this thread, before
-        # any later change, into ``existing``: unbounded (the target hands over its whole list
-        # at once anyway) and streamed with the client's flow control. Later changes arrive on
-        # the pipeline's thread into ``pending``, at most ``limit`` ahead of the client.
+        # The existing rows (replay_existing) come first: from listen_lazily, decoded as the
+        # client takes them (outside the target's locks); from another target, delivered by
+        # listen() on this thread into ``existing``. Later changes arrive on the pipeline's
+        # thread into ``pending``, at most ``limit`` ahead of the client.
         existing: collections.deque[Any] = collections.deque()
         pending: collections.deque[Any] = collections.deque()
         has_data = threading.Event()
@@ -238,11 +239,18 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
             pending.append((old, new, position_of(), False))
             has_data.set()
 
-        replaying.on = bool(request.replay_existing)
-        try:
-            unsubscribe = target.listen(on_change, replay_existing=bool(request.replay_existing))
-        finally:
-            replaying.on = False
+        if request.replay_existing and isinstance(target, LazilyListenableTarget):
+            # N5: the rows are decoded as the client takes them, outside the writer's lock
+            pairs, unsubscribe = target.listen_lazily(on_change)
+            existing = _Replayed(pairs, position_of())  # type: ignore[assignment]
+        else:
+            replaying.on = bool(request.replay_existing)
+            try:
+                unsubscribe = target.listen(
+                    on_change, replay_existing=bool(request.replay_existing)
+                )
+            finally:
+                replaying.on = False
         context.add_callback(unsubscribe)
         last_pos: Any = None
         last_text = ""
@@ -283,6 +291,24 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
                 yield qry.SubscribeResponse(events=events)
         finally:
             unsubscribe()
+
+
+class _Replayed:
+    """The rows of a lazy replay, taken one at a time like a deque's ``popleft``."""
+
+    def __init__(self, pairs: Iterator[tuple[None, Any]], position: Any) -> None:
+        self._pairs = pairs
+        self._next = next(pairs, None)
+        self._position = position
+
+    def __bool__(self) -> bool:
+        return self._next is not None
+
+    def popleft(self) -> tuple[Any, Any, Any, bool]:
+        assert self._next is not None
+        old, new = self._next
+        self._next = next(self._pairs, None)
+        return old, new, self._position, True
 
 
 def _version(target: object) -> int | None:

@@ -22,14 +22,27 @@ long-lived Python process that owns the Laredo source (its ``stream`` runs on a 
 ``read`` runs on the executors and only unpacks the events shipped in the partition. The source
 is built in that process from the options, so it must be constructible there: a registered
 plugin type plus config, or an importable factory.
+
+Secrets: options are part of the query plan (``explain``, the UI's SQL and Structured
+Streaming tabs, event logs, the history server), so a source config or factory arguments that
+hold a credential (:mod:`laredo.secrets`: a password in a DSN, a ``*_key``, a token...) never
+go into them. :func:`stream_options` writes such a config to a file readable by this user only
+(0600 in a 0700 folder, removed at exit) and the options carry its path
+(``source.configFile`` / ``source.argsFile``); or give ``source_config_file`` /
+``factory_args_file``, a file on the driver you manage (a mounted secret). The driver reads it
+when it builds the source.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,6 +51,7 @@ from typing import Any
 
 from laredo.errors import ConfigError, SourceError
 from laredo.plugins import source as plugin_source
+from laredo.secrets import mask_secrets
 from laredo.serialization import encode_columns
 from laredo.types import ChangeAction, ColumnDefinition, SourceConfig, TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -63,6 +77,8 @@ def stream_options(
     source_config: Mapping[str, Any] | None = None,
     factory: str | None = None,
     factory_args: Mapping[str, Any] | None = None,
+    source_config_file: str | None = None,
+    factory_args_file: str | None = None,
     starting_position: str | None = None,
     complete_after: float = 1.0,
     replay_timeout: float = 120.0,
@@ -74,9 +90,17 @@ def stream_options(
     ``factory(**factory_args)`` (``"package.module:function"``, importable where Spark runs
     the stream reader). ``starting_position`` (serialised) is where a new query starts; by
     default the source's last acknowledged position, else wherever ``stream(None)`` starts.
+
+    A config or arguments holding a secret go into a private file, never into the options
+    (which Spark shows in plans and logs); ``source_config_file`` / ``factory_args_file``
+    name a JSON file on the driver instead of ``source_config`` / ``factory_args``.
     """
     if (source_type is None) == (factory is None):
         raise ConfigError("laredo stream: give exactly one of source_type or factory")
+    if source_config is not None and source_config_file is not None:
+        raise ConfigError("laredo stream: give source_config or source_config_file, not both")
+    if factory_args is not None and factory_args_file is not None:
+        raise ConfigError("laredo stream: give factory_args or factory_args_file, not both")
     opts = {
         "tables": ",".join(str(t) for t in tables),
         "completeAfter": str(complete_after),
@@ -85,14 +109,48 @@ def stream_options(
     }
     if source_type is not None:
         opts["source.type"] = source_type
-        opts["source.config"] = json.dumps(dict(source_config or {}))
+        opts.update(_carry("source.config", source_config, source_config_file))
     else:
         assert factory is not None
         opts["source.factory"] = factory
-        opts["source.args"] = json.dumps(dict(factory_args or {}))
+        opts.update(_carry("source.args", factory_args, factory_args_file))
     if starting_position is not None:
         opts["startingPosition"] = starting_position
     return opts
+
+
+def _carry(key: str, value: Mapping[str, Any] | None, file: str | None) -> dict[str, str]:
+    """The option carrying ``value`` as ``key`` (JSON), or as ``<key>File`` (a path) when
+    ``file`` is given or ``value`` holds a secret (written to a private file)."""
+    if file is not None:
+        return {f"{key}File": file}
+    data = dict(value or {})
+    if mask_secrets(data) == data:
+        return {key: json.dumps(data)}
+    return {f"{key}File": _private_file(data)}
+
+
+def _private_file(data: Mapping[str, Any]) -> str:
+    """``data`` as JSON in a new file only this user can read (removed at exit)."""
+    folder = tempfile.mkdtemp(prefix="laredo-stream-")  # 0700
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "source.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(dict(data), f)
+    return path
+
+
+def _json_option(options: Mapping[str, str], key: str) -> dict[str, Any]:
+    """The JSON object of option ``key``, or of the file option ``<key>File`` names."""
+    path = options.get(f"{key}File")
+    if path is None:
+        return dict(json.loads(options.get(key) or "{}"))
+    try:
+        with open(path) as f:
+            return dict(json.load(f))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"laredo stream: {key}File {path!r}: cannot read it ({exc})") from None
 
 
 def build_source(options: Mapping[str, str]) -> Any:
@@ -103,9 +161,9 @@ def build_source(options: Mapping[str, str]) -> Any:
         if not mod_name or not attr:
             raise ConfigError(f"laredo stream: source.factory {ref!r}: use 'module:function'")
         fn = getattr(importlib.import_module(mod_name), attr)
-        return fn(**json.loads(options.get("source.args") or "{}"))
+        return fn(**_json_option(options, "source.args"))
     if "source.type" in options:
-        return plugin_source(options["source.type"], **json.loads(options["source.config"]))
+        return plugin_source(options["source.type"], **_json_option(options, "source.config"))
     raise ConfigError(
         "laredo stream: set the source.type (+ source.config) or source.factory option"
     )
