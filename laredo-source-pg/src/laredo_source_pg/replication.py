@@ -141,6 +141,8 @@ class ReplicationStream:
         self._slot_name = options.slot_name
         self._stateful = options.stateful
         self._session_started = False
+        self._observed: Any = None
+        """The replication connection :func:`~.failover.observe_server` last looked at."""
         self.decoder: PgOutputDecoder | None = None
         """The current session's decoder (tests look at its partial transaction)."""
         self.watch = CatalogWatch(conns, catalog, options.catalog_check_interval)
@@ -501,9 +503,9 @@ class ReplicationStream:
 
     def _session(self, deliver: Deliver, chunked: bool, handler: Any) -> None:
         run = self._run
-        opened = not self._conns.repl_open
         repl = self._conns.repl()
-        if opened:
+        if repl is not self._observed:  # a new connection: which server did it reach?
+            self._observed = repl
             observe_server(repl, run)
         tracked = self._catalog.tracked  # live: tables added while streaming are decoded too
         tx = self._conns.loaders()
