@@ -16,14 +16,17 @@ from typing import Any
 import laredo
 import psycopg
 import pytest
+from laredo.preflight import CheckRequest, Severity, TableUse
 from laredo.testing.recording import RecordingTarget
 from laredo.types import TableIdentifier
+from laredo_source_pg.checks import check_source
 from laredo_source_pg.embedded import (
     EmbeddedPostgres,
     PostgresNotFoundError,
     find_bindir,
     server_env,
 )
+from laredo_source_pg.options import PostgresSourceOptions
 from laredo_source_pg.source import PostgresSource
 from laredo_source_pg.testing import wait_until
 
@@ -103,9 +106,7 @@ class _Writers:
                                 "UPDATE items SET v = v + 1 WHERE id = %s", (rnd.randint(1, 500),)
                             )
                         else:
-                            conn.execute(
-                                "DELETE FROM items WHERE id = %s", (rnd.randint(1, 500),)
-                            )
+                            conn.execute("DELETE FROM items WHERE id = %s", (rnd.randint(1, 500),))
                         self.committed += 1
                         time.sleep(0.002)
             except psycopg.Error:
@@ -124,17 +125,33 @@ def _slot(pg: EmbeddedPostgres, name: str, cols: str) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def _check(**options: Any) -> dict[str, tuple[Severity, str]]:
+    """``laredo check`` of a source with ``options``: ``{code: (severity, text)}``."""
+    opts = PostgresSourceOptions(**options)
+    found = check_source(
+        CheckRequest("source", "postgresql", "sources.pg", opts, (TableUse(ITEMS, "tables.0"),))
+    )
+    return {f.code: (f.severity, f"{f.message} / {f.fix}") for f in found}
+
+
 def test_failover_to_the_promoted_standby_continues_without_a_second_baseline(
     primary: EmbeddedPostgres,
 ) -> None:
     standby = primary.standby({"sync_replication_slots": "on"})
     try:
-        primary.execute(f"ALTER SYSTEM SET synchronized_standby_slots = '{standby.physical_slot}'")
-        primary.execute("SELECT pg_reload_conf()")
         dsn = (
             f"host=127.0.0.1,127.0.0.1 port={primary.port},{standby.port} user=postgres "
             "dbname=app target_session_attrs=read-write"
         )
+        check = {"connection": dsn, "slot_mode": "stateful", "slot_name": "fo"}
+        before = _check(**check)
+        assert before["FAILOVER_UNPROTECTED"][0] is Severity.WARNING
+        assert standby.physical_slot in before["FAILOVER_UNPROTECTED"][1]
+        assert "is not on the standby" in before["SLOT_NOT_SYNCED"][1]
+        one_host = _check(**{**check, "connection": primary.dsn("app")})
+        assert "NO_STANDBY_IN_CONNECTION" in one_host
+        primary.execute(f"ALTER SYSTEM SET synchronized_standby_slots = '{standby.physical_slot}'")
+        primary.execute("SELECT pg_reload_conf()")
         src = PostgresSource(
             dsn,
             slot_mode="stateful",
@@ -157,6 +174,9 @@ def test_failover_to_the_promoted_standby_continues_without_a_second_baseline(
                     return _slot(standby, "fo", "synced, temporary") == (True, False)
 
                 wait_until(synced, 60, interval=0.2, what="slot synced to the standby")
+                after = _check(**check)
+                assert "SLOT_SYNCED" in after and "SLOT_NOT_SYNCED" not in after
+                assert "FAILOVER_UNPROTECTED" not in after
                 wait_until(lambda: writers.committed > 300, 30, what="writes")
                 primary.stop("immediate")  # the primary dies during writes
                 standby.promote()
@@ -180,6 +200,19 @@ def test_a_source_on_a_hot_standby_baselines_and_streams_from_it(
     caplog.set_level(logging.INFO, logger="laredo_source_pg")
     standby = primary.standby()
     try:
+        found = _check(connection=standby.dsn("app"), slot_mode="stateful", slot_name="sb")
+        assert found["STANDBY_SOURCE"][0] is Severity.INFO
+        assert "cannot be failover-enabled" in found["STANDBY_SOURCE"][1]
+        assert found["STANDBY_PUBLICATION"][0] is Severity.ERROR
+        assert "publication.create = false" in found["STANDBY_PUBLICATION"][1]
+        assert "STANDBY_FEEDBACK" not in found  # the standby has hot_standby_feedback = on
+        standby.execute("ALTER SYSTEM SET hot_standby_feedback = off")
+        standby.execute("SELECT pg_reload_conf()")
+        wait_until(lambda: standby.execute("SHOW hot_standby_feedback") == [("off",)])
+        assert "STANDBY_FEEDBACK" in _check(connection=standby.dsn("app"))
+        standby.execute("ALTER SYSTEM RESET hot_standby_feedback")
+        standby.execute("SELECT pg_reload_conf()")
+        wait_until(lambda: standby.execute("SHOW hot_standby_feedback") == [("on",)])
         # the publication is made on the primary (a standby cannot create one)
         primary.execute("CREATE PUBLICATION sb_pub FOR TABLE items", "app")
         wait_until(
@@ -221,3 +254,17 @@ def test_a_source_on_a_hot_standby_baselines_and_streams_from_it(
             eng.stop()
     finally:
         standby.close()
+
+
+def test_check_flags_idle_replication_slot_timeout_on_18(primary: EmbeddedPostgres) -> None:
+    if _major(primary.bindir) < 18:
+        pytest.skip("idle_replication_slot_timeout is PostgreSQL 18's")
+    opts = {"connection": primary.dsn("app"), "slot_mode": "stateful", "slot_name": "idle"}
+    assert "IDLE_SLOT_TIMEOUT" not in _check(**opts)
+    primary.execute("ALTER SYSTEM SET idle_replication_slot_timeout = '1h'")
+    primary.execute("SELECT pg_reload_conf()")
+    wait_until(lambda: primary.execute("SHOW idle_replication_slot_timeout") == [("1h",)])
+    severity, text = _check(**opts)["IDLE_SLOT_TIMEOUT"]
+    assert severity is Severity.WARNING and "1h" in text
+    assert "heartbeat is not needed" in text and "idle_replication_slot_timeout = 0" in text
+    assert "IDLE_SLOT_TIMEOUT" not in _check(**{**opts, "slot_mode": "ephemeral"})
