@@ -109,6 +109,7 @@ PG_MAJOR_TESTS = {
             "test_batch_equivalence",
             "test_slot_gone",
             "test_standby",
+            "test_generated_columns",
         )
     ],
     "ci": [
@@ -116,11 +117,13 @@ PG_MAJOR_TESTS = {
         f"{_PG_TESTS}test_engine_e2e.py",
         f"{_PG_TESTS}test_slot_gone.py",
         f"{_PG_TESTS}test_standby.py",
+        f"{_PG_TESTS}test_generated_columns.py",
     ],
 }
 """What ``pg_majors`` runs on each major: the source's stream, baseline, durability and engine
 (oracle) tests (``full``), or the lighter set CI runs (``ci``: writers during baseline and
-stream, engine oracle with a restart, slot gone, failover and standby on 17+)."""
+stream, engine oracle with a restart, slot gone, failover and standby on 17+, generated
+columns)."""
 
 
 def _fetch_pg(session: nox.Session, version: str) -> str:

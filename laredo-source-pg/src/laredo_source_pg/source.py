@@ -196,6 +196,7 @@ class PostgresSource:
             if self.options.publication.create is not False:
                 self._publication.ensure(catalog.existing(catalog.tables), catalog.tables)
             catalog.published_columns, catalog.row_filters = self._publication.published_info()
+            catalog.generated = self._publication.generated_columns()
             catalog.columns = catalog.discover(catalog.tables)
             catalog.move_keys = move_keys(self._conns.query(), catalog.columns)
             self._slots.lookup()
