@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from laredo.preflight import CheckRequest, Severity, TableUse
 from laredo.testing.recording import RecordingTarget
-from laredo.types import TableIdentifier
+from laredo.types import SourceConfig, TableIdentifier
 from laredo_source_pg.checks import check_source
 from laredo_source_pg.embedded import (
     EmbeddedPostgres,
@@ -268,3 +268,45 @@ def test_check_flags_idle_replication_slot_timeout_on_18(primary: EmbeddedPostgr
     assert severity is Severity.WARNING and "1h" in text
     assert "heartbeat is not needed" in text and "idle_replication_slot_timeout = 0" in text
     assert "IDLE_SLOT_TIMEOUT" not in _check(**{**opts, "slot_mode": "ephemeral"})
+
+
+def test_a_slot_invalidated_for_idleness_is_handled_like_any_invalidated_slot(
+    primary: EmbeddedPostgres,
+) -> None:
+    if _major(primary.bindir) < 18:
+        pytest.skip("idle_replication_slot_timeout is PostgreSQL 18's")
+    primary.execute("ALTER SYSTEM SET idle_replication_slot_timeout = '1s'")
+    primary.execute("SELECT pg_reload_conf()")
+
+    def make(**kw: Any) -> PostgresSource:
+        return PostgresSource(
+            primary.dsn("app"),
+            slot_mode="stateful",
+            slot_name="idle",
+            publication={"create": True},
+            **kw,
+        )
+
+    src = make()
+    src.init(SourceConfig([ITEMS]))
+    src.baseline([ITEMS], lambda t, r: None)
+    src.close()
+
+    def invalidated() -> bool:
+        primary.execute("CHECKPOINT")
+        return _slot(primary, "idle", "invalidation_reason") == ("idle_timeout",)
+
+    wait_until(invalidated, 30, interval=0.5, what="slot invalidated for idleness")
+    strict = make(on_slot_invalidated="fail", lease=False)
+    try:
+        strict.init(SourceConfig([ITEMS]))
+        assert [e.code for e in strict.validate_tables([ITEMS])] == ["SLOT_INVALIDATED"]
+    finally:
+        strict.close()
+    src = make()
+    try:
+        src.init(SourceConfig([ITEMS]))  # drops the invalidated slot
+        assert src.last_acked_position() is None  # so the engine baselines
+        assert _slot(primary, "idle", "slot_name") is None
+    finally:
+        src.close()
