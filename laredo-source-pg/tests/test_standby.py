@@ -61,12 +61,28 @@ def bindir17() -> Path:
     return bindir
 
 
+def _primary(bindir: Path) -> EmbeddedPostgres:
+    pg = EmbeddedPostgres(bindir=bindir, auth="trust").start()
+    pg.execute("CREATE DATABASE app")
+    pg.execute("CREATE TABLE items (id int PRIMARY KEY, v int, note text)", "app")
+    pg.execute("INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, 500) g", "app")
+    return pg
+
+
 @pytest.fixture
 def primary(bindir17: Path) -> Iterator[EmbeddedPostgres]:
-    with EmbeddedPostgres(bindir=bindir17, auth="trust") as pg:
-        pg.execute("CREATE DATABASE app")
-        pg.execute("CREATE TABLE items (id int PRIMARY KEY, v int, note text)", "app")
-        pg.execute("INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, 500) g", "app")
+    with _primary(bindir17) as pg:
+        yield pg
+
+
+@pytest.fixture
+def any_primary() -> Iterator[EmbeddedPostgres]:
+    """A primary of whatever major ``PG_BINDIR`` (or the system) has."""
+    try:
+        bindir = find_bindir()
+    except PostgresNotFoundError as exc:
+        pytest.skip(str(exc))
+    with _primary(bindir) as pg:
         yield pg
 
 
@@ -188,6 +204,53 @@ def test_failover_to_the_promoted_standby_continues_without_a_second_baseline(
             assert src.details()["slot_lost_total"] == 0
             baselines = [c for c in target.calls if c[0] == "on_baseline_complete"]
             assert len(baselines) == 1, "a second baseline"
+        finally:
+            eng.stop()
+    finally:
+        standby.close()
+
+
+def test_failover_to_a_standby_without_the_slot_rebaselines_once(
+    any_primary: EmbeddedPostgres,
+) -> None:
+    """PostgreSQL 16 and older (or ``slot_failover = false``): the promoted standby has no
+    slot; the source finds it gone at the first START_REPLICATION and re-baselines once."""
+    primary = any_primary
+    standby = primary.standby()
+    try:
+        dsn = (
+            f"host=127.0.0.1,127.0.0.1 port={primary.port},{standby.port} user=postgres "
+            "dbname=app target_session_attrs=read-write"
+        )
+        src = PostgresSource(
+            dsn,
+            slot_mode="stateful",
+            slot_name="nofo",
+            slot_failover=False,
+            publication={"create": True},
+            reconnect={"max_attempts": 200, "initial_backoff": 0.05, "max_backoff": 0.3},
+            status_interval=0.2,
+            connect_timeout=2,
+        )
+        target = RecordingTarget(durable=True)
+        eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
+        try:
+            with _Writers(dsn) as writers:
+                eng.start()
+                assert eng.await_ready(60)
+                wait_until(lambda: writers.committed > 300, 30, what="writes")
+                primary.stop("immediate")
+                standby.promote()
+                start = writers.committed
+                wait_until(lambda: writers.committed > start + 300, 60, what="writes resume")
+            expected = _rows(standby)
+            wait_until(lambda: dict(target.items()) == expected, 60, what="target == new primary")
+            details = src.details()
+            assert details["failovers_total"] == 1
+            assert details["slot_lost_total"] == 1
+            assert "does not exist" in details["slot_lost_reason"]
+            baselines = [c for c in target.calls if c[0] == "on_baseline_complete"]
+            assert len(baselines) == 2  # the first, and one after the failover
         finally:
             eng.stop()
     finally:

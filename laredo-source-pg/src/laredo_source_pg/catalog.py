@@ -211,6 +211,18 @@ class Connections:
                 mon = self._monitor = self.connect()
             return fn(mon)
 
+    def reset_query(self) -> None:
+        """Close the query and side connections (they reopen on next use): after a failover
+        they may still point at the old server, which no operation has noticed yet."""
+        with self._monitor_lock:
+            for attr in ("_query", "_monitor"):
+                conn = getattr(self, attr)
+                setattr(self, attr, None)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+        self.transformer = None
+
     def close(self) -> None:
         """Close every connection (replication first)."""
         self.close_repl()

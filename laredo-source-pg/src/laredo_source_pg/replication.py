@@ -506,7 +506,8 @@ class ReplicationStream:
         repl = self._conns.repl()
         if repl is not self._observed:  # a new connection: which server did it reach?
             self._observed = repl
-            observe_server(repl, run)
+            if observe_server(repl, run):
+                self._conns.reset_query()  # they may still hold the old server
         tracked = self._catalog.tracked  # live: tables added while streaming are decoded too
         tx = self._conns.loaders()
         result_oid = self._catalog.result_oid
