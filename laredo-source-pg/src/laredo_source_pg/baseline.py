@@ -34,10 +34,11 @@ from psycopg.types.string import TextLoader
 from .binary import binary_plan, check_raw_range, rejected_row
 from .catalog import Catalog, Connections, quote_ident, quote_literal, table_sql
 from .dsn import mask_text
+from .failover import standby
 from .lsn import format_lsn, parse_lsn
 from .options import PostgresSourceOptions
 from .partitions import partition_fingerprints
-from .slot import SlotManager
+from .slot import SlotManager, log_standby_wait
 from .values import load_or_mark
 
 logger = logging.getLogger(__name__)
@@ -307,6 +308,8 @@ class BaselineReader:
         the snapshot name, the temporary slot's name)."""
         helper = self._conns.connect(replication=True)
         name = f"{self._slot_name[:40]}_r{os.getpid()}_{int(time.time() * 1000) % 10**8}"
+        if standby(self._conns.query()):
+            log_standby_wait(name)
         try:
             row = helper.execute(
                 f"CREATE_REPLICATION_SLOT {quote_ident(name)} TEMPORARY LOGICAL pgoutput "

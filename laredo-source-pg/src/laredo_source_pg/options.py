@@ -145,6 +145,11 @@ class PostgresSourceOptions(BaseModel):
     on_slot_invalidated: Literal["rebaseline", "fail"] = "rebaseline"
     """``rebaseline``: drop and re-create an invalidated slot, then re-baseline.
     ``fail``: report ``SLOT_INVALIDATED`` at validation and leave the slot alone."""
+    slot_failover: bool = True
+    """Stateful mode on PostgreSQL 17+: make the slot failover-enabled, so a standby with
+    ``sync_replication_slots = on`` keeps a copy and the stream continues from it after a
+    promotion (no re-baseline). ``false``: a plain slot. Ignored on 16 and older, and on a
+    standby (which cannot hold a failover slot)."""
     connect_timeout: Duration = Field(default=10.0, gt=0)
     """Durations are seconds or text such as ``"5s"`` (see :mod:`laredo.units`)."""
 

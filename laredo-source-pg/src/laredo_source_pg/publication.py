@@ -44,6 +44,7 @@ PublicationDetail = dict[TableIdentifier, tuple[tuple[str, ...] | None, str | No
 
 _PG13 = 130000
 _PG15 = 150000
+_PG18 = 180000
 
 
 class PublicationManager:
@@ -76,6 +77,18 @@ class PublicationManager:
             if row_filter:
                 filters[t] = row_filter
         return columns, filters
+
+    def generated_columns(self) -> str:
+        """``'s'`` when the publication publishes stored generated columns (PostgreSQL 18's
+        ``pubgencols``), else ``''``."""
+        if self._conns.server_version < _PG18:
+            return ""
+        row = (
+            self._conns.query()
+            .execute("SELECT pubgencols FROM pg_publication WHERE pubname = %s", (self.name,))
+            .fetchone()
+        )
+        return "s" if row is not None and row[0] == "s" else ""
 
     def table_spec(self, table: TableIdentifier) -> sql.Composable:
         """``schema.table [(columns)] [WHERE (filter)]`` as configured for ``table``."""
@@ -243,6 +256,8 @@ class PublicationManager:
         with_ = sql.SQL("publish = {}").format(publish)
         if self._conns.server_version >= _PG13:
             with_ = sql.SQL("{}, publish_via_partition_root = true").format(with_)
+        if self._conns.server_version >= _PG18:  # their values arrive like any column's
+            with_ = sql.SQL("{}, publish_generated_columns = stored").format(with_)
         if not tables:
             conn.execute(sql.SQL("CREATE PUBLICATION {} WITH ({})").format(pub, with_))
         else:

@@ -31,7 +31,7 @@ import struct
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 from laredo.batches import UNCHANGED, ChangeBatch
@@ -43,6 +43,7 @@ from psycopg import pq
 from .catalog import Catalog, Connections, quote_ident, quote_literal
 from .catalog_watch import CatalogWatch
 from .dsn import mask_text
+from .failover import SLOT_GONE_CAUSES, observe_server
 from .lsn import format_lsn
 from .options import PostgresSourceOptions
 from .partitions import merge_moves
@@ -140,6 +141,8 @@ class ReplicationStream:
         self._slot_name = options.slot_name
         self._stateful = options.stateful
         self._session_started = False
+        self._observed: Any = None
+        """The replication connection :func:`~.failover.observe_server` last looked at."""
         self.decoder: PgOutputDecoder | None = None
         """The current session's decoder (tests look at its partial transaction)."""
         self.watch = CatalogWatch(conns, catalog, options.catalog_check_interval)
@@ -156,12 +159,16 @@ class ReplicationStream:
         slots = self._slots
         run.stop.clear()
         if slots.need_new:
+            kind = "replication slot" if self._stateful else "temporary slot"
             raise ReBaselineRequired(
-                f"postgresql source {self._slot_name!r}: the temporary slot was lost; re-baseline"
+                f"postgresql source {self._slot_name!r}: the {kind} was lost; re-baseline"
             )
         if not slots.exists:
             if not self._stateful and start is None:
                 raise SourceError("ephemeral postgresql source: call baseline() before stream()")
+            if self._stateful and start is not None:
+                # Resuming a position whose slot is not there (a restore, dropped while down).
+                self._on_slot_gone("not found when the stream started", start)
             slots.create(export=False)
         consistent = slots.confirmed or 0
         if start is None:
@@ -247,6 +254,8 @@ class ReplicationStream:
                 run.set_state(SourceState.CONNECTED)
 
     def _on_invalidated(self) -> None:
+        self._run.slot_lost_total += 1
+        self._run.slot_lost_reason = "invalidated (the WAL it needed was removed)"
         if self._slots.rebaseline_invalidated:
             logger.warning("replication slot %s was invalidated; re-creating it", self._slot_name)
             self._slots.drop()
@@ -257,6 +266,34 @@ class ReplicationStream:
         self._run.set_state(SourceState.ERROR)
         raise SourceError(
             f"postgresql source {self._slot_name!r}: replication slot invalidated; reset the source"
+        )
+
+    def _on_slot_gone(self, detail: str, position: int) -> NoReturn:
+        """The stateful slot does not exist on the server: like an invalidated slot, a
+        re-baseline (``on_slot_invalidated = rebaseline``) or a clear stop (``fail``); never a
+        reconnect loop. Counted and kept (``slot_lost_total``, ``slot_lost_reason``)."""
+        run = self._run
+        slots = self._slots
+        self._conns.close_repl()
+        slots.exists = slots.fresh = False
+        slots.confirmed = None
+        run.slot_lost_total += 1
+        server = f" on {run.server[2]}" if run.server else ""
+        reason = f"replication slot {self._slot_name!r} does not exist{server} ({detail})"
+        run.slot_lost_reason = reason
+        gone = (
+            f"postgresql source {self._slot_name!r}: {reason}; it was {SLOT_GONE_CAUSES}. The "
+            f"changes after {format_lsn(position)} are gone"
+        )
+        if slots.rebaseline_invalidated:
+            logger.warning("%s: a new slot and a full baseline follow", gone)
+            slots.need_new = True
+            raise ReBaselineRequired(f"{gone}; re-baseline")
+        run.set_state(SourceState.ERROR)
+        logger.error("%s; stopping (on_slot_invalidated = fail)", gone)
+        raise SourceError(
+            f"{gone}: reset the source (laredo reset-source) and restart it to take a new "
+            "baseline, or set on_slot_invalidated = rebaseline to do that automatically"
         )
 
     def _make_delivery(self, handler: Any) -> tuple[Deliver, _HandlerDialect]:
@@ -474,6 +511,10 @@ class ReplicationStream:
     def _session(self, deliver: Deliver, chunked: bool, handler: Any) -> None:
         run = self._run
         repl = self._conns.repl()
+        if repl is not self._observed:  # a new connection: which server did it reach?
+            self._observed = repl
+            if observe_server(repl, run):
+                self._conns.reset_query()  # they may still hold the old server
         tracked = self._catalog.tracked  # live: tables added while streaming are decoded too
         tx = self._conns.loaders()
         result_oid = self._catalog.result_oid
@@ -508,8 +549,11 @@ class ReplicationStream:
                 f"postgresql source {self._slot_name!r}: START_REPLICATION failed: "
                 f"{mask_text(str(exc)).strip()}"
             ) from None
-        except (psycopg.errors.UndefinedObject, psycopg.errors.ObjectInUse) as exc:
-            # slot missing (dropped meanwhile) or still held by a dying walsender: retry
+        except psycopg.errors.UndefinedObject as exc:
+            # The server we are connected to says so: a known state, not a retry loop.
+            self._on_slot_gone(mask_text(str(exc)).strip(), start)
+        except psycopg.errors.ObjectInUse as exc:
+            # still held by a dying walsender: retry
             raise _Lost(str(exc)) from None
         self._session_started = True
         logger.debug("streaming slot %s from %s", self._slot_name, format_lsn(start))

@@ -25,12 +25,15 @@ from laredo.errors import ConfigError, SourceError
 
 from .catalog import Connections, SlotRow, quote_ident, quote_literal, slot_row
 from .dsn import mask_text
+from .failover import standby
 from .lsn import format_lsn, parse_lsn
 from .options import PostgresSourceOptions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Lease", "SlotManager"]
+__all__ = ["Lease", "SlotManager", "log_standby_wait"]
+
+_PG17 = 170000
 
 
 class SlotManager:
@@ -51,6 +54,9 @@ class SlotManager:
         self.confirmed: int | None = None
         self.consistent_point: int | None = None
         self.need_new = False
+        self.want_failover = options.stateful and options.slot_failover
+        self.failover: bool | None = None
+        """Whether the slot is failover-enabled (None: not known yet)."""
 
     def row(self, conn: psycopg.Connection[Any] | None = None) -> SlotRow | None:
         return slot_row(conn or self._conns.query(), self.name)
@@ -103,6 +109,55 @@ class SlotManager:
         self.exists = True
         self.fresh = False
         self.confirmed = parse_lsn(row.confirmed) if row.confirmed else None
+        self.failover = self._is_failover()
+        if self.want_failover and self.failover is False:
+            self._enable_failover()
+
+    def _is_failover(self) -> bool | None:
+        """The slot's ``failover`` flag (False before PostgreSQL 17, None when absent)."""
+        conn = self._conns.query()
+        if conn.info.server_version < _PG17:
+            return False
+        row = conn.execute(
+            "SELECT failover FROM pg_replication_slots WHERE slot_name = %s", (self.name,)
+        ).fetchone()
+        return None if row is None else bool(row[0])
+
+    def _failover_possible(self) -> bool:
+        """Whether a failover slot can be made here: wanted, PostgreSQL 17+, not a standby."""
+        if not self.want_failover:
+            return False
+        conn = self._conns.query()
+        if conn.info.server_version < _PG17:
+            return False
+        if standby(conn):
+            logger.info(
+                "slot %s is on a standby: it cannot be failover-enabled (a standby's slot is "
+                "lost when the standby is promoted or rebuilt; a re-baseline follows then)",
+                self.name,
+            )
+            return False
+        return True
+
+    def _enable_failover(self) -> None:
+        """``ALTER_REPLICATION_SLOT ... (FAILOVER true)`` on a new replication connection
+        (after a copy, which PostgreSQL makes without failover, or on an older slot)."""
+        self.failover = False
+        if not self._failover_possible():
+            return
+        try:
+            self._conns.repl().execute(
+                f"ALTER_REPLICATION_SLOT {quote_ident(self.name)} (FAILOVER true)"
+            )
+        except psycopg.Error as exc:
+            logger.warning(
+                "could not make slot %s failover-enabled: %s; a failover will need a re-baseline",
+                self.name,
+                mask_text(str(exc)).strip(),
+            )
+            return
+        self.failover = True
+        logger.info("slot %s is failover-enabled", self.name)
 
     def drop(self) -> None:
         """Drop the slot (waiting for our own walsender to let go of it)."""
@@ -137,6 +192,11 @@ class SlotManager:
         Returns (consistent point, exported snapshot name or None)."""
         temp = "" if self.stateful else " TEMPORARY"
         snap = " EXPORT_SNAPSHOT" if export else " NOEXPORT_SNAPSHOT"
+        failover = self.stateful and self._failover_possible()
+        if failover:  # PostgreSQL 17's option list
+            snap = f" (SNAPSHOT '{'export' if export else 'nothing'}', FAILOVER true)"
+        if standby(self._conns.query()):
+            log_standby_wait(self.name)
         deadline = time.monotonic() + 10.0
         while True:
             repl = self._conns.repl()
@@ -162,6 +222,7 @@ class SlotManager:
         assert row is not None
         lsn = parse_lsn(row[1])
         self._adopt(lsn)
+        self.failover = failover
         logger.info(
             "created %s replication slot %s at %s",
             "stateful" if self.stateful else "temporary",
@@ -178,6 +239,7 @@ class SlotManager:
         )
         self._adopt(position)
         logger.info("created replication slot %s at %s", self.name, format_lsn(position))
+        self._enable_failover()
 
     def _adopt(self, position: int) -> None:
         self.exists = self.fresh = True
@@ -190,6 +252,16 @@ class SlotManager:
         if not self.stateful:
             self.need_new = True
             self.exists = False
+
+
+def log_standby_wait(slot: str) -> None:
+    """Say why creating a slot on a hot standby may take a while."""
+    logger.info(
+        "creating replication slot %s on a standby: it waits for the primary's next "
+        "running-xacts record (up to 15 s while the primary is busy, longer when idle; SELECT "
+        "pg_log_standby_snapshot() on the primary makes one at once)",
+        slot,
+    )
 
 
 class Lease:

@@ -148,6 +148,34 @@ class PostgresSource:
     def holds_lease(self) -> bool:
         return self._lease.held
 
+    def details(self) -> dict[str, Any]:
+        """What ``laredo status`` shows of this source (``DescribedSource``): the slot, the
+        server the stream reached, failovers seen and slots lost (with the last reason)."""
+        run = self._run
+        out: dict[str, Any] = {
+            "slot": self.slot_name,
+            "slot_mode": self.options.slot_mode,
+            "slot_failover": self._slots.failover,
+            "failovers_total": run.failovers_total,
+            "slot_lost_total": run.slot_lost_total,
+            "reconnect_attempts_total": run.reconnect_attempts_total,
+        }
+        if run.server is not None:
+            out["server"] = f"{run.server[2]} (timeline {run.server[1]})"
+        if run.slot_lost_reason:
+            out["slot_lost_reason"] = run.slot_lost_reason
+        return out
+
+    def counters(self) -> dict[str, int]:
+        """Monotonic counters for metrics: ``failovers_total``, ``slot_lost_total``,
+        ``reconnect_attempts_total``."""
+        run = self._run
+        return {
+            "failovers_total": run.failovers_total,
+            "slot_lost_total": run.slot_lost_total,
+            "reconnect_attempts_total": run.reconnect_attempts_total,
+        }
+
     # -- SyncSource: init, validation, baseline, stream ----------------------------------
     def init(self, config: SourceConfig) -> dict[TableIdentifier, list[ColumnDefinition]]:
         """Connect, manage the publication, look up the slot, and discover the tables' columns.
@@ -168,6 +196,7 @@ class PostgresSource:
             if self.options.publication.create is not False:
                 self._publication.ensure(catalog.existing(catalog.tables), catalog.tables)
             catalog.published_columns, catalog.row_filters = self._publication.published_info()
+            catalog.generated = self._publication.generated_columns()
             catalog.columns = catalog.discover(catalog.tables)
             catalog.move_keys = move_keys(self._conns.query(), catalog.columns)
             self._slots.lookup()

@@ -43,6 +43,16 @@ class RunState:
         self.waiting = False
         """True while the reader waits for its socket (an ack then wakes it)."""
         self.reconnect_attempts_total = 0
+        self.slot_lost_total = 0
+        """Times the stateful slot was found gone (dropped, not on a promoted standby, a
+        restore from a backup) or invalidated."""
+        self.slot_lost_reason: str | None = None
+        """Why the slot was last lost (None: never in this process)."""
+        self.failovers_total = 0
+        """Times the replication connection reached a promoted server (a new timeline of the
+        same system) or another system than before."""
+        self.server: tuple[str, int, str] | None = None
+        """``(system identifier, timeline, host:port)`` of the last replication connection."""
 
         # stream positions (LSNs)
         self.acked = 0
