@@ -51,13 +51,18 @@ def proc_cpu(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def slot_pid(dsn: str, slot: str) -> int | None:
-    """The pid of the walsender streaming ``slot`` (None when it is not active)."""
+def slot_pid(dsn: str, slot: str, wait: float = 0.0) -> int | None:
+    """The pid of the walsender streaming ``slot``, waiting up to ``wait`` seconds for it to
+    become active (None when it does not)."""
+    deadline = time.monotonic() + wait
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-        ).fetchone()
-    return None if row is None else row[0]
+        while True:
+            row = conn.execute(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            ).fetchone()
+            if (row is not None and row[0]) or time.monotonic() >= deadline:
+                return None if row is None else row[0]
+            time.sleep(0.01)
 
 
 class Workload:
