@@ -150,6 +150,7 @@ def bare_loop(
     ready: threading.Event | None = None,
     arrivals: Arrivals | None = None,
     stats: dict[str, Any] | None = None,
+    nap: float = NAP,
 ) -> None:
     """The limit: receive pgoutput and count row messages (no decoding) until ``expected``,
     napping inside transactions (see the module docstring). ``arrivals`` gets each Commit's
@@ -189,7 +190,10 @@ def bare_loop(
         if k == 0:
             wakes += 1
             if in_txn:
-                time.sleep(NAP)
+                # libpq reads ~16 KB per call: nap only once the socket itself is empty, or
+                # the loop would throttle the walsender (its socket buffer fills)
+                if not select.select([sock], [], [], 0)[0]:
+                    time.sleep(nap)
             else:
                 select.select([sock], [], [], 1)
             pgc.consume_input()
