@@ -489,6 +489,12 @@ def record_stream(kind: str, n: int, ours: list[Pass], bare: list[Pass], live: b
     for label, passes in (("ours", ours), ("bare loop", bare)):
         each = ", ".join(f"{rate(n, secs(p)):,.0f}" for p in passes)
         print(f"    {label} passes (changes/s, in run order): {each}", flush=True)
+    if secs(o) < secs(b):
+        print(
+            "    (the loop was slower by wall: the walsender bounds the stream here and spends "
+            "more CPU per change on a client that reads promptly; compare the CPU lines)",
+            flush=True,
+        )
     record(
         f"  CPU per change, {kind} (least)",
         "us",
