@@ -53,6 +53,7 @@ from typing import Any
 
 import laredo
 import psycopg
+import stream_limits
 from laredo.observers import NullObserver
 from laredo.types import TableIdentifier
 from laredo_source_pg.embedded import EmbeddedPostgres
@@ -68,6 +69,7 @@ from stream_limits import (
     recvlogical_backlog,
     recvlogical_live,
     slot_pid,
+    stream_dsn,
 )
 
 ORDERS = TableIdentifier("public", "orders")
@@ -516,9 +518,13 @@ def bench_live(pg: EmbeddedPostgres, work: Workload, passes: int = 3) -> None:
     server-side block, faster than the consumers): bare loop, engine, ``passes`` times, then
     ``pg_recvlogical``. The figure is the busy span (:func:`busy_seconds`), best pass of each
     side (load from other processes only ever slows a pass)."""
-    dsn = pg.dsn("bench")
+    dsn = stream_dsn(pg)
     n = work.expected
-    print(f"live stream: {n:,} changes in {work.txn}-row transactions (mixed I/U/D)", flush=True)
+    print(
+        f"live stream: {n:,} changes in {work.txn}-row transactions (mixed I/U/D), consumers "
+        f"over {stream_limits.TRANSPORT}",
+        flush=True,
+    )
     bare: list[Pass] = []
     ours: list[Pass] = []
     writer: list[float] = []
@@ -561,7 +567,7 @@ def bench_backlog(pg: EmbeddedPostgres, work: Workload, passes: int = 3) -> None
     """Changes already in WAL when the consumer starts: bare loop, engine, ``pg_recvlogical``,
     then bare loop, engine again (``passes`` pairs in all), each from its own slot created
     before the backlog was written; the best pass of each side is compared."""
-    dsn = pg.dsn("bench")
+    dsn = stream_dsn(pg)
     n = work.expected
     order = ["bare0", "eng0", "recv"]
     for i in range(1, passes):
@@ -746,6 +752,12 @@ def main() -> None:
     ap.add_argument("--txn", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--passes", type=int, default=3, help="stream/backlog passes of each side")
+    ap.add_argument(
+        "--transport",
+        choices=["unix", "tcp"],
+        default="unix",
+        help="how the stream's consumers connect (see stream_limits.TRANSPORT)",
+    )
     ap.add_argument("--quick", action="store_true", help="100k rows, 60k changes, 200 samples")
     ap.add_argument(
         "--skip",
@@ -757,6 +769,7 @@ def main() -> None:
     if args.quick:
         args.rows, args.changes, args.samples = 100_000, 60_000, 200
     skip = set(args.skip)
+    stream_limits.TRANSPORT = args.transport
     print(f"columns: ours, unit, limit, ratio (ours/limit), limit name; {time.ctime()}")
     with cluster() as pg:
         if "baseline" not in skip:

@@ -39,6 +39,20 @@ _STATUS = struct.Struct(">cQQQqb")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+TRANSPORT = "unix"
+"""How the stream's consumers connect: ``unix`` (the cluster's socket) or ``tcp`` (loopback).
+
+Over TCP loopback the walsender's kernel cost per change depends on how promptly its client
+reads (a prompt reader gets every message as its own segment: 1.4-1.7x the walsender CPU per
+change of a slower client), so on a 2-core box no client loop is a ceiling for a slower one;
+over the unix socket it does not (see ``NOTES-hot-path.md``, issue 35)."""
+
+
+def stream_dsn(pg: EmbeddedPostgres) -> str:
+    """The ``bench`` database over the chosen :data:`TRANSPORT`."""
+    return pg.socket_dsn("bench") if TRANSPORT == "unix" else pg.dsn("bench")
+
+
 def proc_cpu(pid: int | None) -> float | None:
     """CPU seconds (user + system) of a local process, or None when it cannot be read."""
     if not pid:
@@ -215,7 +229,7 @@ def recvlogical_cmd(pg: EmbeddedPostgres, slot: str, pub: str) -> list[str] | No
     return [
         exe,
         "-d",
-        pg.dsn("bench"),
+        stream_dsn(pg),
         "--slot",
         slot,
         "--start",
