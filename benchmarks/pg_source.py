@@ -8,18 +8,24 @@ The rows of the table (issue 13), each as our figure, the limit and the ratio:
 * **replica memory**: the replica's settled size per row (process RSS after the load, garbage
   collected and trimmed, minus RSS before it) against the row's ``COPY`` text size; ``get()`` by
   primary key at that size;
-* **live stream**: mixed inserts/updates/deletes written in ``--txn``-row transactions while the
-  consumer streams, writer start -> last change applied, against a bare pgoutput receive loop on
-  the same workload (its own run);
-* **backlog drain**: the same changes already in WAL when the consumer starts, against the bare
-  loop draining the same backlog (and ``pg_recvlogical``);
+* **live stream**: mixed inserts/updates/deletes written in ``--txn``-row transactions (by a
+  server-side block, faster than any consumer) while the consumer streams; the figure is the
+  consumer's rate over its busy span (from each commit to the arrival of its last change, the
+  writer's own time out), against a receive-and-count loop that drains as fast as the walsender
+  sends (``stream_limits.py``), each on its own run, twice, alternating; writer start -> last
+  change applied beside it, also against ``pg_recvlogical``;
+* **backlog drain**: the same changes already in WAL when the consumer starts, against the same
+  loop and ``pg_recvlogical`` draining the same backlog (loop, engine, pg_recvlogical, loop,
+  engine); the faster pass of each side is compared;
 * **one huge UPDATE transaction**: every row of the baseline table updated in one transaction
   while the engine streams: commit -> applied, and the peak RSS growth while applying as a
   fraction of the replica's settled size;
 * single-change latency (p50/p99) beside a bare receive loop on the same inserts.
 
 CPU figures are this process's CPU time (every Laredo thread; PostgreSQL runs in other
-processes): on a shared machine they move less than wall-clock rates.
+processes): on a shared machine they move less than wall-clock rates. The walsender's CPU per
+change (read from ``/proc``) is the server's side of the stream: a consumer that makes it wake
+more often makes it slower.
 
     .venv/bin/python benchmarks/pg_source.py [--quick] [--rows 1000000] [--changes 500000]
         [--txn 1000] [--skip baseline memory stream backlog update latency]
@@ -35,7 +41,6 @@ import json
 import os
 import random
 import select
-import shutil
 import statistics
 import struct
 import subprocess
@@ -48,12 +53,24 @@ from typing import Any
 
 import laredo
 import psycopg
+import stream_limits
 from laredo.observers import NullObserver
 from laredo.types import TableIdentifier
 from laredo_source_pg.embedded import EmbeddedPostgres
-from laredo_source_pg.lsn import format_lsn, parse_lsn
+from laredo_source_pg.lsn import parse_lsn
 from laredo_source_pg.source import PostgresSource
 from laredo_target_memory import IndexedTarget
+from stream_limits import (
+    Arrivals,
+    Workload,
+    bare_loop,
+    busy_seconds,
+    proc_cpu,
+    recvlogical_backlog,
+    recvlogical_live,
+    slot_pid,
+    stream_dsn,
+)
 
 ORDERS = TableIdentifier("public", "orders")
 CHG = TableIdentifier("public", "chg")
@@ -163,8 +180,9 @@ class AppliedCounter(NullObserver):
     """Counts changes applied by the engine; ``wait(n)`` blocks until ``n`` were applied (the
     waiter is woken once, not per batch: it must not take CPU from the engine)."""
 
-    def __init__(self) -> None:
+    def __init__(self, arrivals: Arrivals | None = None) -> None:
         self.applied = 0
+        self.arrivals = arrivals  # (time.time(), applied so far) per call, when given
         self._target = 0
         self._reached = threading.Event()
 
@@ -172,6 +190,8 @@ class AppliedCounter(NullObserver):
         self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
     ) -> None:
         self.applied += count  # one worker thread calls this
+        if self.arrivals is not None:
+            self.arrivals.append((time.time(), self.applied))
         if self._target and self.applied >= self._target:
             self._reached.set()
 
@@ -378,107 +398,6 @@ def child_update(dsn: str, counter: AppliedCounter, rows: int) -> dict[str, floa
 
 # -- streaming ------------------------------------------------------------------------------
 
-
-class Workload:
-    """Mixed changes on ``chg`` in ``txn``-row transactions: inserts, updates of those rows,
-    deletes of them. Each run uses fresh ids; ``expected`` changes per run."""
-
-    def __init__(self, dsn: str, changes: int, txn: int) -> None:
-        self.dsn = dsn
-        self.txn = txn
-        self.third = max(1, changes // 3)
-        self.expected = 3 * self.third
-        self.runs = 0
-
-    def write(self) -> int:
-        base = self.runs * 100_000_000
-        self.runs += 1
-        third, txn = self.third, self.txn
-        done = 0
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            for lo in range(0, third, txn):
-                hi = min(third, lo + txn)
-                done += conn.execute(
-                    "INSERT INTO chg SELECT g, 'v' || g, g FROM generate_series(%s::int, "
-                    "%s::int) g",
-                    (base + lo + 1, base + hi),
-                ).rowcount
-            for lo in range(0, third, txn):
-                hi = min(third, lo + txn)
-                done += conn.execute(
-                    "UPDATE chg SET n = n + 1 WHERE id > %s AND id <= %s", (base + lo, base + hi)
-                ).rowcount
-            for lo in range(0, third, txn):
-                hi = min(third, lo + txn)
-                done += conn.execute(
-                    "DELETE FROM chg WHERE id > %s AND id <= %s", (base + lo, base + hi)
-                ).rowcount
-        assert done == self.expected, (done, self.expected)
-        return done
-
-
-def bare_loop(
-    dsn: str, slot: str, pub: str, expected: int, ready: threading.Event | None = None
-) -> None:
-    """The limit: receive pgoutput and count row messages (no decoding) until ``expected``."""
-    conn = psycopg.connect(dsn, autocommit=True, replication="database")
-    conn.execute(
-        f"START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names '{pub}')"
-    )
-    if ready is not None:
-        ready.set()
-    pgc = conn.pgconn
-    n = 0
-    last = 0
-    status = struct.Struct(">cQQQqb")
-    while n < expected:
-        k, data = pgc.get_copy_data(1)
-        if k > 0:
-            if data[0] == 119:
-                tag = data[25]
-                if tag in (73, 85, 68):
-                    n += 1
-            elif data[0] == 107 and data[17]:
-                (last,) = struct.unpack_from(">Q", data, 1)
-                pgc.put_copy_data(status.pack(b"r", last, last, last, 0, 0))
-                pgc.flush()
-            continue
-        if k == 0:
-            select.select([pgc.socket], [], [], 1)
-            pgc.consume_input()
-            continue
-        raise RuntimeError("stream ended")
-    conn.close()
-
-
-def recvlogical(pg: EmbeddedPostgres, slot: str, pub: str, end: int) -> float | None:
-    exe = shutil.which("pg_recvlogical") or str(pg.bindir / "pg_recvlogical")
-    if not shutil.which(exe):
-        return None
-    t0 = time.perf_counter()
-    subprocess.run(
-        [
-            exe,
-            "-d",
-            pg.dsn("bench"),
-            "--slot",
-            slot,
-            "--start",
-            "--no-loop",
-            f"--endpos={format_lsn(end)}",
-            "-o",
-            "proto_version=1",
-            "-o",
-            f"publication_names={pub}",
-            "-f",
-            "/dev/null",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - t0
-
-
 STREAM_OPTS: dict[str, Any] = {
     "slot_mode": "stateful",
     "publication": {"name": "bench_pub"},
@@ -502,95 +421,213 @@ def drop_slot(dsn: str, slot: str) -> None:
         conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
 
 
-def bench_live(pg: EmbeddedPostgres, work: Workload) -> None:
-    """Changes applied while they are written: writer start -> last change applied."""
-    dsn = pg.dsn("bench")
-    n = work.expected
-    print(f"live stream: {n:,} changes in {work.txn}-row transactions (mixed I/U/D)", flush=True)
-    # the limit: a bare loop consuming while the writer writes
-    create_slot(dsn, "bench_live_bare")
+def per_change(seconds: float | None, n: int) -> float:
+    return float("nan") if seconds is None else seconds / n * 1e6
+
+
+class Pass:
+    """One consumer's pass over one run of the workload: wall, client CPU, walsender CPU and,
+    live, the busy seconds (commit -> arrival, the writer's own time out)."""
+
+    def __init__(self, wall: float, cpu: float, server: float | None, busy: float = 0.0) -> None:
+        self.wall, self.cpu, self.server, self.busy = wall, cpu, server, busy
+
+
+def live_bare(dsn: str, work: Workload, slot: str) -> Pass:
+    create_slot(dsn, slot)
     ready = threading.Event()
+    arrivals: Arrivals = []
+    stats: dict[str, Any] = {}
     th = threading.Thread(
-        target=bare_loop, args=(dsn, "bench_live_bare", "bench_pub", n, ready), daemon=True
+        target=bare_loop,
+        args=(dsn, slot, "bench_pub", work.expected),
+        kwargs={"ready": ready, "arrivals": arrivals, "stats": stats},
+        daemon=True,
     )
     th.start()
     ready.wait(60)
-    with Timer() as bare:
-        work.write()
+    with Timer() as t:
+        commits = work.write()
         th.join()
-    drop_slot(dsn, "bench_live_bare")
-    # ours: the engine streaming into an IndexedTarget
-    counter = AppliedCounter()
-    eng = engine_for(dsn, "bench_live_eng", CHG, IndexedTarget(), counter, **STREAM_OPTS)
+    drop_slot(dsn, slot)
+    return Pass(t.wall, t.cpu, stats.get("walsender_cpu"), busy_seconds(commits, arrivals))
+
+
+def live_engine(dsn: str, work: Workload, slot: str) -> Pass:
+    counter = AppliedCounter(arrivals=[])
+    eng = engine_for(dsn, slot, CHG, IndexedTarget(), counter, **STREAM_OPTS)
     start(eng)
-    with Timer() as ours:
-        work.write()
-        counter.wait(n)
+    pid = slot_pid(dsn, slot, wait=5)
+    cpu0 = proc_cpu(pid)
+    with Timer() as t:
+        commits = work.write()
+        counter.wait(work.expected)
+    cpu1 = proc_cpu(pid)
     eng.stop()
+    server = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+    assert counter.arrivals is not None
+    return Pass(t.wall, t.cpu, server, busy_seconds(commits, counter.arrivals))
+
+
+def record_stream(kind: str, n: int, ours: list[Pass], bare: list[Pass], live: bool) -> None:
+    """Ours (the faster pass) against the faster bare pass, by the live busy span or wall."""
+
+    def secs(p: Pass) -> float:
+        return p.busy if live else p.wall
+
+    o = min(ours, key=secs)
+    b = min(bare, key=secs)
+    cpu_o, cpu_b = min(p.cpu for p in ours), min(p.cpu for p in bare)
+    srv_o = min((p.server for p in ours if p.server is not None), default=None)
+    srv_b = min((p.server for p in bare if p.server is not None), default=None)
+    what = "commit -> applied, busy span" if live else "drain"
     record(
-        "live stream -> IndexedTarget vs bare loop",
+        f"{kind} -> IndexedTarget vs bare loop ({what})",
         "changes/s",
-        rate(n, ours.wall),
-        rate(n, bare.wall),
+        rate(n, secs(o)),
+        rate(n, secs(b)),
         "bare pgoutput loop",
     )
+    for label, passes in (("ours", ours), ("bare loop", bare)):
+        each = ", ".join(f"{rate(n, secs(p)):,.0f}" for p in passes)
+        print(f"    {label} passes (changes/s, in run order): {each}", flush=True)
+    if secs(o) < secs(b):
+        print(
+            "    (the loop was slower by wall: the walsender bounds the stream here and spends "
+            "more CPU per change on a client that reads promptly; compare the CPU lines)",
+            flush=True,
+        )
     record(
-        "  CPU per change, live",
+        f"  CPU per change, {kind} (least)",
         "us",
-        ours.cpu / n * 1e6,
-        bare.cpu / n * 1e6,
-        "bare loop CPU per change",
+        per_change(cpu_o, n),
+        per_change(cpu_b, n),
+        "bare",
+    )
+    record(
+        f"  walsender CPU per change, {kind} (least)",
+        "us",
+        per_change(srv_o, n),
+        per_change(srv_b, n),
+        "walsender feeding the bare loop",
     )
 
 
-def bench_backlog(pg: EmbeddedPostgres, work: Workload) -> None:
-    """Changes already in WAL when the consumer starts."""
-    dsn = pg.dsn("bench")
+def bench_live(pg: EmbeddedPostgres, work: Workload, passes: int = 3) -> None:
+    """Changes applied while they are written, each consumer on its own run of the writer (a
+    server-side block, faster than the consumers): bare loop, engine, ``passes`` times, then
+    ``pg_recvlogical``. The figure is the busy span (:func:`busy_seconds`), best pass of each
+    side (load from other processes only ever slows a pass)."""
+    dsn = stream_dsn(pg)
     n = work.expected
-    for slot in ("bench_bl_bare", "bench_bl_recv"):
-        create_slot(dsn, slot)
-    # our slot exists before the backlog; the engine resumes from it into a durable target
-    counter = AppliedCounter()
-    target = DurableIndexed()
-    eng = engine_for(dsn, "bench_bl_eng", CHG, target, counter, **STREAM_OPTS)
-    start(eng)
-    eng.stop()
+    print(
+        f"live stream: {n:,} changes in {work.txn}-row transactions (mixed I/U/D), consumers "
+        f"over {stream_limits.TRANSPORT}",
+        flush=True,
+    )
+    bare: list[Pass] = []
+    ours: list[Pass] = []
+    writer: list[float] = []
+    for i in range(passes):
+        bare.append(live_bare(dsn, work, f"bench_live_bare{i}"))
+        writer.append(work.seconds)
+        ours.append(live_engine(dsn, work, f"bench_live_eng{i}"))
+        writer.append(work.seconds)
+    record_stream("live stream", n, ours, bare, live=True)
+    e2e = min(p.wall for p in ours)
+    record(
+        "  live, writer start -> last applied",
+        "changes/s",
+        rate(n, e2e),
+        rate(n, min(p.wall for p in bare)),
+        "bare loop, same",
+    )
+    print(f"    the writer's own time: {min(writer):.2f}-{max(writer):.2f} s", flush=True)
+    create_slot(dsn, "bench_live_recv")
+    recv = recvlogical_live(pg, "bench_live_recv", "bench_pub", work)
+    drop_slot(dsn, "bench_live_recv")
+    if recv is not None:
+        record(
+            "  live, writer start -> last applied",
+            "changes/s",
+            rate(n, e2e),
+            rate(n, recv[0]),
+            "pg_recvlogical, same",
+        )
+        record(
+            "  CPU per change, live",
+            "us",
+            per_change(min(p.cpu for p in ours), n),
+            per_change(recv[1], n),
+            "pg_recvlogical CPU",
+        )
+
+
+def bench_backlog(pg: EmbeddedPostgres, work: Workload, passes: int = 3) -> None:
+    """Changes already in WAL when the consumer starts: bare loop, engine, ``pg_recvlogical``,
+    then bare loop, engine again (``passes`` pairs in all), each from its own slot created
+    before the backlog was written; the best pass of each side is compared."""
+    dsn = stream_dsn(pg)
+    n = work.expected
+    order = ["bare0", "eng0", "recv"]
+    for i in range(1, passes):
+        order += [f"bare{i}", f"eng{i}"]
+    targets: dict[str, DurableIndexed] = {}
+    for name in order:
+        if name.startswith("eng"):
+            # the engine resumes from its slot into a durable target
+            targets[name] = DurableIndexed()
+            eng = engine_for(
+                dsn, f"bench_bl_{name}", CHG, targets[name], AppliedCounter(), **STREAM_OPTS
+            )
+            start(eng)
+            eng.stop()
+        else:
+            create_slot(dsn, f"bench_bl_{name}")
     work.write()
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
     assert row is not None
     end = parse_lsn(row[0])
     print(f"backlog drain: {n:,} changes in {work.txn}-row transactions already in WAL", flush=True)
-    with Timer() as bare:
-        bare_loop(dsn, "bench_bl_bare", "bench_pub", n)
-    recv_s = recvlogical(pg, "bench_bl_recv", "bench_pub", end)
-    counter = AppliedCounter()
-    eng = engine_for(dsn, "bench_bl_eng", CHG, target, counter, **STREAM_OPTS)
-    with Timer() as ours:
-        eng.start()
-        counter.wait(n)
-    eng.stop()
-    record(
-        "backlog drain -> IndexedTarget vs bare loop",
-        "changes/s",
-        rate(n, ours.wall),
-        rate(n, bare.wall),
-        "bare pgoutput loop",
-    )
-    record(
-        "  CPU per change, backlog",
-        "us",
-        ours.cpu / n * 1e6,
-        bare.cpu / n * 1e6,
-        "bare loop CPU per change",
-    )
-    if recv_s is not None:
+    bare: list[Pass] = []
+    ours: list[Pass] = []
+    recv = None
+    for name in order:
+        slot = f"bench_bl_{name}"
+        if name == "recv":
+            recv = recvlogical_backlog(pg, slot, "bench_pub", end)
+        elif name.startswith("bare"):
+            stats: dict[str, Any] = {}
+            with Timer() as t:
+                bare_loop(dsn, slot, "bench_pub", n, stats=stats)
+            bare.append(Pass(t.wall, t.cpu, stats.get("walsender_cpu")))
+            print(f"    bare loop {name}: {stats['wakes'] / n:.4f} wake-ups per change", flush=True)
+        else:
+            counter = AppliedCounter()
+            eng = engine_for(dsn, slot, CHG, targets[name], counter, **STREAM_OPTS)
+            with Timer() as t:
+                eng.start()
+                counter.wait(n)
+            # its walsender's whole life (start-up included: a few ms of CPU)
+            server = proc_cpu(slot_pid(dsn, slot))
+            eng.stop()
+            ours.append(Pass(t.wall, t.cpu, server))
+    record_stream("backlog drain", n, ours, bare, live=False)
+    if recv is not None:
         record(
-            "  pg_recvlogical (C) to /dev/null vs bare loop",
+            "  backlog drain vs pg_recvlogical (C, to /dev/null)",
             "changes/s",
-            rate(n, recv_s),
-            rate(n, bare.wall),
-            "bare pgoutput loop",
+            rate(n, min(p.wall for p in ours)),
+            rate(n, recv[0]),
+            "pg_recvlogical",
+        )
+        record(
+            "  CPU per change, backlog",
+            "us",
+            per_change(min(p.cpu for p in ours), n),
+            per_change(recv[1], n),
+            "pg_recvlogical CPU",
         )
 
 
@@ -714,6 +751,13 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=500_000)
     ap.add_argument("--txn", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=500)
+    ap.add_argument("--passes", type=int, default=3, help="stream/backlog passes of each side")
+    ap.add_argument(
+        "--transport",
+        choices=["unix", "tcp"],
+        default="unix",
+        help="how the stream's consumers connect (see stream_limits.TRANSPORT)",
+    )
     ap.add_argument("--quick", action="store_true", help="100k rows, 60k changes, 200 samples")
     ap.add_argument(
         "--skip",
@@ -725,6 +769,7 @@ def main() -> None:
     if args.quick:
         args.rows, args.changes, args.samples = 100_000, 60_000, 200
     skip = set(args.skip)
+    stream_limits.TRANSPORT = args.transport
     print(f"columns: ours, unit, limit, ratio (ours/limit), limit name; {time.ctime()}")
     with cluster() as pg:
         if "baseline" not in skip:
@@ -733,9 +778,9 @@ def main() -> None:
         setup_chg(dsn)
         work = Workload(dsn, args.changes, args.txn)
         if "stream" not in skip:
-            bench_live(pg, work)
+            bench_live(pg, work, args.passes)
         if "backlog" not in skip:
-            bench_backlog(pg, work)
+            bench_backlog(pg, work, args.passes)
         if "latency" not in skip:
             bench_latency(pg, args.samples)
     summary()
