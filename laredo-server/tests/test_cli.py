@@ -81,6 +81,21 @@ def test_query_commands(harness: Harness) -> None:
     assert "not found" in run(harness, "query", "get", "public.users", "999", code=1).stderr
 
 
+def test_tables_do_not_wrap_when_piped(harness: Harness) -> None:
+    pre = ["--address", f"127.0.0.1:{harness.rt.listeners.grpc_port}"]
+    for i in range(3):
+        email = f"{'long-address-' * 8}{i}@example.com"
+        harness.source.insert(USERS, {"id": 900 + i, "name": "n" * 40, "email": email, "team": 1})
+    assert wait_for(lambda: js(harness, "query", "count", "public.users")["count"] == 28, 10)
+    r = runner.invoke(cli.app, [*pre, "query", "list", "public.users", "--limit", "100"],
+                      catch_exceptions=False, env={"COLUMNS": ""})  # fmt: skip
+    rows = [ln for ln in r.stdout.splitlines() if "long-address-" in ln]
+    assert len(rows) == 3 and all(len(ln) > 120 for ln in rows), r.stdout  # one line per row
+    r = runner.invoke(cli.app, [*pre, "query", "get", "public.users", "999"], env={"COLUMNS": ""})
+    assert r.exit_code == 1
+    assert "no row of public.users (pipeline users) with id = 999" in " ".join(r.stderr.split())
+
+
 def test_admin_commands(harness: Harness) -> None:
     assert "reloaded public.users" in run(harness, "reload", "public.users").output
     assert "reloaded 2 table(s)" in run(harness, "reload", "--all").output
