@@ -52,7 +52,7 @@ tables = [
 snapshot {{ store = local, store_config {{ path = "{snaps}" }}, schedule = {schedule} }}
 dead_letter {{ store = local, store_config {{ path = "{dead}" }} }}
 grpc {{ port = {grpc}, auth {{ token = "{token}", protect_reads = {protect} }} }}
-health {{ port = {health} }}
+health {{ port = {health}, history_interval = 500ms }}
 observability {{ log_format = json, log_level = info, lag_interval = 1s }}
 shutdown {{ grace_period = 20s }}
 """

@@ -189,6 +189,35 @@ def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
     )
     assert page.locator('tr[data-pipeline="pg:public.orders:indexed-memory"]').count() == 0
 
+    # an incident view: a page opened now shows the server's last hour at once, changes/s per
+    # source counted once, positions per pipeline, and says which time zone it uses
+    late = ctx.new_page()
+    late.goto(server.base + "/?interval=500")
+    late.fill("#token", TOKEN)
+    late.click("#tokenform button[type=submit]")
+    page_state(late, "ok")
+    assert polls(late) <= 2
+    samples = late.locator("#total").get_attribute("data-samples")
+    assert int(samples or 0) > 10, samples  # history from before the page was opened
+    spark = late.locator(f'{acc} td[data-field="spark"] svg')
+    assert int(spark.get_attribute("data-samples") or 0) > 10
+    assert late.locator("#tz").inner_text() == "all times UTC"
+    assert re.search(r"updated \d\d:\d\d:\d\dZ", late.locator("#summary").inner_text())
+    applied = cell(late, acc, "applied").inner_text()
+    durable = cell(late, acc, "durable").inner_text()
+    assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", applied) and not re.search(r"/0", applied)
+    assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", durable), durable
+    assert value(late, acc, "durable_lag") >= 0
+    assert late.locator("#nofanout").is_visible()  # no fan-out target in this configuration
+    server.db.execute("UPDATE accounts SET n = n + 1 WHERE id <= 200")
+    rate = until(
+        lambda: (next_poll(late), value(late, src, "rate"))[1] > 0 and value(late, src, "rate"),
+        30,
+        "changes/s of the source on the page",
+    )
+    acc_rates = until(lambda: value(late, acc, "rate") > 0 and value(late, acc, "rate"), 30, "x")
+    assert rate <= acc_rates * 3, (rate, acc_rates)  # once per change, whatever the targets
+
     shot = tmp_path / "status-page.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

@@ -29,6 +29,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Generator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -40,7 +41,8 @@ from .httpjson import DEFAULT_MAX_BODY, HTTP_STATUS, BodyTooLarge, handle, metho
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
 from .services._rpc import UNAUTHENTICATED_HINT, is_admin, token_matches
-from .status_page import serve_page
+from .status_history import StatusHistory
+from .status_page import HISTORY_PATH, serve_page
 
 logger = logging.getLogger(__name__)
 
@@ -201,8 +203,10 @@ def _handler(
     connect: bool,
     client_certs: bool,
     limits: HttpLimits,
-    status_page: bool = True,
+    history: StatusHistory | None = None,
 ) -> type[BaseHTTPRequestHandler]:
+    status_page = history is not None
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "laredo/" + __version__
         timeout = min(HEAD_TIMEOUT, limits.timeout)  # until the request head is in
@@ -322,6 +326,23 @@ def _handler(
                 if isinstance(chunks, Generator):
                     chunks.close()  # the client left: end a stream now
 
+        def _history(self, history: StatusHistory) -> None:
+            """The status page's last hour; needs the token exactly when ``GetStatus`` does."""
+            token = rt.token_required(admin=False)
+            if token is not None:
+                ok = token_matches(dict(self.headers), token)
+                if not ok:
+                    why = "invalid admin token" if ok is False else UNAUTHENTICATED_HINT
+                    body = {"code": "unauthenticated", "message": why}
+                    self._send(HTTP_STATUS["unauthenticated"], json.dumps(body))
+                    return
+            query = urllib.parse.parse_qs(self.path.partition("?")[2])
+            try:
+                since = float(query.get("since", ["0"])[0])
+            except ValueError:
+                since = 0.0
+            self._send(200, json.dumps(history.export(since)))
+
         def do_HEAD(self) -> None:
             self.do_GET()
 
@@ -351,6 +372,8 @@ def _handler(
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/metrics":
                     self._send(200, rt.metrics.render(), CONTENT_TYPE)
+                elif path == HISTORY_PATH and history is not None:
+                    self._history(history)
                 elif not (status_page and serve_page(self, path)):
                     self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
             except Exception as exc:  # never kill the probe thread
@@ -376,9 +399,12 @@ class HttpFrontend:
         tls: TlsConfig | None = None,
         limits: HttpLimits | None = None,
         status_page: bool = True,
+        history_interval: float = 5.0,
     ) -> None:
         self.rt = rt
         self.status_page = status_page
+        self.history = StatusHistory(rt, history_interval) if status_page else None
+        """The status page's last hour (sampled while this front end runs)."""
         self.servicers = servicers
         self.host = host
         self.port = port
@@ -394,7 +420,7 @@ class HttpFrontend:
             connect=self.connect,
             client_certs=bool(self.tls and self.tls.client_ca_file),
             limits=self.limits,
-            status_page=self.status_page,
+            history=self.history,
         )
         ctx = _tls_context(self.tls) if self.tls is not None else None
         try:
@@ -410,11 +436,15 @@ class HttpFrontend:
         threading.Thread(target=httpd.serve_forever, name="laredo-http", daemon=True).start()
         scheme = "https" if ctx is not None else "http"
         logger.info("health and metrics on %s://%s:%s", scheme, self.host, port)
+        if self.history is not None:
+            self.history.start()
 
     def stop(self, grace: float) -> None:
         """Keep answering: probes and metrics stay up while the engine stops."""
 
     def close(self) -> None:
+        if self.history is not None:
+            self.history.stop(1.0)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -80,6 +80,10 @@ class HealthConfig(_Section):
     timeout: Duration = 30.0
     """Seconds each read of a request body, or write of an answer, may take. The request line
     and headers (TLS handshake included) must arrive within 5 s."""
+    history_interval: Duration = Field(default=5.0, gt=0)
+    """Seconds between two samples of the status page's last hour (per source and pipeline:
+    changes/s, lag, buffer fill); memory is bounded by ``3600 / history_interval`` samples
+    per series."""
 
 
 class MetricsConfig(_Section):
