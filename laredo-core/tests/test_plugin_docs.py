@@ -39,3 +39,28 @@ class TestDocExampleTargetConformance(TargetConformance):
     @pytest.fixture
     def make_target(self) -> MakeTarget:
         return lambda table, columns: DICT_TARGET.DictTarget()
+
+
+REPO = DOC.parents[1]
+
+
+def _docs() -> list[Path]:
+    skip = {".venv", "node_modules", ".tools", ".git"}
+    return [
+        p
+        for p in REPO.rglob("*.md")
+        if not skip & set(p.relative_to(REPO).parts) and p.name != "CHANGELOG.md"
+    ]
+
+
+def test_no_doc_shows_the_old_typed_value_spelling() -> None:
+    old = re.compile(r"\{\s*\"\$t\"\s*:")
+    found = [str(p.relative_to(REPO)) for p in _docs() if old.search(p.read_text())]
+    assert not found, f'the 0.1 spelling {{"$t": ..., "v": ...}} in {found}: use "$type"/"value"'
+
+
+def test_docs_name_no_password_file_option() -> None:
+    """No option ``password_file`` exists: a password comes from ``connection_provider``
+    (``file``/``env``) or the environment."""
+    found = [str(p.relative_to(REPO)) for p in _docs() if "password_file" in p.read_text()]
+    assert not found, found
