@@ -328,3 +328,29 @@ def test_wait_command(harness: Harness) -> None:
     assert "not reached" in r.output
     r = run(harness, "wait", "src", "1", "--timeout", "soon", code=2)
     assert "--timeout" in r.output and "invalid duration" in r.output
+
+
+def test_status_shows_the_configured_source_type(quicktest_plugin: None) -> None:
+    from laredo_server.config import load_string
+    from laredo_server.serve import runtime_from_config
+
+    from .testkit import free_port
+
+    port = free_port()
+    loaded = load_string(
+        "sources { src { type = quicktest } }\n"
+        "tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]\n"
+        f"grpc.port = {port}\nhealth.enabled = false\n"
+    )
+    assert loaded.model is not None
+    rt = runtime_from_config(loaded.model)
+    rt.start()
+    try:
+        assert rt.engine.await_ready(10)
+        pre = ["--address", f"127.0.0.1:{port}"]
+        r = runner.invoke(cli.app, [*pre, "-o", "json", "status"], catch_exceptions=False)
+        assert [s["source_type"] for s in json.loads(r.stdout)["sources"]] == ["quicktest"]
+        text = runner.invoke(cli.app, [*pre, "status"], env={"COLUMNS": "250"}).stdout
+        assert "quicktest" in text and "TestSource" not in text
+    finally:
+        rt.stop(grace=5)
