@@ -354,3 +354,48 @@ def test_status_shows_the_configured_source_type(quicktest_plugin: None) -> None
         assert "quicktest" in text and "TestSource" not in text
     finally:
         rt.stop(grace=5)
+
+
+def test_config_reload_dry_run_and_restart_only_changes(
+    quicktest_plugin: None, tmp_path: Path
+) -> None:
+    """``--dry-run`` says "dry run" once; a change that needs a restart is reported by the
+    reload that sees it, not again by the later ones."""
+    from laredo_server.config import load_config
+    from laredo_server.serve import runtime_from_config
+
+    from .testkit import free_port
+
+    port = free_port()
+    cfg = tmp_path / "laredo.conf"
+    base = (
+        "sources { src { type = quicktest } }\n"
+        "tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]\n"
+        f"grpc.port = {port}\nhealth.enabled = false\n"
+    )
+    cfg.write_text(base + "observability.lag_interval = 10s\n")
+
+    def load() -> Any:
+        return load_config(cfg, conf_dirs=[], env={}).model
+
+    rt = runtime_from_config(load(), load)
+    rt.start()
+    try:
+        assert rt.engine.await_ready(10)
+        pre = ["--address", f"127.0.0.1:{port}"]
+        cfg.write_text(base + "observability.lag_interval = 5s\n")
+        dry = runner.invoke(
+            cli.app, [*pre, "config", "reload", "--dry-run"], env={"COLUMNS": "250"}
+        )
+        assert dry.exit_code == 0, dry.output
+        assert dry.stdout.count("dry run") == 1, dry.stdout
+        assert "needs restart: observability" in dry.stdout
+        first = runner.invoke(cli.app, [*pre, "-o", "json", "config", "reload"])
+        assert [c["kind"] for c in json.loads(first.stdout)["changes"]] == ["needs_restart"]
+        for _ in range(2):
+            later = json.loads(
+                runner.invoke(cli.app, [*pre, "-o", "json", "config", "reload"]).stdout
+            )
+            assert later["accepted"] and later["changes"] == [], later
+    finally:
+        rt.stop(grace=5)
