@@ -67,7 +67,7 @@ class Server:
 
     def cli(self, *args: str, code: int = 0) -> Any:
         r = runner.invoke(
-            cli.app, ["--address", self.address, *args], catch_exceptions=False, env={}
+            cli.app, ["--address", self.address, *args], catch_exceptions=False, env={"COLUMNS": ""}
         )
         assert r.exit_code == code, (r.exit_code, r.output)
         return r
