@@ -6,8 +6,9 @@ second with each change counted once (the busiest pipeline of each of its tables
 target), lag in bytes and seconds. Memory is bounded: ``window / interval`` samples per series
 (360 at the defaults), whatever the uptime; a removed pipeline's series goes with it.
 
-One daemon thread samples (started and stopped with the runtime as a front end); a sample is a
-few dictionary reads of the engine's status, never a call to the database or a target's rows.
+One daemon thread samples (started and stopped with the HTTP front end); a sample reads the
+engine's status and each source's lag (PostgreSQL: one small query on the source's side
+connection, cached for a second, the same the lag metrics read), never a target's rows.
 Times are Unix seconds (UTC).
 """
 
