@@ -152,6 +152,12 @@ class OpsServer:
             out: dict[str, Any] = json.loads(r.read())
             return out
 
+    def get_json(self, path: str) -> Any:
+        """A GET of the HTTP port with the token (``/status/history``)."""
+        req = urllib.request.Request(self.base + path, headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
     def metrics(self) -> str:
         with urllib.request.urlopen(self.base + "/metrics", timeout=30) as r:
             return str(r.read().decode())
