@@ -52,7 +52,7 @@ tables = [
 snapshot {{ store = local, store_config {{ path = "{snaps}" }}, schedule = {schedule} }}
 dead_letter {{ store = local, store_config {{ path = "{dead}" }} }}
 grpc {{ port = {grpc}, auth {{ token = "{token}", protect_reads = {protect} }} }}
-health {{ port = {health} }}
+health {{ port = {health}, history_interval = 500ms }}
 observability {{ log_format = json, log_level = info, lag_interval = 1s }}
 shutdown {{ grace_period = 20s }}
 """
@@ -151,6 +151,12 @@ class OpsServer:
         with urllib.request.urlopen(req, timeout=30) as r:
             out: dict[str, Any] = json.loads(r.read())
             return out
+
+    def get_json(self, path: str) -> Any:
+        """A GET of the HTTP port with the token (``/status/history``)."""
+        req = urllib.request.Request(self.base + path, headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
 
     def metrics(self) -> str:
         with urllib.request.urlopen(self.base + "/metrics", timeout=30) as r:

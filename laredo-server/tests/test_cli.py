@@ -81,6 +81,21 @@ def test_query_commands(harness: Harness) -> None:
     assert "not found" in run(harness, "query", "get", "public.users", "999", code=1).stderr
 
 
+def test_tables_do_not_wrap_when_piped(harness: Harness) -> None:
+    pre = ["--address", f"127.0.0.1:{harness.rt.listeners.grpc_port}"]
+    for i in range(3):
+        email = f"{'long-address-' * 8}{i}@example.com"
+        harness.source.insert(USERS, {"id": 900 + i, "name": "n" * 40, "email": email, "team": 1})
+    assert wait_for(lambda: js(harness, "query", "count", "public.users")["count"] == 28, 10)
+    r = runner.invoke(cli.app, [*pre, "query", "list", "public.users", "--limit", "100"],
+                      catch_exceptions=False, env={"COLUMNS": ""})  # fmt: skip
+    rows = [ln for ln in r.stdout.splitlines() if "long-address-" in ln]
+    assert len(rows) == 3 and all(len(ln) > 120 for ln in rows), r.stdout  # one line per row
+    r = runner.invoke(cli.app, [*pre, "query", "get", "public.users", "999"], env={"COLUMNS": ""})
+    assert r.exit_code == 1
+    assert "no row of public.users (pipeline users) with id = 999" in " ".join(r.stderr.split())
+
+
 def test_admin_commands(harness: Harness) -> None:
     assert "reloaded public.users" in run(harness, "reload", "public.users").output
     assert "reloaded 2 table(s)" in run(harness, "reload", "--all").output
@@ -313,3 +328,74 @@ def test_wait_command(harness: Harness) -> None:
     assert "not reached" in r.output
     r = run(harness, "wait", "src", "1", "--timeout", "soon", code=2)
     assert "--timeout" in r.output and "invalid duration" in r.output
+
+
+def test_status_shows_the_configured_source_type(quicktest_plugin: None) -> None:
+    from laredo_server.config import load_string
+    from laredo_server.serve import runtime_from_config
+
+    from .testkit import free_port
+
+    port = free_port()
+    loaded = load_string(
+        "sources { src { type = quicktest } }\n"
+        "tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]\n"
+        f"grpc.port = {port}\nhealth.enabled = false\n"
+    )
+    assert loaded.model is not None
+    rt = runtime_from_config(loaded.model)
+    rt.start()
+    try:
+        assert rt.engine.await_ready(10)
+        pre = ["--address", f"127.0.0.1:{port}"]
+        r = runner.invoke(cli.app, [*pre, "-o", "json", "status"], catch_exceptions=False)
+        assert [s["source_type"] for s in json.loads(r.stdout)["sources"]] == ["quicktest"]
+        text = runner.invoke(cli.app, [*pre, "status"], env={"COLUMNS": "250"}).stdout
+        assert "quicktest" in text and "TestSource" not in text
+    finally:
+        rt.stop(grace=5)
+
+
+def test_config_reload_dry_run_and_restart_only_changes(
+    quicktest_plugin: None, tmp_path: Path
+) -> None:
+    """``--dry-run`` says "dry run" once; a change that needs a restart is reported by the
+    reload that sees it, not again by the later ones."""
+    from laredo_server.config import load_config
+    from laredo_server.serve import runtime_from_config
+
+    from .testkit import free_port
+
+    port = free_port()
+    cfg = tmp_path / "laredo.conf"
+    base = (
+        "sources { src { type = quicktest } }\n"
+        "tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]\n"
+        f"grpc.port = {port}\nhealth.enabled = false\n"
+    )
+    cfg.write_text(base + "observability.lag_interval = 10s\n")
+
+    def load() -> Any:
+        return load_config(cfg, conf_dirs=[], env={}).model
+
+    rt = runtime_from_config(load(), load)
+    rt.start()
+    try:
+        assert rt.engine.await_ready(10)
+        pre = ["--address", f"127.0.0.1:{port}"]
+        cfg.write_text(base + "observability.lag_interval = 5s\n")
+        dry = runner.invoke(
+            cli.app, [*pre, "config", "reload", "--dry-run"], env={"COLUMNS": "250"}
+        )
+        assert dry.exit_code == 0, dry.output
+        assert dry.stdout.count("dry run") == 1, dry.stdout
+        assert "needs restart: observability" in dry.stdout
+        first = runner.invoke(cli.app, [*pre, "-o", "json", "config", "reload"])
+        assert [c["kind"] for c in json.loads(first.stdout)["changes"]] == ["needs_restart"]
+        for _ in range(2):
+            later = json.loads(
+                runner.invoke(cli.app, [*pre, "-o", "json", "config", "reload"]).stdout
+            )
+            assert later["accepted"] and later["changes"] == [], later
+    finally:
+        rt.stop(grace=5)

@@ -36,6 +36,26 @@ def write(p: Path, text: str) -> Path:
     return p
 
 
+def test_a_conf_d_file_appends_tables_with_plus_equals(tmp_path: Path) -> None:
+    main = write(tmp_path / "laredo.conf", BASE)
+    write(
+        tmp_path / "conf.d" / "10-orders.conf",
+        "# one team's tables, added to the main file's\n"
+        "tables += { source = src, table = orders, targets = [ { type = indexed-memory } ] }\n",
+    )
+    write(tmp_path / "conf.d" / "20-port.conf", "grpc { port = 3000 }")
+    loaded = load_config(main, env={})
+    assert loaded.model is not None and loaded.model.grpc is not None
+    assert [t.table for t in loaded.model.tables] == ["users", "orders"]
+    assert loaded.tree["tables"][0]["targets"][0]["lookup_fields"] == ["email"]
+    assert loaded.model.grpc.port == 3000
+    # a syntax error in such a file points at its own line, not one off
+    write(tmp_path / "conf.d" / "30-bad.conf", "\ntables += { source = src, table = \n")
+    with pytest.raises(ConfigError) as ei:
+        load_config(main, env={})
+    assert "30-bad.conf:" in str(ei.value) and "HOCON syntax error" in str(ei.value)
+
+
 def test_include_conf_d_order_env_and_set_precedence(tmp_path: Path) -> None:
     main = write(tmp_path / "laredo.conf", 'include "grpc.conf"\n' + BASE)
     write(tmp_path / "grpc.conf", "grpc { port = 1000 }\nhealth { port = 9000 }")

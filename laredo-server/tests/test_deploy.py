@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,69 @@ def test_the_dashboard_is_grafana_json_over_the_rules_metrics() -> None:
         assert p["targets"], p["title"]
     # the dashboard shows everything an alert is about
     assert rule_metrics() <= dashboard_metrics()
+
+
+FRESH_CONFIG = """
+sources { src { type = quicktest } }
+tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]
+grpc.port = 0
+health.port = %d
+observability.metrics.deprecated_names = false
+"""
+
+
+def test_a_fresh_server_exports_every_metric_of_the_rules_and_dashboard(
+    quicktest_plugin: None,
+) -> None:
+    """No snapshot store, no dead-letter store, no event yet: every family the rules and the
+    dashboard name is exported (HELP and TYPE), the counters of each pipeline and source are
+    at zero, and promtool reads the exposition clean."""
+    from laredo_server.config import load_string
+    from laredo_server.serve import runtime_from_config
+
+    from .testkit import free_port
+
+    port = free_port()
+    loaded = load_string(FRESH_CONFIG % port)
+    assert loaded.model is not None
+    rt = runtime_from_config(loaded.model)
+    rt.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        rt.stop(grace=5)
+    typed = set(re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE))
+    helped = set(re.findall(r"^# HELP (\S+) ", text, re.MULTILINE))
+    wanted = rule_metrics() | dashboard_metrics()
+    assert {
+        "laredo_snapshot_age_seconds",
+        "laredo_snapshot_schedule_seconds",
+        "laredo_dead_letter_backlog",
+    } <= wanted
+    assert not wanted - typed, wanted - typed
+    assert not wanted - helped, wanted - helped
+    pipe = 'pipeline="src:public.users:indexed-memory",source="src",table="public.users"'
+    for sample in (
+        f"laredo_dead_letter_backlog{{{pipe}}} 0",
+        f"laredo_dead_letters_total{{{pipe}}} 0",
+        f'laredo_changes_applied_total{{{pipe},action="insert"}} 0',
+        f'laredo_change_errors_total{{{pipe},action="update"}} 0',
+        'laredo_source_disconnects_total{source="src"} 0',
+        'laredo_snapshots_total{outcome="failed"} 0',
+    ):
+        assert sample in text.splitlines(), sample
+    code, out = _check_metrics(text)
+    assert code == 0 and out.strip() == "", out
+
+
+def _check_metrics(text: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [promtool(), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -225,7 +226,8 @@ def test_serve_cli_grpc_snapshot_restart(setup: tuple[Any, Path, dict[str, str]]
         assert wait_for(lambda: s.count() == 503, 20)
         m = s.metrics()
         assert 'laredo_snapshot_restores_total{outcome="completed"} 1' in m
-        assert "laredo_baselines_started_total" not in m
+        started = re.findall(r"^laredo_baselines_started_total\{[^}]*\} (\S+)$", m, re.M)
+        assert started == ["0"], started  # exported from the start, at zero: no baseline
     finally:
         assert s.stop() == 0
     dump = subprocess.run(

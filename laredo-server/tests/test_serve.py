@@ -118,6 +118,32 @@ def test_quickstart_runs_and_cleans_up(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "qs").stat().st_mode) == 0o700
 
 
+@pytest.mark.parametrize("flag", ["--health-port", "--grpc-port"])
+def test_quickstart_names_its_own_flag_when_a_port_is_taken(flag: str, tmp_path: Path) -> None:
+    pytest.importorskip("laredo_source_pg")
+    from laredo_server.quickstart import run_quickstart
+    from rich.console import Console
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        buf = io.StringIO()
+        ports = {"grpc_port": 0, "health_port": 0}
+        ports["health_port" if flag == "--health-port" else "grpc_port"] = port
+        code = run_quickstart(
+            **ports,
+            duration=1,
+            workdir=str(tmp_path / "qs"),
+            console=Console(file=buf, width=200, force_terminal=False),
+        )
+    out = buf.getvalue()
+    assert code == 1, out
+    assert f"port {port} on 127.0.0.1 is in use: pass {flag} with a free port" in out, out
+    assert "health.port" not in out and "grpc.port" not in out  # keys quickstart does not take
+    assert not (tmp_path / "qs").exists()  # refused before anything started
+
+
 def test_serve_returns_1_when_a_port_is_taken(quicktest_plugin: None, tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

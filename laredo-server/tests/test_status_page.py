@@ -140,7 +140,9 @@ def test_operator_metrics_are_exported_with_conformant_names(harness: Harness) -
     age = float(re.findall(r"^laredo_snapshot_age_seconds (\S+)$", text, re.M)[0])
     assert 0 <= age < 30
     assert "laredo_snapshot_last_success_timestamp_seconds " in text
-    assert "laredo_snapshot_schedule_seconds" not in text  # no schedule configured
+    # no schedule configured: the family is declared, with no sample
+    assert "# TYPE laredo_snapshot_schedule_seconds gauge" in text
+    assert not re.search(r"^laredo_snapshot_schedule_seconds", text, re.M)
     for name, kind, help_, _labels, _v in h.rt.facts.collect():
         assert lint_name(name, kind, help_) == [], name
 
@@ -257,3 +259,146 @@ def test_the_pages_poll_interval_is_clamped_whatever_the_link_says(query: str, w
         check=True,
     )
     assert int(out.stdout.strip()) == want
+
+
+def _history_server(tmp_path: Path, **rt_kw: Any) -> Any:
+    """A runtime with one table into two targets (two pipelines of one source)."""
+    from laredo_server.config import Built
+    from laredo_server.runtime import ServerRuntime
+    from laredo_server.serve import attach_frontends
+    from laredo_target_memory import IndexedTarget
+
+    from .testkit import make_source
+
+    src = make_source()
+
+    def factory(observers: Any, store_override: Any) -> Built:
+        eng = laredo.Engine(
+            sources={"src": src},
+            pipelines=[
+                laredo.Pipeline("src", USERS, IndexedTarget(), id="users-a"),
+                laredo.Pipeline("src", USERS, IndexedTarget(), id="users-b"),
+            ],
+            observers=list(observers),
+        )
+        return Built(eng, None, None, None)
+
+    rt = attach_frontends(ServerRuntime(factory, **rt_kw), grpc_port=None, history_interval=60)
+    rt.start()
+    assert rt.engine.await_ready(10)
+    return rt, src
+
+
+def _history_of(rt: Any) -> Any:
+    from laredo_server.status_history import StatusHistory
+
+    return next(
+        f.history for f in rt._frontends if isinstance(getattr(f, "history", None), StatusHistory)
+    )
+
+
+def test_history_counts_each_change_once_per_source_and_stays_bounded(tmp_path: Path) -> None:
+    from laredo_server.status_history import StatusHistory
+
+    rt, src = _history_server(tmp_path)
+    try:
+        history = StatusHistory(rt, interval=10.0, window=50.0)  # five samples kept
+        history.sample(1000.0)
+        for i in range(30):
+            src.insert(USERS, {"id": 500 + i, "name": "n", "email": f"e{i}", "team": 1})
+        assert wait_for(
+            lambda: all(rt.facts.counts(p).changes_applied == 30 for p in ("users-a", "users-b")),
+            10,
+        )
+        history.sample(1010.0)
+        out = history.export()
+        assert out["time_zone"] == "UTC" and out["window_seconds"] == 50.0
+        (_s0, s1) = out["sources"]["src"]
+        assert s1[0] == 1010.0 and s1[1] == 3.0  # 30 changes in 10 s, not 60 (two targets)
+        for pid in ("users-a", "users-b"):
+            assert out["pipelines"][pid][-1][:2] == [1010.0, 3.0]
+            assert out["pipelines"][pid][-1][3] > 0  # the buffer's capacity
+        for n in range(2, 20):
+            history.sample(1000.0 + 10 * n)
+        out = history.export()
+        assert [p[0] for p in out["sources"]["src"]] == [1150.0, 1160.0, 1170.0, 1180.0, 1190.0]
+        assert len(out["pipelines"]["users-a"]) == 5
+        assert [p[0] for p in history.export(since=1170.0)["sources"]["src"]] == [1180.0, 1190.0]
+    finally:
+        rt.stop(grace=5)
+
+
+def test_history_endpoint_needs_the_token_exactly_when_get_status_does(tmp_path: Path) -> None:
+    for protect, without in ((False, 200), (True, 401)):
+        rt, _ = _history_server(
+            tmp_path / str(protect), admin_token="s3cret", protect_reads=protect
+        )
+        try:
+            _history_of(rt).sample()
+            url = f"http://127.0.0.1:{rt.listeners.health_port}/status/history"
+            # a presented wrong token is refused whether reads are protected or not
+            for token, want in ((None, without), ("s3cret", 200), ("wrong", 401)):
+                req = urllib.request.Request(url)
+                if token:
+                    req.add_header("Authorization", f"Bearer {token}")
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        code, body = r.status, json.loads(r.read())
+                except urllib.error.HTTPError as e:
+                    code, body = e.code, json.loads(e.read())
+                assert code == want, (protect, token, body)
+                if code == 200:
+                    assert set(body["pipelines"]) == {"users-a", "users-b"}
+                    assert body["fanout"] == [] and body["time_zone"] == "UTC"
+                else:
+                    assert body["code"] == "unauthenticated"
+        finally:
+            rt.stop(grace=5)
+
+
+def test_history_shows_fanout_clients_and_journal(tmp_path: Path) -> None:
+    """A replication-fanout target with one real client connected: the status page's data
+    names the client and the journal's entries and sequences."""
+    from laredo_server.config import Built
+    from laredo_server.runtime import ServerRuntime
+    from laredo_server.serve import attach_frontends
+    from laredo_target_fanout import FanOutClient
+
+    from .testkit import make_source
+
+    src = make_source()
+    target = laredo.target("replication-fanout", grpc={"port": 0}, heartbeat_interval=0.5)
+
+    def factory(observers: Any, store_override: Any) -> Built:
+        eng = laredo.Engine(
+            sources={"src": src},
+            pipelines=[laredo.Pipeline("src", USERS, target, id="users-fanout")],
+            observers=list(observers),
+        )
+        return Built(eng, None, None, None)
+
+    rt = attach_frontends(ServerRuntime(factory), grpc_port=None, history_interval=60)
+    rt.start()
+    client = None
+    try:
+        assert rt.engine.await_ready(10)
+        client = FanOutClient(target.address, USERS, client_id="dash-1").start()
+        for i in range(5):
+            src.insert(USERS, {"id": 700 + i, "name": "n", "email": f"f{i}", "team": 2})
+        history = _history_of(rt)
+        assert wait_for(
+            lambda: (
+                (f := history.export()["fanout"])
+                and f[0]["clients"]
+                and f[0]["journal_entries"] >= 5
+            ),
+            15,
+        )
+        (fan,) = history.export()["fanout"]
+        assert fan["pipeline_id"] == "users-fanout"
+        assert [c["client_id"] for c in fan["clients"]] == ["dash-1"]
+        assert fan["current_sequence"] >= fan["oldest_sequence"] > 0
+    finally:
+        if client is not None:
+            client.stop(save=False)
+        rt.stop(grace=5)

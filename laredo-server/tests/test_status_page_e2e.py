@@ -189,6 +189,39 @@ def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
     )
     assert page.locator('tr[data-pipeline="pg:public.orders:indexed-memory"]').count() == 0
 
+    # an incident view: a page opened now shows the server's last hour at once, changes/s per
+    # source counted once, positions per pipeline, and says which time zone it uses
+    late = ctx.new_page()
+    late.goto(server.base + "/?interval=500")
+    late.fill("#token", TOKEN)
+    late.click("#tokenform button[type=submit]")
+    page_state(late, "ok")  # charts come only from the server's history, never the page's polls
+    samples = late.locator("#total").get_attribute("data-samples")
+    assert int(samples or 0) > 10, samples  # history from before the page was opened
+    spark = late.locator(f'{acc} td[data-field="spark"] svg')
+    assert int(spark.get_attribute("data-samples") or 0) > 10
+    assert late.locator("#tz").inner_text() == "all times UTC"
+    assert re.search(r"updated \d\d:\d\d:\d\dZ", late.locator("#summary").inner_text())
+    applied = cell(late, acc, "applied").inner_text()
+    durable = cell(late, acc, "durable").inner_text()
+    assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", applied) and not re.search(r"/0", applied)
+    assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", durable), durable
+    assert value(late, acc, "durable_lag") >= 0
+    assert late.locator("#nofanout").is_visible()  # no fan-out target in this configuration
+    server.db.execute("UPDATE accounts SET n = n + 1 WHERE id <= 200")
+    until(
+        lambda: (next_poll(late), value(late, src, "rate"))[1] > 0,
+        30,
+        "changes/s of the source on the page",
+    )
+    # each change once: at every sample, the source's rate is the sum of its tables' (one
+    # pipeline per table here; two targets of one table are test_status_page.py's case)
+    hist = server.get_json("/status/history")
+    pipes = hist["pipelines"]
+    for at, rate, *_ in hist["sources"]["pg"]:
+        per_pipe = [r for p in pipes.values() for t, r, *_ in p if t == at]
+        assert abs(rate - sum(per_pipe)) < 0.01 * max(1.0, rate), (at, rate, per_pipe)
+
     shot = tmp_path / "status-page.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

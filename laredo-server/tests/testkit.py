@@ -34,12 +34,14 @@ def make_source() -> TestSource:
     src = TestSource(supports_resume=True)
     src.add_table(
         USERS,
-        columns("id", "name", "email", "team"),
+        columns("id", "name", "email", "team", types={"id": "int4", "team": "int4"}),
         [{"id": i, "name": f"user{i}", "email": f"u{i}@x", "team": i % 3} for i in range(1, 26)],
     )
     src.add_table(
         ORDERS,
-        columns("region", "id", "total", pk=("region", "id")),
+        columns(
+            "region", "id", "total", pk=("region", "id"), types={"id": "int8", "total": "numeric"}
+        ),
         [
             {"region": "eu", "id": 1, "total": Decimal("9.50")},
             {"region": "us", "id": 1, "total": Decimal("1.25")},

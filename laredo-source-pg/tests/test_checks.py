@@ -212,6 +212,35 @@ def test_an_active_slot_of_another_process(pg_database: PgTestDb) -> None:
     assert "pg_terminate_backend(" in active.fix  # the slot goes with the database
 
 
+def test_the_running_servers_own_slot_is_no_conflict(pg_database: PgTestDb) -> None:
+    """``laredo check`` while ``laredo serve`` streams from the slot: the consumer connects as
+    ``laredo:<slot_name>`` (what a Laredo source of that slot is), so it is an info."""
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    db.execute(f"CREATE PUBLICATION {db.publication} FOR TABLE users")
+    repl = psycopg.connect(
+        db.dsn_for(application_name=f"laredo:{db.slot_name}"),
+        autocommit=True,
+        replication="database",
+    )
+    try:
+        repl.execute(f"CREATE_REPLICATION_SLOT {db.slot_name} LOGICAL pgoutput")
+        repl.execute(
+            f"START_REPLICATION SLOT {db.slot_name} LOGICAL 0/0 "
+            f"(proto_version '1', publication_names '{db.publication}')"
+        )
+        found = run(db, [{"table": "users"}], slot_mode="stateful", lease=False)
+        # ephemeral mode: the server's own slot is its temporary slot of that name
+        ephemeral = run(db, [{"table": "users"}], slot_mode="ephemeral")
+    finally:
+        repl.close()
+    assert not [f for f in ephemeral if f.severity is Severity.ERROR], ephemeral
+    (active,) = [f for f in found if f.code == "SLOT_ACTIVE"]
+    assert active.severity is Severity.INFO, active
+    assert "running Laredo server" in active.message and "nothing to fix" in active.message
+    assert not [f for f in found if f.severity is Severity.ERROR], found
+
+
 def test_connection_failure_is_one_finding_with_the_password_masked() -> None:
     opts = PostgresSourceOptions(
         connection="postgresql://u:s3cret@127.0.0.1:1/x", connect_timeout=1

@@ -32,6 +32,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Generator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -44,7 +45,8 @@ from .httpjson import DEFAULT_MAX_BODY, HTTP_STATUS, BodyTooLarge, handle, metho
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
 from .services._rpc import is_admin
-from .status_page import serve_page
+from .status_history import StatusHistory
+from .status_page import HISTORY_PATH, serve_page
 
 logger = logging.getLogger(__name__)
 
@@ -284,8 +286,10 @@ def _handler(
     connect: bool,
     client_certs: bool,
     limits: HttpLimits,
-    status_page: bool = True,
+    history: StatusHistory | None = None,
 ) -> type[BaseHTTPRequestHandler]:
+    status_page = history is not None
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "laredo/" + __version__
 
@@ -417,6 +421,21 @@ def _handler(
                 if isinstance(chunks, Generator):
                     chunks.close()  # the client left: end a stream now
 
+        def _history(self, history: StatusHistory) -> None:
+            """The status page's last hour; needs the token exactly when ``GetStatus`` does."""
+            refusal = rt.access.check(self.headers.items(), admin=False)
+            if refusal is not None:
+                code = refusal.code.lower()
+                body = {"code": code, "message": refusal.message}
+                self._send(HTTP_STATUS[code], json.dumps(body))
+                return
+            query = urllib.parse.parse_qs(self.path.partition("?")[2])
+            try:
+                since = float(query.get("since", ["0"])[0])
+            except ValueError:
+                since = 0.0
+            self._send(200, json.dumps(history.export(since)))
+
         def do_HEAD(self) -> None:
             self.do_GET()
 
@@ -446,6 +465,8 @@ def _handler(
                     self._send(200 if ok else 503, json.dumps(body))
                 elif path == "/metrics":
                     self._send(200, rt.metrics.render(), CONTENT_TYPE)
+                elif path == HISTORY_PATH and history is not None:
+                    self._history(history)
                 elif not (status_page and serve_page(self, path)):
                     self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
             except Exception as exc:  # never kill the probe thread
@@ -471,9 +492,12 @@ class HttpFrontend:
         tls: TlsConfig | None = None,
         limits: HttpLimits | None = None,
         status_page: bool = True,
+        history_interval: float = 5.0,
     ) -> None:
         self.rt = rt
         self.status_page = status_page
+        self.history = StatusHistory(rt, history_interval) if status_page else None
+        """The status page's last hour (sampled while this front end runs)."""
         self.servicers = servicers
         self.host = host
         self.port = port
@@ -489,7 +513,7 @@ class HttpFrontend:
             connect=self.connect,
             client_certs=bool(self.tls and self.tls.client_ca_file),
             limits=self.limits,
-            status_page=self.status_page,
+            history=self.history,
         )
         ctx = _tls_context(self.tls) if self.tls is not None else None
         try:
@@ -505,11 +529,15 @@ class HttpFrontend:
         threading.Thread(target=httpd.serve_forever, name="laredo-http", daemon=True).start()
         scheme = "https" if ctx is not None else "http"
         logger.info("health and metrics on %s://%s:%s", scheme, self.host, port)
+        if self.history is not None:
+            self.history.start()
 
     def stop(self, grace: float) -> None:
         """Keep answering: probes and metrics stay up while the engine stops."""
 
     def close(self) -> None:
+        if self.history is not None:
+            self.history.stop(1.0)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -5,6 +5,14 @@ mapped to their source and table with :meth:`PrometheusObserver.bind`), plus ``a
 ``outcome``, ``result`` or ``policy`` where relevant. :meth:`PrometheusObserver.render` gives the
 text exposition format (version 0.0.4) served on ``/metrics``.
 
+Every family is exported from the first scrape (HELP and TYPE), and :meth:`bind` puts the
+counters of each pipeline and source at zero, so ``rate()`` and ``increase()`` see a new series'
+start and an alert rule never reads an absent name as "no problem".
+
+Why not ``prometheus_client`` (measured with ``timeit``, one run on a loaded 2-core box): a
+labelled increment costs the same (1.04 µs per change either way) and rendering 600 series of
+one family is ~10x slower (7.4 ms against 0.75 ms per scrape).
+
 The observer is called on engine threads and never blocks: each update is a dictionary write
 under one short lock.
 """
@@ -101,9 +109,36 @@ class PrometheusObserver(NullObserver):
 
     # -- wiring -------------------------------------------------------------------------------
     def bind(self, pipelines: Mapping[str, tuple[str, TableIdentifier | str]]) -> None:
-        """Map pipeline ids to ``(source_id, table)`` so pipeline metrics carry those labels."""
+        """Map pipeline ids to ``(source_id, table)`` so pipeline metrics carry those labels,
+        and export the counters of each pipeline and source at zero until their first event
+        (a rate or an increase over a new series needs its zero)."""
         for pid, (source, table) in pipelines.items():
             self._pipes[pid] = (("pipeline", pid), ("source", source), ("table", str(table)))
+        with self._lock:
+            for pid, (source, table) in pipelines.items():
+                self._zero_pipeline(self._pipes[pid])
+                self._zero_source((("source", source),), str(table))
+            for name, key in _GLOBAL_ZEROS:
+                self._families[name].values.setdefault(key, 0)
+
+    def _zero_pipeline(self, labels: LabelKey) -> None:
+        actions = ("insert", "update", "delete") if self.per_action else ("any",)
+        fams = self._families
+        for action in actions:
+            for name in _PER_ACTION_ZEROS:
+                if self.per_action or name == "laredo_changes_applied_total":
+                    fams[name].values.setdefault((*labels, ("action", action)), 0)
+        for name in _PER_PIPELINE_ZEROS:
+            fams[name].values.setdefault(labels, 0)
+        for result in ("match", "mismatch"):
+            fams["laredo_validation_runs_total"].values.setdefault((*labels, ("result", result)), 0)
+
+    def _zero_source(self, labels: LabelKey, table: str) -> None:
+        for name in _PER_SOURCE_ZEROS:
+            self._families[name].values.setdefault(labels, 0)
+        self._families["laredo_schema_changes_total"].values.setdefault(
+            (*labels, ("table", table)), 0
+        )
 
     def add_collector(
         self, fn: Callable[[], Iterable[tuple[str, str, str, LabelKey, float]]]
@@ -187,7 +222,7 @@ class PrometheusObserver(NullObserver):
             )
         )
         for name, kind, help_, values in fams:
-            if not values or (not self.deprecated_names and name in DEPRECATED_METRICS):
+            if not self.deprecated_names and name in DEPRECATED_METRICS:
                 continue
             lines.append(f"# HELP {name} {help_}")
             lines.append(f"# TYPE {name} {kind}")
@@ -455,6 +490,33 @@ def _variant(per_action: bool, buffer_depth: bool) -> type[PrometheusObserver]:
     return cls
 
 
+_PER_ACTION_ZEROS = (
+    "laredo_changes_received_total",
+    "laredo_changes_applied_total",
+    "laredo_change_errors_total",
+)
+_PER_PIPELINE_ZEROS = (
+    "laredo_change_batches_applied_total",
+    "laredo_dead_letters_total",
+    "laredo_rows_expired_total",
+    "laredo_baselines_started_total",
+    "laredo_baseline_rows_total",
+)
+_PER_SOURCE_ZEROS = (
+    "laredo_source_connected",  # 0 until the source reports its connection
+    "laredo_source_connects_total",
+    "laredo_source_disconnects_total",
+    "laredo_ack_advanced_total",
+    "laredo_source_rebaseline_total",
+)
+_GLOBAL_ZEROS: tuple[tuple[str, LabelKey], ...] = (
+    ("laredo_snapshots_started_total", ()),
+    ("laredo_snapshots_total", (("outcome", "created"),)),
+    ("laredo_snapshots_total", (("outcome", "failed"),)),
+    ("laredo_snapshot_restores_total", (("outcome", "started"),)),
+    ("laredo_snapshot_restores_total", (("outcome", "completed"),)),
+)
+
 _DEFS: tuple[tuple[str, str, str], ...] = (
     ("laredo_source_connected", "gauge", "1 while the source is connected."),
     ("laredo_source_connects_total", "counter", "Source connections."),
@@ -518,4 +580,23 @@ _DEFS: tuple[tuple[str, str, str], ...] = (
     ("laredo_fanout_snapshot_rows", "gauge", "Rows in the last fan-out snapshot."),
     ("laredo_fanout_journal_pruned_total", "counter", "Fan-out journal entries pruned."),
     ("laredo_fanout_journal_oldest_sequence", "gauge", "Oldest fan-out journal sequence."),
+    # read at scrape time by the server's collectors (runtime, status facts)
+    ("laredo_ready", "gauge", "1 when the server is ready."),
+    ("laredo_pipeline_rows", "gauge", "Rows currently held by the pipeline's target."),
+    (
+        "laredo_source_wal_retained_bytes",
+        "gauge",
+        "WAL the source's replication slot holds back on the database server.",
+    ),
+    (
+        "laredo_snapshot_age_seconds",
+        "gauge",
+        "Seconds since the last complete snapshot (since the server started when none).",
+    ),
+    (
+        "laredo_snapshot_schedule_seconds",
+        "gauge",
+        "The configured interval between scheduled snapshots.",
+    ),
+    ("laredo_dead_letter_backlog", "gauge", "Dead letters stored and not yet replayed or purged."),
 )

@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -115,9 +116,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _port_taken(port: int) -> bool:
+    """True when something listens on 127.0.0.1:``port`` already (0 is never taken)."""
+    if not port:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def laredo_command() -> str:
+    """How to run ``laredo`` from here: ``laredo`` when it is on PATH, else its path in the
+    virtual environment this process runs from (``./dev`` does not put ``.venv/bin`` on
+    PATH)."""
+    if shutil.which("laredo"):
+        return "laredo"
+    exe = Path(sys.executable).parent / "laredo"
+    with contextlib.suppress(ValueError):
+        return str(exe.relative_to(Path.cwd()))
+    return str(exe)
+
+
 def _commands(grpc_port: int, health_port: int, cfg: Path) -> str:
     address = cli_address("127.0.0.1", grpc_port)
-    a = f"laredo -a {address}" if address else "laredo"
+    exe = laredo_command()
+    a = f"{exe} -a {address}" if address else exe
     return "\n".join(
         [
             f"{a} status",
@@ -132,7 +158,7 @@ def _commands(grpc_port: int, health_port: int, cfg: Path) -> str:
             f"{a} reload public.accounts",
             f"curl -s http://127.0.0.1:{health_port}/health/ready",
             f"curl -s http://127.0.0.1:{health_port}/metrics | grep laredo_changes",
-            f"laredo config dump {cfg}",
+            f"{exe} config dump {cfg}",
         ]
     )
 
@@ -169,6 +195,14 @@ def run_quickstart(
     from .serve import serve  # noqa: PLC0415 - lazy: the server stack (grpc, protobuf)
 
     con = console or Console()
+    for flag, port in (("--grpc-port", grpc_port), ("--health-port", health_port)):
+        if _port_taken(port):
+            con.print(
+                f"[red]error:[/red] port {port} on 127.0.0.1 is in use: pass {flag} with a "
+                f"free port, or {flag} 0 for any free port",
+                highlight=False,
+            )
+            return 1
     own_dir = workdir is None
     root = Path(workdir or tempfile.mkdtemp(prefix="laredo-quickstart-"))  # mkdtemp: 0700
     if not root.exists():

@@ -66,6 +66,7 @@ def attach_frontends(
     health_tls: TlsConfig | None = None,
     http_limits: HttpLimits | None = None,
     status_page: bool = True,
+    history_interval: float = 5.0,
 ) -> ServerRuntime:
     """Give ``rt`` its HTTP (health, metrics, with ``status_page`` the status page, with
     ``connect`` the Connect gateway) and gRPC front ends, sharing one set of servicers; a port
@@ -82,6 +83,7 @@ def attach_frontends(
                 tls=health_tls,
                 limits=http_limits,
                 status_page=status_page,
+                history_interval=history_interval,
             )
         )
     if grpc_port is not None:
@@ -153,6 +155,7 @@ def runtime_from_config(
         connect=model.health.connect,
         health_tls=model.health.tls,
         status_page=model.health.status_page,
+        history_interval=model.health.history_interval,
         http_limits=HttpLimits(
             max_body=model.health.max_body,
             max_connections=model.health.max_connections,

@@ -183,7 +183,8 @@ class StatusFacts(NullObserver):
             yield from self._source_counters(sid)
         if eng.snapshot_store is not None:
             yield from self._snapshot_samples()
-        backlog = self.dead_letter_backlog()
+        # no dead-letter store: nothing is stored, so every backlog is a true zero
+        backlog = self.dead_letter_backlog() if eng.dead_letter_store is not None else {}
         if backlog is not None:
             for c in eng.pipeline_configs:
                 pid = c.pipeline_id()

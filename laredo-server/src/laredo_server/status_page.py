@@ -4,8 +4,10 @@ One self-contained file (``static/status.html``: inline CSS and JavaScript, no C
 package data. The page polls the same Connect JSON endpoint ``laredo status`` uses
 (``POST /laredo.v1.LaredoOAMService/GetStatus``), so it needs the admin token exactly when that
 RPC does; the token is typed into the page, kept in the tab's ``sessionStorage`` and sent as
-``Authorization: Bearer``. Serving the page reads a file loaded once; the server does no work
-for it between requests, and the page stops polling while its tab is hidden.
+``Authorization: Bearer``. Serving the page reads a file loaded once, and the page stops
+polling while its tab is hidden. Its charts come from ``GET /status/history``
+(:class:`~laredo_server.status_history.StatusHistory`, the server's last hour, same token
+rule), so they show what happened before the page was opened.
 
 The Content-Security-Policy allows only the page's own inline script and style (by hash) and
 requests to this origin.
@@ -24,7 +26,10 @@ from importlib import resources
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE_PATHS", "Page", "page", "serve_page"]
+__all__ = ["HISTORY_PATH", "PAGE_PATHS", "Page", "page", "serve_page"]
+
+HISTORY_PATH = "/status/history"
+"""The page's last hour (``StatusHistory.export()`` as JSON), read once when the page opens."""
 
 PAGE_PATHS = ("", "/index.html", "/status")
 """Request paths (trailing ``/`` removed) that answer the page."""

@@ -434,6 +434,20 @@ class _Check:
             return
         about = [f"application_name {app!r}" if app else "", f"client {addr}" if addr else ""]
         who = f"process {pid}" + (f" ({', '.join(a for a in about if a)})" if any(about) else "")
+        if active and app == f"laredo:{name}":  # what a Laredo source of this slot is
+            self.add(
+                Finding.info(
+                    "SLOT_ACTIVE",
+                    f"slot {name!r} is streaming to a running Laredo server ({who}), "
+                    "presumably the one this configuration is for: nothing to fix"
+                    + (
+                        " (a second laredo serve with it waits for the lease)"
+                        if opts.stateful and opts.lease
+                        else ""
+                    ),
+                )
+            )
+            return
         if not opts.stateful:
             self.add(
                 Finding.error(

@@ -1,4 +1,4 @@
-"""PostgreSQL WAL positions (LSNs): ``int`` in memory, ``%X/%08X`` as text."""
+"""PostgreSQL WAL positions (LSNs): ``int`` in memory, ``%X/%X`` as text (as ``pg_lsn`` prints)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def format_lsn(lsn: int) -> str:
     """``0x1A2B3C4D5E`` -> ``"1A/2B3C4D5E"``."""
     if not isinstance(lsn, int) or isinstance(lsn, bool) or lsn < 0 or lsn >> 64:
         raise ValueError(f"invalid LSN {lsn!r}: expected an int in [0, 2**64)")
-    return f"{lsn >> 32:X}/{lsn & _MAX_PART:08X}"
+    return f"{lsn >> 32:X}/{lsn & _MAX_PART:X}"  # as PostgreSQL prints it: 0/1BEF0A8
 
 
 def parse_lsn(text: str) -> int:

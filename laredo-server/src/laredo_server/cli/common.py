@@ -10,7 +10,9 @@ do not call a server (``--help``, ``version``, ``config validate``) start withou
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,13 +147,26 @@ class Client:
         self.cli.fail(f"{code.name}: {details}")
 
 
+PIPED_WIDTH = 10_000
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console for stdout (or stderr): the terminal's width on a terminal or with
+    ``COLUMNS``; piped into a file or another program, lines never wrap (a table is as wide
+    as its content), so ``grep`` and ``awk`` see one row per line."""
+    stream = sys.stderr if stderr else sys.stdout
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPED_WIDTH)
+
+
 class CliState:
     """Per-invocation state, kept in ``ctx.obj`` by the global options callback."""
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
-        self.out = Console()
-        self.err = Console(stderr=True)
+        self.out = console()
+        self.err = console(stderr=True)
         self._client: Client | None = None
 
     @property

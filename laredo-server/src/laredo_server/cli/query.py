@@ -7,11 +7,17 @@ true/false/null, objects) and strings otherwise.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
-from .common import CliState, hookimpl, state, table_ref
+from .common import CliState, hookimpl, split_table, state, table_ref
+
+
+def qualified(table: str) -> str:
+    """``schema.table`` of a table argument (schema defaults to public)."""
+    return ".".join(split_table(table))
+
 
 PipelineOpt = Annotated[
     str | None, typer.Option("--pipeline", help="pipeline id when a table has several targets")
@@ -28,6 +34,16 @@ def typed(values: list[str]) -> list[str]:
         except ValueError:
             outv.append(json.dumps(v))
     return outv
+
+
+def _not_found(cli: CliState, table: str, resp: Any, values: list[str]) -> NoReturn:
+    """``not found`` naming the table, the pipeline that answered and the key fields used."""
+    fields = list(resp.key_fields)
+    pairs = ", ".join(
+        f"{fields[i] if i < len(fields) else '?'} = {v}" for i, v in enumerate(values)
+    )
+    where = f" (pipeline {resp.pipeline_id})" if resp.pipeline_id else ""
+    cli.fail(f"not found: no row of {qualified(table)}{where} with {pairs}")
 
 
 def _rows_out(cli: CliState, rows: list[Any], title: str) -> None:
@@ -64,7 +80,7 @@ def query_lookup(
         return _rows_out(cli, list(resp.rows), table)
     resp = cli.query("Lookup", table=ref, index_name=index or "", key_values=typed(values))
     if not resp.found:
-        cli.fail("not found")
+        _not_found(cli, table, resp, values)
     _rows_out(cli, [resp.row], table)
     return None
 
@@ -79,7 +95,7 @@ def query_get(
     cli = state(ctx)
     resp = cli.query("GetRow", table=table_ref(table, pipeline), primary_key=typed(key))
     if not resp.found:
-        cli.fail("not found")
+        _not_found(cli, table, resp, key)
     _rows_out(cli, [resp.row], table)
 
 

@@ -175,9 +175,10 @@ def config_reload(
         )
     else:
         verdict = "[green]applied[/green]" if resp.accepted else "[red]rejected[/red]"
-        if resp.accepted and dry_run:
-            verdict = "dry run"
-        cli.out.print(f"{verdict}: {resp.message} (generation {resp.generation})")
+        message = resp.message
+        if resp.accepted and dry_run:  # the server's message already says "dry run"
+            verdict, message = "dry run", message.removeprefix("dry run: ")
+        cli.out.print(f"{verdict}: {message} (generation {resp.generation})")
         for c in resp.changes:
             detail = f"  {c.detail}" if c.detail else ""
             cli.out.print(f"  {c.kind.replace('_', ' ')}: {c.id}{detail}", highlight=False)

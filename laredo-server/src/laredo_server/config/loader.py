@@ -107,7 +107,50 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return base
 
 
-def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
+_REFERS_BACK = re.compile(r"\+=|\$\{")
+_APPEND_OBJECT = re.compile(r"\+=\s*\{")
+
+
+def _wrap_object_appends(text: str) -> str:
+    """``key += { ... }`` -> ``key += [{ ... }]``: HOCON appends the object to the array
+    (``key = ${?key} [{...}]``); pyhocon instead replaces the array with the object."""
+    out: list[str] = []
+    pos = 0
+    for m in _APPEND_OBJECT.finditer(text):
+        if m.start() < pos:
+            continue
+        start = m.end() - 1  # the "{"
+        depth, i, quote = 0, start, False
+        while i < len(text):
+            c = text[i]
+            if quote:
+                if c == "\\":
+                    i += 1
+                elif c == '"':
+                    quote = False
+            elif c == '"':
+                quote = True
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        if depth:
+            break  # unbalanced: the parser reports it
+        out += [text[pos:start], "[", text[start : i + 1], "]"]
+        pos = i + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _parse_file(
+    path: Path, problems: list[str], base: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The plain tree of one file. With ``base`` (the files read before it), the file is read
+    on top of it, so ``tables += {...}`` and ``${...}`` in a ``conf.d`` file see the earlier
+    files' values; the result is then the merged tree."""
     from pyhocon import ConfigFactory  # noqa: PLC0415 - lazy: pyhocon takes ~0.4 s
 
     _keep_period_text()
@@ -115,13 +158,25 @@ def _parse_file(path: Path, problems: list[str]) -> dict[str, Any] | None:
     if fetched:
         problems.extend(fetched)
         return None
+    shifted = False
     try:
-        tree = ConfigFactory.parse_file(str(path), required=True)
+        text = path.read_text(encoding="utf-8")
+        if base is None and "+=" not in text:
+            tree = ConfigFactory.parse_file(str(path), required=True)
+        else:  # the earlier files' keys as one line of JSON (valid HOCON), then this file
+            head = ", ".join(
+                f"{json.dumps(k)}: {json.dumps(v, default=str)}" for k, v in (base or {}).items()
+            )
+            shifted = True
+            text = head + "\n" + _wrap_object_appends(text)
+            tree = ConfigFactory.parse_string(text, str(path.parent))
     except FileNotFoundError:
         problems.append(f"{path}: file not found")
         return None
     except Exception as exc:  # pyparsing errors carry line and column
         line = getattr(exc, "lineno", None)
+        if line and shifted:
+            line -= 1  # the JSON line in front
         col = getattr(exc, "col", None)
         where = f"{path}:{line}:{col}" if line else str(path)
         msg = str(getattr(exc, "msg", "")) or str(exc)
@@ -335,10 +390,15 @@ def load_config(
             files.extend(sorted(p for p in d.iterdir() if p.suffix == ".conf" and p.is_file()))
         elif conf_dirs is not None and d.exists():
             problems.append(f"{d}: conf dir is not a directory")
-    for f in files:
+    for i, f in enumerate(files):
         _collect_texts(f, loaded.texts)
-        parsed = _parse_file(f, problems)
-        if parsed is not None:
+        base = (
+            loaded.tree if i and _REFERS_BACK.search("\n".join(loaded.texts.get(f, []))) else None
+        )
+        parsed = _parse_file(f, problems, base)
+        if parsed is not None and base is not None:
+            loaded.tree = parsed
+        elif parsed is not None:
             _merge(loaded.tree, parsed)
     loaded.files = files
     environ = os.environ if env is None else env

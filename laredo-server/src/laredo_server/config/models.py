@@ -85,6 +85,10 @@ class HealthConfig(_Section):
     timeout: Duration = 30.0
     """Seconds the rest of a request (its body) may take as a whole, and each write of an
     answer. The TLS handshake and request head must arrive within 5 s of the connection."""
+    history_interval: Duration = Field(default=5.0, gt=0)
+    """Seconds between two samples of the status page's last hour (per source and pipeline:
+    changes/s, lag, buffer fill); memory is bounded by ``3600 / history_interval`` samples
+    per series."""
 
 
 class MetricsConfig(_Section):

@@ -12,13 +12,13 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
 from laredo import Pipeline
 from laredo.errors import EngineStateError
-from laredo.types import Row
+from laredo.types import ColumnDefinition, Row
 
 from .._proto.laredo_proto.v1 import query_pb2 as qry
 from .._proto.laredo_proto.v1 import query_pb2_grpc as qry_grpc
@@ -42,6 +42,7 @@ from .convert import (
     sort_key,
     table_id,
 )
+from .keys import coerce_key, index_fields, key_fields
 
 __all__ = ["MAX_PAGE", "QUERY_SERVICE", "SUBSCRIBE_BATCH", "QueryService"]
 
@@ -83,27 +84,49 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
             f"its targets: {', '.join(c.resolved_target_type() for c in found)}"
         )
 
-    def _lookup_target(self, ref: qry.TableRef) -> LookupTarget:
+    def _lookup_target(self, ref: qry.TableRef) -> tuple[LookupTarget, Pipeline]:
         target, cfg = self._target(ref)
         if not isinstance(target, LookupTarget):
             raise EngineStateError(
                 f"the target of {cfg.table_id} has no lookup indexes (use an indexed-memory "
                 "target with lookup_fields or indexes)"
             )
-        return target
+        return target, cfg
+
+    def _columns(self, target: object, cfg: Pipeline) -> list[ColumnDefinition]:
+        """The columns the target was initialised with, else the source's catalog."""
+        cols = getattr(target, "columns", None)
+        if isinstance(cols, tuple | list) and cols and isinstance(cols[0], ColumnDefinition):
+            return list(cols)
+        return self.rt.engine.table_schema(cfg.table_id, cfg.source_id)
+
+    def _key(
+        self, target: object, cfg: Pipeline, raw: Sequence[str], index_name: str | None
+    ) -> tuple[list[Any], list[str]]:
+        """The typed-JSON (or plain text) values of a request converted to the types of the
+        key (``index_name`` None) or index fields, and those fields."""
+        cols = self._columns(target, cfg)
+        if index_name is None:
+            fields = key_fields(target, cols)
+        else:
+            fields = index_fields(target, index_name, cols)
+        values = [decode_json_value(v) for v in raw]
+        return coerce_key(values, fields, cols, cfg.table_id), fields
 
     @rpc()
     def Lookup(
         self, request: qry.LookupRequest, context: grpc.ServicerContext
     ) -> qry.LookupResponse:
-        target = self._lookup_target(request.table)
-        values = [decode_json_value(v) for v in request.key_values]
+        target, cfg = self._lookup_target(request.table)
+        values, fields = self._key(target, cfg, request.key_values, request.index_name)
         if request.index_name:
             rows = target.lookup_all(request.index_name, *values)
             row = rows[0] if rows else None
         else:
             row = target.lookup(*values)
-        return qry.LookupResponse(found=row is not None, row=row_pb(row))
+        return qry.LookupResponse(
+            found=row is not None, row=row_pb(row), pipeline_id=cfg.pipeline_id(), key_fields=fields
+        )
 
     @rpc()
     def LookupAll(
@@ -111,8 +134,8 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
     ) -> qry.LookupAllResponse:
         if not request.index_name:
             raise ValueError("index_name is required (see GetTableStatus for the indexes)")
-        target = self._lookup_target(request.table)
-        values = [decode_json_value(v) for v in request.key_values]
+        target, cfg = self._lookup_target(request.table)
+        values, _ = self._key(target, cfg, request.key_values, request.index_name)
         rows = target.lookup_all(request.index_name, *values)
         return qry.LookupAllResponse(rows=[row_pb(r) for r in rows])
 
@@ -120,12 +143,14 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
     def GetRow(
         self, request: qry.GetRowRequest, context: grpc.ServicerContext
     ) -> qry.GetRowResponse:
-        target, _ = self._target(request.table)
-        values = [decode_json_value(v) for v in request.primary_key]
+        target, cfg = self._target(request.table)
+        values, fields = self._key(target, cfg, request.primary_key, None)
         if not values:
             raise ValueError("primary_key is required (one value per key column, in key order)")
         row = target.get(*values)
-        return qry.GetRowResponse(found=row is not None, row=row_pb(row))
+        return qry.GetRowResponse(
+            found=row is not None, row=row_pb(row), pipeline_id=cfg.pipeline_id(), key_fields=fields
+        )
 
     @rpc()
     def ListRows(

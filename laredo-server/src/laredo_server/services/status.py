@@ -5,6 +5,7 @@ read), built from a :class:`~laredo_server.runtime.ServerRuntime`, its engine an
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,9 @@ def source_status(rt: ServerRuntime, sid: str) -> oam.SourceStatus:
     info = rt.engine.source_info(sid)
     if info is None:
         raise KeyError(f"unknown source {sid!r}")
+    kind = rt.source_types.get(sid)
+    if kind:  # the configured type (postgresql), not the class name (PostgresSource)
+        info = dataclasses.replace(info, source_type=kind)
     return source_status_pb(
         info, ready=rt.engine.is_ready(sid), wal_retained=rt.facts.wal_retained(sid)
     )

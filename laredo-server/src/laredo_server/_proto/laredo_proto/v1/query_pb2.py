@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1blaredo_proto/v1/query.proto\x12\tlaredo.v1\"\x13\n\x03Row\x12\x0c\n\x04json\x18\x01 \x01(\t\">\n\x08TableRef\x12\x0e\n\x06schema\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\t\x12\x13\n\x0bpipeline_id\x18\x03 \x01(\t\"[\n\rLookupRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x12\n\nindex_name\x18\x02 \x01(\t\x12\x12\n\nkey_values\x18\x03 \x03(\t\"<\n\x0eLookupResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1b\n\x03row\x18\x02 \x01(\x0b\x32\x0e.laredo.v1.Row\"^\n\x10LookupAllRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x12\n\nindex_name\x18\x02 \x01(\t\x12\x12\n\nkey_values\x18\x03 \x03(\t\"1\n\x11LookupAllResponse\x12\x1c\n\x04rows\x18\x01 \x03(\x0b\x32\x0e.laredo.v1.Row\"H\n\rGetRowRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x13\n\x0bprimary_key\x18\x02 \x03(\t\"<\n\x0eGetRowResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1b\n\x03row\x18\x02 \x01(\x0b\x32\x0e.laredo.v1.Row\"\\\n\x0fListRowsRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"^\n\x10ListRowsResponse\x12\x1c\n\x04rows\x18\x01 \x03(\x0b\x32\x0e.laredo.v1.Row\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x13\n\x0btotal_count\x18\x03 \x01(\x03\"6\n\x10\x43ountRowsRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\"\"\n\x11\x43ountRowsResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"O\n\x10SubscribeRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x17\n\x0freplay_existing\x18\x02 \x01(\x08\"8\n\x11SubscribeResponse\x12#\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x13.laredo.v1.RowEvent\"\x99\x01\n\x08RowEvent\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\"\n\nold_values\x18\x02 \x01(\x0b\x32\x0e.laredo.v1.Row\x12\"\n\nnew_values\x18\x03 \x01(\x0b\x32\x0e.laredo.v1.Row\x12\x10\n\x08position\x18\x04 \x01(\t\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\x12\x10\n\x08replayed\x18\x06 \x01(\x08\"Q\n\x16WaitForPositionRequest\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\t\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x03\"D\n\x17WaitForPositionResponse\x12\x0f\n\x07reached\x18\x01 \x01(\x08\x12\x18\n\x10\x61pplied_position\x18\x02 \x01(\t2\x8b\x04\n\x12LaredoQueryService\x12=\n\x06Lookup\x12\x18.laredo.v1.LookupRequest\x1a\x19.laredo.v1.LookupResponse\x12\x46\n\tLookupAll\x12\x1b.laredo.v1.LookupAllRequest\x1a\x1c.laredo.v1.LookupAllResponse\x12=\n\x06GetRow\x12\x18.laredo.v1.GetRowRequest\x1a\x19.laredo.v1.GetRowResponse\x12\x43\n\x08ListRows\x12\x1a.laredo.v1.ListRowsRequest\x1a\x1b.laredo.v1.ListRowsResponse\x12\x46\n\tCountRows\x12\x1b.laredo.v1.CountRowsRequest\x1a\x1c.laredo.v1.CountRowsResponse\x12X\n\x0fWaitForPosition\x12!.laredo.v1.WaitForPositionRequest\x1a\".laredo.v1.WaitForPositionResponse\x12H\n\tSubscribe\x12\x1b.laredo.v1.SubscribeRequest\x1a\x1c.laredo.v1.SubscribeResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1blaredo_proto/v1/query.proto\x12\tlaredo.v1\"\x13\n\x03Row\x12\x0c\n\x04json\x18\x01 \x01(\t\">\n\x08TableRef\x12\x0e\n\x06schema\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\t\x12\x13\n\x0bpipeline_id\x18\x03 \x01(\t\"[\n\rLookupRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x12\n\nindex_name\x18\x02 \x01(\t\x12\x12\n\nkey_values\x18\x03 \x03(\t\"e\n\x0eLookupResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1b\n\x03row\x18\x02 \x01(\x0b\x32\x0e.laredo.v1.Row\x12\x13\n\x0bpipeline_id\x18\x03 \x01(\t\x12\x12\n\nkey_fields\x18\x04 \x03(\t\"^\n\x10LookupAllRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x12\n\nindex_name\x18\x02 \x01(\t\x12\x12\n\nkey_values\x18\x03 \x03(\t\"1\n\x11LookupAllResponse\x12\x1c\n\x04rows\x18\x01 \x03(\x0b\x32\x0e.laredo.v1.Row\"H\n\rGetRowRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x13\n\x0bprimary_key\x18\x02 \x03(\t\"e\n\x0eGetRowResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1b\n\x03row\x18\x02 \x01(\x0b\x32\x0e.laredo.v1.Row\x12\x13\n\x0bpipeline_id\x18\x03 \x01(\t\x12\x12\n\nkey_fields\x18\x04 \x03(\t\"\\\n\x0fListRowsRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"^\n\x10ListRowsResponse\x12\x1c\n\x04rows\x18\x01 \x03(\x0b\x32\x0e.laredo.v1.Row\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x13\n\x0btotal_count\x18\x03 \x01(\x03\"6\n\x10\x43ountRowsRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\"\"\n\x11\x43ountRowsResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"O\n\x10SubscribeRequest\x12\"\n\x05table\x18\x01 \x01(\x0b\x32\x13.laredo.v1.TableRef\x12\x17\n\x0freplay_existing\x18\x02 \x01(\x08\"8\n\x11SubscribeResponse\x12#\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x13.laredo.v1.RowEvent\"\x99\x01\n\x08RowEvent\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\"\n\nold_values\x18\x02 \x01(\x0b\x32\x0e.laredo.v1.Row\x12\"\n\nnew_values\x18\x03 \x01(\x0b\x32\x0e.laredo.v1.Row\x12\x10\n\x08position\x18\x04 \x01(\t\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\x12\x10\n\x08replayed\x18\x06 \x01(\x08\"Q\n\x16WaitForPositionRequest\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\t\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x03\"D\n\x17WaitForPositionResponse\x12\x0f\n\x07reached\x18\x01 \x01(\x08\x12\x18\n\x10\x61pplied_position\x18\x02 \x01(\t2\x8b\x04\n\x12LaredoQueryService\x12=\n\x06Lookup\x12\x18.laredo.v1.LookupRequest\x1a\x19.laredo.v1.LookupResponse\x12\x46\n\tLookupAll\x12\x1b.laredo.v1.LookupAllRequest\x1a\x1c.laredo.v1.LookupAllResponse\x12=\n\x06GetRow\x12\x18.laredo.v1.GetRowRequest\x1a\x19.laredo.v1.GetRowResponse\x12\x43\n\x08ListRows\x12\x1a.laredo.v1.ListRowsRequest\x1a\x1b.laredo.v1.ListRowsResponse\x12\x46\n\tCountRows\x12\x1b.laredo.v1.CountRowsRequest\x1a\x1c.laredo.v1.CountRowsResponse\x12X\n\x0fWaitForPosition\x12!.laredo.v1.WaitForPositionRequest\x1a\".laredo.v1.WaitForPositionResponse\x12H\n\tSubscribe\x12\x1b.laredo.v1.SubscribeRequest\x1a\x1c.laredo.v1.SubscribeResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,33 +38,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOOKUPREQUEST']._serialized_start=127
   _globals['_LOOKUPREQUEST']._serialized_end=218
   _globals['_LOOKUPRESPONSE']._serialized_start=220
-  _globals['_LOOKUPRESPONSE']._serialized_end=280
-  _globals['_LOOKUPALLREQUEST']._serialized_start=282
-  _globals['_LOOKUPALLREQUEST']._serialized_end=376
-  _globals['_LOOKUPALLRESPONSE']._serialized_start=378
-  _globals['_LOOKUPALLRESPONSE']._serialized_end=427
-  _globals['_GETROWREQUEST']._serialized_start=429
-  _globals['_GETROWREQUEST']._serialized_end=501
-  _globals['_GETROWRESPONSE']._serialized_start=503
-  _globals['_GETROWRESPONSE']._serialized_end=563
-  _globals['_LISTROWSREQUEST']._serialized_start=565
-  _globals['_LISTROWSREQUEST']._serialized_end=657
-  _globals['_LISTROWSRESPONSE']._serialized_start=659
-  _globals['_LISTROWSRESPONSE']._serialized_end=753
-  _globals['_COUNTROWSREQUEST']._serialized_start=755
-  _globals['_COUNTROWSREQUEST']._serialized_end=809
-  _globals['_COUNTROWSRESPONSE']._serialized_start=811
-  _globals['_COUNTROWSRESPONSE']._serialized_end=845
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=847
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=926
-  _globals['_SUBSCRIBERESPONSE']._serialized_start=928
-  _globals['_SUBSCRIBERESPONSE']._serialized_end=984
-  _globals['_ROWEVENT']._serialized_start=987
-  _globals['_ROWEVENT']._serialized_end=1140
-  _globals['_WAITFORPOSITIONREQUEST']._serialized_start=1142
-  _globals['_WAITFORPOSITIONREQUEST']._serialized_end=1223
-  _globals['_WAITFORPOSITIONRESPONSE']._serialized_start=1225
-  _globals['_WAITFORPOSITIONRESPONSE']._serialized_end=1293
-  _globals['_LAREDOQUERYSERVICE']._serialized_start=1296
-  _globals['_LAREDOQUERYSERVICE']._serialized_end=1819
+  _globals['_LOOKUPRESPONSE']._serialized_end=321
+  _globals['_LOOKUPALLREQUEST']._serialized_start=323
+  _globals['_LOOKUPALLREQUEST']._serialized_end=417
+  _globals['_LOOKUPALLRESPONSE']._serialized_start=419
+  _globals['_LOOKUPALLRESPONSE']._serialized_end=468
+  _globals['_GETROWREQUEST']._serialized_start=470
+  _globals['_GETROWREQUEST']._serialized_end=542
+  _globals['_GETROWRESPONSE']._serialized_start=544
+  _globals['_GETROWRESPONSE']._serialized_end=645
+  _globals['_LISTROWSREQUEST']._serialized_start=647
+  _globals['_LISTROWSREQUEST']._serialized_end=739
+  _globals['_LISTROWSRESPONSE']._serialized_start=741
+  _globals['_LISTROWSRESPONSE']._serialized_end=835
+  _globals['_COUNTROWSREQUEST']._serialized_start=837
+  _globals['_COUNTROWSREQUEST']._serialized_end=891
+  _globals['_COUNTROWSRESPONSE']._serialized_start=893
+  _globals['_COUNTROWSRESPONSE']._serialized_end=927
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=929
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=1008
+  _globals['_SUBSCRIBERESPONSE']._serialized_start=1010
+  _globals['_SUBSCRIBERESPONSE']._serialized_end=1066
+  _globals['_ROWEVENT']._serialized_start=1069
+  _globals['_ROWEVENT']._serialized_end=1222
+  _globals['_WAITFORPOSITIONREQUEST']._serialized_start=1224
+  _globals['_WAITFORPOSITIONREQUEST']._serialized_end=1305
+  _globals['_WAITFORPOSITIONRESPONSE']._serialized_start=1307
+  _globals['_WAITFORPOSITIONRESPONSE']._serialized_end=1375
+  _globals['_LAREDOQUERYSERVICE']._serialized_start=1378
+  _globals['_LAREDOQUERYSERVICE']._serialized_end=1901
 # @@protoc_insertion_point(module_scope)

@@ -33,12 +33,16 @@ class LookupRequest(_message.Message):
     def __init__(self, table: _Optional[_Union[TableRef, _Mapping]] = ..., index_name: _Optional[str] = ..., key_values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LookupResponse(_message.Message):
-    __slots__ = ("found", "row")
+    __slots__ = ("found", "row", "pipeline_id", "key_fields")
     FOUND_FIELD_NUMBER: _ClassVar[int]
     ROW_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELDS_FIELD_NUMBER: _ClassVar[int]
     found: bool
     row: Row
-    def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ...) -> None: ...
+    pipeline_id: str
+    key_fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., pipeline_id: _Optional[str] = ..., key_fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LookupAllRequest(_message.Message):
     __slots__ = ("table", "index_name", "key_values")
@@ -65,12 +69,16 @@ class GetRowRequest(_message.Message):
     def __init__(self, table: _Optional[_Union[TableRef, _Mapping]] = ..., primary_key: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetRowResponse(_message.Message):
-    __slots__ = ("found", "row")
+    __slots__ = ("found", "row", "pipeline_id", "key_fields")
     FOUND_FIELD_NUMBER: _ClassVar[int]
     ROW_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELDS_FIELD_NUMBER: _ClassVar[int]
     found: bool
     row: Row
-    def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ...) -> None: ...
+    pipeline_id: str
+    key_fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., pipeline_id: _Optional[str] = ..., key_fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListRowsRequest(_message.Message):
     __slots__ = ("table", "page_size", "page_token")
