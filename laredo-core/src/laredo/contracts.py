@@ -312,11 +312,11 @@ class BatchTarget(Protocol):
 
 @runtime_checkable
 class ChangeBatchTarget(Protocol):
-    """Deprecated (implement :class:`TargetDoor`): apply a :class:`~laredo.batches.ChangeBatch` (one table, one
-    position) from its value tuples, without building events. Same semantics, atomicity and
-    errors as ``BatchTarget.apply_changes`` (``BatchApplyError(index)`` names the first change
-    that failed; the ones before it stay applied). The engine calls it only when the pipeline has
-    no filter, transform or TTL and nobody asked for per-change events."""
+    """Deprecated (implement :class:`TargetDoor`): apply a
+    :class:`~laredo.batches.ChangeBatch` (one table, one position) from its value tuples,
+    without building events. Same semantics, atomicity and errors as
+    ``BatchTarget.apply_changes``. Only the deprecation path (``laredo.base.LegacyDoor``) calls
+    it, for a batch the chain left as it was."""
 
     def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None: ...
 
