@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .batches import ChangeBatch
-from .errors import TargetError
+from .errors import BatchApplyError, TargetError
 from .types import ChangeAction, ChangeEvent, Position, Row, TableIdentifier
 
 logger = logging.getLogger(__name__)
@@ -51,13 +51,15 @@ def _compare(a: Any, b: Any) -> int:
 class WriteBatch:
     """Changes to make durable, in source order.
 
-    ``position``: the last change's position (``position_text`` its text). ``committed``: the
-    end of the last whole transaction the batch completes (None: it completes none), what
-    ``write`` normally returns. ``partial``: the batch ends inside a transaction (``flush()`` or
-    close wrote a transaction not known to be complete)."""
+    ``changes``: what :meth:`BufferingTarget.prepare` made of each change (the
+    :class:`~laredo.types.ChangeEvent` itself unless a subclass encodes it on the engine's
+    thread). ``position``: the last change's position (``position_text`` its text).
+    ``committed``: the end of the last whole transaction the batch completes (None: it
+    completes none), what ``write`` normally returns. ``partial``: the batch ends inside a
+    transaction (``flush()`` or close wrote a transaction not known to be complete)."""
 
     table: TableIdentifier
-    changes: Sequence[ChangeEvent]
+    changes: Sequence[Any]
     position: Position
     position_text: str
     committed: Position | None
@@ -69,6 +71,11 @@ class BufferingTarget:
 
     target_label = "target"
     """How log and error messages name this kind of target (``"delta target"``)."""
+    write_on_caller = False
+    """True: a write due because ``flush_rows`` complete changes wait runs on the engine's
+    thread inside ``apply``, and its failure fails that call (``BatchApplyError(k)`` when ``k``
+    of its changes were written): the engine retries and dead-letters change by change. False:
+    every write runs on the flusher thread (the engine's thread is never held up by one)."""
 
     def __init__(
         self,
@@ -92,12 +99,15 @@ class BufferingTarget:
         self.buffer_table: TableIdentifier | None = None
         self._cond = threading.Condition(threading.Lock())
         self._write_lock = threading.Lock()  # one write at a time
-        self._events: list[ChangeEvent] = []
+        self._written = 0  # changes written so far
+        self._events: list[Any] = []  # prepared changes
+        self._positions: list[Position] = []  # their positions
         self._ends: list[tuple[int, Position]] = []  # (changes so far, position): a txn's end
         self._complete_since = 0.0
         self._last_received: Any = _NOTHING
         self._change_position: Position = None
         self._committed: Position | None = None
+        self._partial: Any = _NOTHING  # the open transaction a partial write ended in
         self._skip_until: Position | None = None
         self._error: BaseException | None = None
         self._stop = threading.Event()
@@ -112,6 +122,12 @@ class BufferingTarget:
 
     def load(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
         raise NotImplementedError
+
+    def prepare(self, changes: Sequence[ChangeEvent]) -> Sequence[Any]:
+        """What to buffer for ``changes`` (one item each, in order), on the engine's thread: a
+        subclass may encode them here so a change it cannot take fails the engine's call, not
+        a later write. Default: the changes themselves."""
+        return changes
 
     # -- engine hooks ----------------------------------------------------------------------
     def bind_pipeline(self, context: Any) -> None:
@@ -154,9 +170,11 @@ class BufferingTarget:
         buffered; ``position`` is durable."""
         with self._cond:
             self._events.clear()
+            self._positions.clear()
             self._ends.clear()
             self._complete_since = 0.0
             self._last_received = _NOTHING
+            self._partial = _NOTHING
             self._committed = position
             self._skip_until = None
 
@@ -168,27 +186,58 @@ class BufferingTarget:
         error of a failed write (after writing again) before buffering anything."""
         self._raise_pending()
         changes = self._skip(changes)
+        items = self.prepare(changes) if changes else ()
         cond = self._cond
         with cond:
             self._check_open()
             if self.buffer_table is None:
                 self.buffer_table = table
-            events = self._events
+            events, positions = self._events, self._positions
+            before, written = len(events), self._written
             if type(changes) is ChangeBatch and changes:
                 self._see(changes.position)
-                events.extend(changes.events())
+                events.extend(items)
+                positions.extend([changes.position] * len(items))
             else:
                 see = self._see
-                for ev in changes:
+                for ev, item in zip(changes, items, strict=True):
                     see(ev.position)
-                    events.append(ev)
+                    events.append(item)
+                    positions.append(ev.position)
             if complete and self._last_received is not _NOTHING:
                 self._complete_at(len(events), self._last_received)
             limit = 4 * self.flush_rows
             if self._flusher is None and events:
                 self._start_flusher()
-            while len(events) >= limit and self._ends and self._error is None:
+            due = bool(self._ends) and self._ends[-1][0] >= self.flush_rows
+            while not self.write_on_caller and len(events) >= limit and self._ends:
+                if self._error is not None:
+                    break
                 cond.wait(1.0)  # back-pressure: the flusher is behind
+        if due and self.write_on_caller:
+            self._write_now(len(items), before, written)
+
+    def _write_now(self, mine: int, before: int, written: int) -> None:
+        """Write what is complete on the caller's thread; on failure drop the caller's
+        ``mine`` changes still buffered (``before`` were buffered ahead of them and ``written``
+        written when they arrived) and raise (see ``write_on_caller``)."""
+        try:
+            self._write_all(everything=False)
+        except BaseException as exc:
+            with self._cond:
+                done = max(0, self._written - written - before)
+                unsent = mine - done
+                if unsent > 0:
+                    del self._events[-unsent:]
+                    del self._positions[-unsent:]
+                    n = len(self._events)
+                    self._ends = [e for e in self._ends if e[0] <= n]
+                    if not self._ends:
+                        self._complete_since = 0.0
+                    self._last_received = self._positions[-1] if n else _NOTHING
+            if done and isinstance(exc, Exception):
+                raise BatchApplyError(done, str(exc)) from exc
+            raise
 
     def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None:
         """``apply`` without the end-of-transaction signal (the per-change protocol's batch)."""
@@ -254,6 +303,10 @@ class BufferingTarget:
         ends = self._ends
         done = ends[-1][0] if ends else 0
         if n <= done:
+            if not n and position == self._partial:
+                # a partial write (flush) held all of it: that transaction is durable now
+                self._committed = position
+                self._partial = _NOTHING
             return
         ends.append((n, position))
         if not self._complete_since:
@@ -296,20 +349,23 @@ class BufferingTarget:
                 if not n:
                     return False
                 batch = self._events[:n]
+                position = self._positions[n - 1]
                 whole = [e for e in ends if e[0] <= n]
                 committed = whole[-1][1] if whole else None
                 partial = not whole or whole[-1][0] < n
-            position = batch[-1].position
             wb = WriteBatch(
                 self._need_table(), batch, position, self.to_string(position), committed, partial
             )
             durable = self.write(wb)
             with self._cond:
                 del self._events[:n]
+                del self._positions[:n]
+                self._written += n
                 self._ends = [(i - n, p) for i, p in self._ends if i > n]
                 self._complete_since = time.monotonic() if self._ends else 0.0
                 if durable is not None:
                     self._committed = durable
+                self._partial = position if partial else _NOTHING
                 self._error = None
                 self._cond.notify_all()
             return True
@@ -327,8 +383,8 @@ class BufferingTarget:
         ends = self._ends
         if not ends:
             return 3600.0
-        if ends[-1][0] >= self.flush_rows:
-            return 0.0
+        if ends[-1][0] >= self.flush_rows and not self.write_on_caller:
+            return 0.0  # (with write_on_caller the engine's thread writes these)
         if self.flush_interval <= 0:
             return 3600.0
         return max(0.0, self._complete_since + self.flush_interval - time.monotonic())
