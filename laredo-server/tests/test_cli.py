@@ -313,3 +313,15 @@ def test_wait_command(harness: Harness) -> None:
     assert "not reached" in r.output
     r = run(harness, "wait", "src", "1", "--timeout", "soon", code=2)
     assert "--timeout" in r.output and "invalid duration" in r.output
+
+
+def test_wait_durable_waits_for_what_survives_a_restart(harness: Harness) -> None:
+    """Memory targets behind a snapshot store: a change is applied at once but durable only
+    once a snapshot holds it (what the source may then be acknowledged)."""
+    pos = harness.source.insert(USERS, {"id": 901, "name": "d", "email": "d@x", "team": 0})
+    assert js(harness, "wait", "src", str(pos), "--timeout", "5s")["reached"] is True
+    r = run(harness, "wait", "src", str(pos), "--durable", "--timeout", "300ms", code=1)
+    assert "not reached" in r.output and "durable through" in r.output
+    harness.rt.engine.create_snapshot()
+    out = js(harness, "wait", "src", str(pos), "--durable", "--timeout", "5s")
+    assert out["reached"] is True and int(out["durable_position"]) >= pos
