@@ -20,6 +20,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -36,6 +37,7 @@ from laredo.types import (
     SchemaChangeResponse,
     TableIdentifier,
     TableSnapshotInfo,
+    primary_key_columns,
 )
 
 from .changes import fold
@@ -85,8 +87,40 @@ class DeltaTarget(BufferingTarget):
         super().bind_pipeline(context)
         self._source_id = context.source_id
 
+    def _keyed(
+        self, table: TableIdentifier, columns: Sequence[ColumnDefinition]
+    ) -> list[ColumnDefinition]:
+        """``columns`` with ``key_fields`` (when set) as the key rows are merged by; a
+        ``DeltaConfigError`` naming the fix when there is no key at all."""
+        fields = self.options.key_fields
+        if not fields:
+            if not primary_key_columns(list(columns)):
+                raise DeltaConfigError(
+                    f"delta target {table}: the table has no primary key, and a Delta mirror "
+                    "merges changes by key: set key_fields = [...] on the target (columns that "
+                    "identify a row; the table needs REPLICA IDENTITY FULL), or add a primary "
+                    "key to the table"
+                )
+            return list(columns)
+        names = [c.name for c in columns]
+        missing = [f for f in fields if f not in names]
+        if missing:
+            raise DeltaConfigError(
+                f"delta target {table}: key_fields {missing} are not columns of the table "
+                f"(columns: {', '.join(names)})"
+            )
+        return [
+            dataclasses.replace(
+                c,
+                primary_key=c.name in fields,
+                primary_key_ordinal=fields.index(c.name) + 1 if c.name in fields else 0,
+            )
+            for c in columns
+        ]
+
     # -- lifecycle ------------------------------------------------------------------------------
     def on_init(self, table: TableIdentifier, columns: Sequence[ColumnDefinition]) -> None:
+        columns = self._keyed(table, columns)
         self._table = self.buffer_table = table
         writer = DeltaWriter(self.options, table, self._source_id)
         writer.set_columns(columns)
@@ -224,6 +258,7 @@ class DeltaTarget(BufferingTarget):
         """Added columns evolve the Delta schema (a commit); any other change re-baselines
         (a new version with the new contents)."""
         writer = self._need_writer()
+        new_columns = self._keyed(table, new_columns)
         old = {c.name: c for c in writer.columns}
         kept = storage_columns(writer.columns, new_columns)
         compatible = kept is not None and [c.name for c in writer.columns if c.primary_key] == [

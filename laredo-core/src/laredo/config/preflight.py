@@ -27,6 +27,7 @@ from ..preflight import (
     CheckRequest,
     FieldUse,
     Finding,
+    KeysRows,
     MapsFields,
     TableUse,
     declared_fields,
@@ -114,12 +115,16 @@ def table_uses(model: EngineConfig) -> list[TableUse]:
     out = []
     for i, t in enumerate(model.tables):
         uses: dict[tuple[str, str], FieldUse] = {}
+        keyed: list[tuple[str, tuple[str, ...]]] = []
         for j, target in enumerate(t.targets):
-            for u in _target_uses(f"tables.{i}.targets.{j}", t, target):
+            where = f"tables.{i}.targets.{j}"
+            for u in _target_uses(where, t, target):
                 uses.setdefault((u.field, u.where), u)
-        out.append(
-            TableUse(TableIdentifier(t.schema_, t.table), f"tables.{i}", tuple(uses.values()))
-        )
+            model_ = _options_model("target", target.type, target.options())
+            if isinstance(model_, KeysRows):
+                keyed.append((where, tuple(model_.row_key_fields())))
+        table = TableIdentifier(t.schema_, t.table)
+        out.append(TableUse(table, f"tables.{i}", tuple(uses.values()), tuple(keyed)))
     return out
 
 
