@@ -261,3 +261,30 @@ def test_init_writes_a_config_that_validates_and_serves(
     finally:
         stop.set()
         t.join(30)
+
+
+def test_init_with_delta_resumes_and_check_warns_an_ephemeral_slot(
+    pg_database: PgTestDb, tmp_path: Path
+) -> None:
+    """A durable target keeps what it received: ``laredo init --delta-uri`` writes a stateful
+    slot, and ``laredo check`` warns (naming ``slot_mode = stateful``) when one is ephemeral."""
+    db = pg_database
+    db.execute("CREATE TABLE users (id int PRIMARY KEY, email text)")
+    cfg = tmp_path / "laredo.conf"
+    lake = tmp_path / "lake"
+    args = ["init", "--connection", db.dsn, "--slot-name", db.slot_name, "--delta-uri", str(lake)]
+    invoke(*args, "--config", str(cfg), code=0)
+    text = cfg.read_text()
+    assert "slot_mode = stateful" in text
+    assert f'{{ type = delta, uri = "{lake}/public.users" }}' in text
+    assert "config is valid" in invoke("config", "validate", str(cfg), code=0).output
+    r = invoke("check", "--config", str(cfg))
+    assert "DURABLE_TARGET_EPHEMERAL_SOURCE" not in r.output
+
+    eph = tmp_path / "ephemeral.conf"
+    r = invoke(*args, "--slot-mode", "ephemeral", "--config", str(eph), code=0)
+    assert "every start writes a full new baseline version" in r.output
+    r = invoke("check", "--config", str(eph))
+    assert "DURABLE_TARGET_EPHEMERAL_SOURCE" in r.output, r.output
+    assert "sources.pg.slot_mode = stateful" in r.output
+    assert "tables.0.targets.1 (delta)" in r.output

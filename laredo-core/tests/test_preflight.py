@@ -76,8 +76,9 @@ class CheckPlugin:
 
     @laredo.hookimpl
     def laredo_register_targets(self, registry: Any) -> None:
-        registry.add("memlike", lambda **kw: RecordingTarget(), options=MemLikeOptions)
-        registry.add("keyed", lambda **kw: RecordingTarget(), options=KeyedOptions)
+        # in memory (not durable): no finding about the source's resumption
+        registry.add("memlike", lambda **kw: RecordingTarget(durable=False), options=MemLikeOptions)
+        registry.add("keyed", lambda **kw: RecordingTarget(durable=False), options=KeyedOptions)
 
     @laredo.hookimpl
     def laredo_register_transforms(self, registry: Any) -> None:

@@ -399,3 +399,15 @@ def test_config_reload_dry_run_and_restart_only_changes(
             assert later["accepted"] and later["changes"] == [], later
     finally:
         rt.stop(grace=5)
+
+
+def test_wait_durable_waits_for_what_survives_a_restart(harness: Harness) -> None:
+    """Memory targets behind a snapshot store: a change is applied at once but durable only
+    once a snapshot holds it (what the source may then be acknowledged)."""
+    pos = harness.source.insert(USERS, {"id": 901, "name": "d", "email": "d@x", "team": 0})
+    assert js(harness, "wait", "src", str(pos), "--timeout", "5s")["reached"] is True
+    r = run(harness, "wait", "src", str(pos), "--durable", "--timeout", "300ms", code=1)
+    assert "not reached" in r.output and "durable through" in r.output
+    harness.rt.engine.create_snapshot()
+    out = js(harness, "wait", "src", str(pos), "--durable", "--timeout", "5s")
+    assert out["reached"] is True and int(out["durable_position"]) >= pos

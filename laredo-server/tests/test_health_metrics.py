@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import laredo
-from laredo.testing import TestSource
+from laredo.testing import TestSource, columns
 from laredo_server.config import Built
 from laredo_server.metrics import PrometheusObserver
 from laredo_server.runtime import ServerRuntime
@@ -18,7 +18,7 @@ from laredo_server.serve import attach_frontends
 from laredo_target_memory import IndexedTarget
 from prometheus_client.parser import text_string_to_metric_families
 
-from .testkit import USERS, Harness, make_source, wait_for
+from .testkit import ORDERS, USERS, Harness, make_source, wait_for
 
 
 def get(port: int, path: str) -> tuple[int, Any, str]:
@@ -231,3 +231,41 @@ def test_every_observer_event_becomes_a_metric() -> None:
     assert not _overrides(batch, "on_change_applied")
     assert not _overrides(batch, "on_buffer_depth_changed")
     assert _overrides(PrometheusObserver(), "on_change_applied")
+
+
+def test_readiness_names_the_failed_pipeline_and_its_reason(tmp_path: Path) -> None:
+    """One pipeline's target refuses the table (a Delta target on a table without a key): the
+    server is not ready, and the reason names that pipeline and why; its sibling of the same
+    source streams and is ready on its own."""
+    src = TestSource()
+    src.add_table(USERS, columns("id", "name"), [{"id": 1, "name": "a"}])
+    src.add_table(ORDERS, columns("id", "total"), [{"id": 1, "total": 2}])
+
+    class Refusing(IndexedTarget):
+        def on_init(self, table: Any, cols: Any) -> None:
+            raise laredo.ConfigError(f"{table} has no key: set key_fields")
+
+    def factory(observers: Any, _store: Any) -> Built:
+        eng = laredo.Engine(
+            sources={"src": src},
+            pipelines=[
+                laredo.Pipeline("src", USERS, IndexedTarget(), id="users"),
+                laredo.Pipeline("src", ORDERS, Refusing(), id="orders"),
+            ],
+            observers=list(observers),
+        )
+        return Built(eng)
+
+    rt = attach_frontends(ServerRuntime(factory), grpc_port=None)
+    rt.start()
+    try:
+        port = rt.listeners.health_port
+        assert port
+        assert wait_for(lambda: rt.readiness(pipeline_id="users")[0])
+        code, _, body = get(port, "/health/ready")
+        assert code == 503
+        (reason,) = json.loads(body)["reasons"]
+        assert reason.startswith("pipeline orders: ERROR") and "set key_fields" in reason
+        assert rt.readiness(table="public.orders") == (False, [reason])
+    finally:
+        rt.stop(grace=5)

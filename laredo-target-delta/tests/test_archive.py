@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 import typer
 from laredo.serialization import loads_row
 from laredo_target_delta import ArchiveError, history, read_as_of, rows_as_of
-from laredo_target_delta.cli import register
+from laredo_target_delta.cli import reconstruct, register
 from typer.testing import CliRunner
 
 from .conftest import Archive, item
@@ -120,3 +121,20 @@ def test_cli_registers_on_a_click_group(archive: Archive) -> None:
     register(group)
     res = ClickRunner().invoke(group, ["archive", "history", archive.uri])
     assert res.exit_code == 0 and "baseline" in res.output
+
+
+def test_reconstruct_past_the_last_commit_says_how_far_the_archive_reaches(
+    archive: Archive,
+) -> None:
+    """The archive cannot know what the source did after its last commit: a later ``--as-of``
+    fails naming the last commit's position instead of answering with that older version."""
+    p1 = archive.commit(("insert", item(7)))
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["archive", "reconstruct", archive.uri, "--as-of", str(p1 + 5)])
+    assert res.exit_code == 1
+    assert f"reaches only position {p1}" in res.output and "--as-of latest" not in res.output
+    assert f"--as-of {p1} (or latest)" in res.output
+    out = io.BytesIO()
+    assert reconstruct(archive.uri, "latest", out=out) == (4, str(p1))
+    assert reconstruct(archive.uri, str(p1), out=io.BytesIO()) == (4, str(p1))

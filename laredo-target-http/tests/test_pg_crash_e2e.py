@@ -202,9 +202,10 @@ def test_a_crash_inside_a_chunked_transaction_loses_none_of_it(
     pg_database: Any, receiver: Any, wait_for: Any, tmp_path: Path
 ) -> None:
     """A transaction larger than the source's ``batch_size`` arrives in chunks whose position
-    lies inside it. The target delivers the first chunks and buffers the last one; a crash
-    then. The slot must not have been acknowledged inside the transaction (PostgreSQL would
-    skip the whole transaction on resume): run 2 redelivers it, the buffered row included."""
+    lies inside it. The target writes it whole once its end arrives, in requests of
+    ``batch_size``: the first two are delivered, the last is refused; a crash then. The slot
+    must not have been acknowledged inside the transaction (PostgreSQL would skip the whole
+    transaction on resume): run 2 redelivers it, the undelivered row included."""
     db = pg_database
     db.execute(
         "CREATE TABLE users (id int PRIMARY KEY, name text, price numeric(10,2), "
@@ -223,7 +224,10 @@ def test_a_crash_inside_a_chunked_transaction_loses_none_of_it(
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "READY"
         before = _slot_confirmed(db)
-        # 5 rows in one transaction: chunks of 2, 2 (inside it) and 1 (its end, buffered)
+        # 5 rows in one transaction: chunks of 2, 2 (inside it) and 1 (its end); the requests
+        # [1, 2] and [3, 4] are delivered, [5] is refused
+        receiver.script(200, 200)
+        receiver.default = receiver.reply(503)
         db.execute("INSERT INTO users (id, name) SELECT g, 'u' FROM generate_series(1, 5) g")
         end = parse_lsn(db.scalar("SELECT pg_current_wal_lsn()::text"))
         wait_for(lambda: len(_ids(receiver)) == 4, what="the first two chunks delivered")
@@ -238,6 +242,7 @@ def test_a_crash_inside_a_chunked_transaction_loses_none_of_it(
     assert confirmed == before, "acknowledged inside the transaction"
 
     receiver.requests.clear()
+    receiver.default = receiver.reply(200)
     src = PostgresSource(
         db.dsn, slot_mode="stateful", slot_name=db.slot_name, publication={"create": True}
     )

@@ -111,7 +111,7 @@ def test_baseline_rows_fast_path_and_empty_table(receiver: Any, make_target: Any
 
 def test_resumed_pipeline_sends_no_baseline(receiver: Any, make_target: Any) -> None:
     t = make_target()
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     t.flush()
     assert [r.path for r in receiver.all_requests()] == ["/changes"]
 
@@ -135,11 +135,11 @@ def test_baseline_failure_leaves_no_rows_of_the_failed_call(
 
 def test_changes_flush_at_batch_size_and_rest_on_close(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=3)
-    t.apply_changes(T, [ins(1, 1), ins(2, 2)])
+    t.apply(T, [ins(1, 1), ins(2, 2)])
     assert receiver.all_requests() == []
-    t.apply_changes(T, [upd(3, 1, name="x")])
+    t.apply(T, [upd(3, 1, name="x")])
     assert len(receiver.all_requests("/changes")) == 1
-    t.apply_changes(T, [dele(4, 2), ins(5, 3)])
+    t.apply(T, [dele(4, 2), ins(5, 3)])
     assert t.pending_changes() == 2
     t.on_close(T)
     batches = [r.body["changes"] for r in receiver.all_requests("/changes")]
@@ -152,29 +152,31 @@ def test_changes_flush_at_batch_size_and_rest_on_close(receiver: Any, make_targe
 
 def test_large_apply_is_split_into_batches(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=100)
-    t.apply_changes(T, [ins(i, i) for i in range(1050)])
-    assert [len(r.body["changes"]) for r in receiver.all_requests("/changes")] == [100] * 10
+    t.apply(T, [ins(i, i) for i in range(1050)])  # complete: all sent, 100 per request
+    assert [len(r.body["changes"]) for r in receiver.all_requests("/changes")] == [100] * 10 + [50]
     t.flush()
     assert [c["new"]["id"] for c in receiver.changes()] == list(range(1050))
 
 
 def test_changes_flush_by_interval(receiver: Any, make_target: Any, wait_for: Any) -> None:
     t = make_target(batch_size=100, flush_interval="50ms")
-    t.apply_changes(T, [ins(1, 1), ins(2, 2)])
+    t.apply(T, [ins(1, 1), ins(2, 2)])
     wait_for(lambda: receiver.ok_requests("/changes"), what="the timed flush")
     assert keys(receiver.changes()) == [("INSERT", 1), ("INSERT", 2)]
-    t.apply_changes(T, [ins(3, 3)])  # the flusher wakes again for a new buffer
+    t.apply(T, [ins(3, 3)])  # the flusher wakes again for a new buffer
     wait_for(lambda: len(receiver.changes()) == 3, what="the second timed flush")
     # the receiver records the body before the target reads its reply and empties the buffer
     wait_for(lambda: t.pending_changes() == 0, what="the buffer emptied by the reply")
 
 
-def test_truncate_flushes_buffer_then_sends_truncate(receiver: Any, make_target: Any) -> None:
+def test_truncate_is_sent_in_a_request_of_its_own(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=10)
-    t.apply_changes(T, [ins(1, 1), ins(2, 2), trunc(3), ins(4, 4)])
+    t.apply(T, [ins(1, 1), ins(2, 2), trunc(3), ins(4, 4)])
+    assert t.pending_changes() == 4  # fewer than batch_size complete changes: they wait
+    t.flush()
     batches = [keys(r.body["changes"]) for r in receiver.all_requests("/changes")]
-    assert batches == [[("INSERT", 1), ("INSERT", 2)], [("TRUNCATE", None)]]
-    assert t.pending_changes() == 1
+    assert batches == [[("INSERT", 1), ("INSERT", 2)], [("TRUNCATE", None)], [("INSERT", 4)]]
+    assert t.pending_changes() == 0
 
 
 def test_change_body_fields(receiver: Any, make_target: Any) -> None:
@@ -191,7 +193,7 @@ def test_change_body_fields(receiver: Any, make_target: Any) -> None:
         commit_timestamp=ts,
         unchanged_toast=frozenset({"bio", "avatar"}),
     )
-    t.apply_changes(T, [ev])
+    t.apply(T, [ev])
     t.flush()
     (req,) = receiver.all_requests("/changes")
     assert req.body["table"] == "public.users"
@@ -220,6 +222,7 @@ def test_per_change_methods_use_the_set_position(receiver: Any, make_target: Any
     t.set_change_position("0/20")
     t.on_delete(T, {"id": 1})
     t.on_truncate(T)
+    t.flush()  # 0/20 is written, but not known complete (partial)
     got = [(c["action"], c["position"], c["new"], c["old"]) for c in receiver.changes()]
     assert got == [
         ("INSERT", "0/10", {"id": 1, "name": "a"}, None),
@@ -235,7 +238,7 @@ def test_per_change_methods_use_the_set_position(receiver: Any, make_target: Any
 def test_unencodable_value_names_the_column(receiver: Any, make_target: Any) -> None:
     t = make_target()
     with pytest.raises(laredo.TargetError, match=r"public\.users.*INSERT.*'tags'.*set"):
-        t.apply_changes(T, [ins(1, 1), ins(2, 2, tags={"a"})])
+        t.apply(T, [ins(1, 1), ins(2, 2, tags={"a"})])
     assert t.pending_changes() == 0
 
 
@@ -245,7 +248,7 @@ def test_unencodable_value_names_the_column(receiver: Any, make_target: Any) -> 
 def test_retry_then_success(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=2, retry_count=3)
     receiver.script(500, 502)
-    t.apply_changes(T, [ins(1, 1), ins(2, 2)])
+    t.apply(T, [ins(1, 1), ins(2, 2)])
     statuses = [r.status for r in receiver.all_requests("/changes")]
     assert statuses == [500, 502, 200]
     assert t.stats()["retries"] == 2
@@ -255,26 +258,26 @@ def test_retry_then_success(receiver: Any, make_target: Any) -> None:
 
 def test_retries_exhausted_then_recovery(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=2, retry_count=2)
-    t.apply_changes(T, [ins(1, 1), ins(2, 2), ins(3, 3)])  # batch [1,2] delivered
-    assert t.durable_position() == 2
+    t.apply(T, [ins(1, 1), ins(2, 2), ins(3, 3)])  # [1,2] and [3] delivered
+    assert t.durable_position() == 3
+    t.apply(T, [ins(4, 4)])  # one complete change waits for a second one
     receiver.script(503, 503, 503)
     with pytest.raises(HttpSyncError, match="after 3 attempt") as info:
-        t.apply_changes(T, [ins(4, 4)])
+        t.apply(T, [ins(5, 5)])
     assert info.value.transient and info.value.status == 503
     assert isinstance(info.value, laredo.TargetError)
-    assert t.durable_position() == 2
-    assert t.pending_changes() == 1  # change 3 (earlier call) stays; 4 was rolled back
-    t.apply_changes(T, [ins(4, 4)])  # the engine retries the call
-    t.set_change_position(5)
-    assert t.durable_position() == 4
-    assert [c["new"]["id"] for c in receiver.changes()] == [1, 2, 3, 4]
+    assert t.durable_position() == 3
+    assert t.pending_changes() == 1  # change 4 (earlier call) stays; 5 was rolled back
+    t.apply(T, [ins(5, 5)])  # the engine retries the call
+    assert t.durable_position() == 5
+    assert [c["new"]["id"] for c in receiver.changes()] == [1, 2, 3, 4, 5]
 
 
 def test_partly_delivered_call_reports_how_far_it_got(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=2, retry_count=0)
     receiver.script(200, 500)
     with pytest.raises(BatchApplyError) as info:
-        t.apply_changes(T, [ins(1, 1), ins(2, 2), ins(3, 3), ins(4, 4), ins(5, 5)])
+        t.apply(T, [ins(1, 1), ins(2, 2), ins(3, 3), ins(4, 4), ins(5, 5)])
     assert info.value.index == 2  # events[:2] were delivered; the engine resumes at #2
     assert isinstance(info.value.__cause__, HttpSyncError)
     assert t.pending_changes() == 0  # 3, 4 and 5 were taken back
@@ -288,7 +291,7 @@ def test_partly_delivered_call_reports_how_far_it_got(receiver: Any, make_target
 def test_timeout_is_an_error_and_not_durable(receiver: Any, make_target: Any) -> None:
     t = make_target(timeout="100ms", retry_count=0)
     receiver.script(receiver.reply(200, delay=0.5))
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     with pytest.raises(HttpSyncError, match=r"\(timeout\)") as info:
         t.flush()
     assert info.value.transient
@@ -299,7 +302,7 @@ def test_timeout_is_an_error_and_not_durable(receiver: Any, make_target: Any) ->
 def test_connection_refused_is_retried_then_fails(receiver: Any, make_target: Any) -> None:
     t = make_target(retry_count=2)
     receiver.stop()
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     with pytest.raises(HttpSyncError, match="connection error"):
         t.flush()
     assert t.stats()["retries"] == 2
@@ -312,7 +315,7 @@ def test_connection_refused_is_retried_then_fails(receiver: Any, make_target: An
 def test_non_retryable_4xx_is_terminal(receiver: Any, make_target: Any, status: int) -> None:
     t = make_target(retry_count=5)
     receiver.script(receiver.reply(status, headers={"Retry-After": "0"}))
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     with pytest.raises(HttpSyncError, match=f"rejected with HTTP {status}") as info:
         t.flush()
     assert not info.value.transient
@@ -325,7 +328,7 @@ def test_non_retryable_4xx_is_terminal(receiver: Any, make_target: Any, status: 
 def test_retryable_statuses(receiver: Any, make_target: Any, status: int) -> None:
     t = make_target(retry_count=1)
     receiver.script(status)
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     t.flush()
     assert [r.status for r in receiver.all_requests()] == [status, 200]
 
@@ -333,7 +336,7 @@ def test_retryable_statuses(receiver: Any, make_target: Any, status: int) -> Non
 def test_retry_after_is_honoured(receiver: Any, make_target: Any) -> None:
     t = make_target(retry_count=1, retry_backoff="1ms")
     receiver.script(receiver.reply(429, headers={"Retry-After": "1"}))
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     t.flush()
     first, second = receiver.all_requests()
     assert (first.status, second.status) == (429, 200)
@@ -344,7 +347,7 @@ def test_retry_after_is_honoured(receiver: Any, make_target: Any) -> None:
 def test_retry_after_is_capped(receiver: Any, make_target: Any) -> None:
     t = make_target(retry_count=1, retry_backoff="1ms", retry_after_max="10ms")
     receiver.script(receiver.reply(503, headers={"Retry-After": "3600"}))
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     t.flush()  # would hang for an hour without the cap (pytest-timeout stops it)
     assert [r.status for r in receiver.all_requests()] == [503, 200]
 
@@ -354,13 +357,13 @@ def test_background_flush_error_surfaces_on_next_call(
 ) -> None:
     t = make_target(flush_interval="20ms", retry_count=0)
     receiver.script(400, 400)
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     wait_for(lambda: receiver.all_requests("/changes"), what="the failed timed flush")
-    wait_for(lambda: t._pending_error is not None, what="the pending error")
+    wait_for(lambda: t._error is not None, what="the pending error")
     # The next call first re-sends the buffer; the receiver refuses again: the call fails.
     with pytest.raises(HttpSyncError, match="HTTP 400"):
-        t.apply_changes(T, [ins(2, 2)])
-    t.apply_changes(T, [ins(2, 2)])  # the engine retries: the failed batch goes again, once
+        t.apply(T, [ins(2, 2)])
+    t.apply(T, [ins(2, 2)])  # the engine retries: the failed batch goes again, once
     wait_for(lambda: len(receiver.changes()) == 2, what="both changes")
     assert [c["new"]["id"] for c in receiver.changes()] == [1, 2]
 
@@ -370,14 +373,14 @@ def test_a_receiver_that_keeps_refusing_fails_every_call(
 ) -> None:
     t = make_target(flush_interval="10ms", retry_count=0, batch_size=1000)
     receiver.default = receiver.reply(422)
-    t.apply_changes(T, [ins(1, 1)])
-    wait_for(lambda: t._pending_error is not None, what="the timed flush to fail")
+    t.apply(T, [ins(1, 1)])
+    wait_for(lambda: t._error is not None, what="the timed flush to fail")
     for key in range(2, 5):
         with pytest.raises(HttpSyncError, match="HTTP 422") as info:
-            t.apply_changes(T, [ins(key, key)])
+            t.apply(T, [ins(key, key)])
         assert "at position 1" in str(info.value)
         assert not info.value.transient
-        wait_for(lambda: t._pending_error is not None, what="the timed flush to fail again")
+        wait_for(lambda: t._error is not None, what="the timed flush to fail again")
     assert t.pending_changes() == 1  # nothing piles up behind the refused batch
 
 
@@ -393,7 +396,7 @@ def test_auth_and_custom_headers_on_every_request(receiver: Any, make_target: An
     assert "s3cret" not in repr(t) and "s3cret" not in repr(t.options)
     t.on_baseline_row(T, {"id": 1})
     t.on_baseline_complete(T)
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     reqs = receiver.all_requests()
     assert len(reqs) == 4
     for r in reqs:
@@ -408,7 +411,7 @@ def test_https_with_a_trusted_certificate(tls_receiver: Any, monkeypatch: Any) -
     monkeypatch.setenv("SSL_CERT_FILE", tls_receiver.cert_file)
     t = HttpSyncTarget(tls_receiver.url, flush_interval=0, auth_header="Bearer tls")
     try:
-        t.apply_changes(T, [ins(1, 1)])
+        t.apply(T, [ins(1, 1)])
         t.flush()
     finally:
         t.on_close(T)
@@ -419,7 +422,7 @@ def test_https_with_a_trusted_certificate(tls_receiver: Any, monkeypatch: Any) -
 def test_https_with_an_untrusted_certificate_is_terminal(tls_receiver: Any) -> None:
     t = HttpSyncTarget(tls_receiver.url, flush_interval=0, retry_count=5, retry_backoff="1ms")
     try:
-        t.apply_changes(T, [ins(1, 1)])
+        t.apply(T, [ins(1, 1)])
         with pytest.raises(HttpSyncError, match=r"certificate verification failed.*SSL_CERT_FILE"):
             t.flush()
     finally:
@@ -430,7 +433,7 @@ def test_https_with_an_untrusted_certificate_is_terminal(tls_receiver: Any) -> N
 
 def test_one_kept_alive_connection(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=1)
-    t.apply_changes(T, [ins(i, i) for i in range(5)])
+    t.apply(T, [ins(i, i) for i in range(5)])
     assert len({r.client for r in receiver.all_requests()}) == 1
 
 
@@ -438,10 +441,10 @@ def test_server_closing_an_idle_connection_costs_no_attempt(
     receiver: Any, make_target: Any, wait_for: Any
 ) -> None:
     t = make_target(batch_size=1, retry_count=0)
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     receiver.drop_connections()
     wait_for(lambda: not receiver._conns, what="the server to drop the connection")
-    t.apply_changes(T, [ins(2, 2)])  # retry_count=0, yet no error: reconnects once
+    t.apply(T, [ins(2, 2)])  # retry_count=0, yet no error: reconnects once
     assert [c["new"]["id"] for c in receiver.changes()] == [1, 2]
 
 
@@ -451,51 +454,52 @@ def test_server_closing_an_idle_connection_costs_no_attempt(
 def test_durable_position_is_exact(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=2)
     assert t.durable_position() is None
-    t.apply_changes(T, [ins(10, 1), ins(10, 2), ins(10, 3)])  # a transaction at 10
-    # [10, 10] was delivered, but a third change of 10 is still buffered.
-    assert len(receiver.changes()) == 2
-    assert t.durable_position() is None
-    t.apply_changes(T, [ins(20, 4), ins(20, 5)])  # [10, 20] delivered; one 20 buffered
+    t.apply(T, [ins(10, 1), ins(10, 2), ins(10, 3)], complete=False)  # a transaction at 10
+    assert receiver.changes() == []  # whole transactions only: nothing is complete yet
+    t.apply(T, [], complete=True)  # the engine: 10 ended
+    assert len(receiver.changes()) == 3  # [10, 10] and [10]
     assert t.durable_position() == 10
+    t.apply(T, [ins(20, 4), ins(20, 5)], complete=False)
     t.flush()  # everything delivered, but more changes of 20 could still come
     assert t.durable_position() == 10
-    t.set_change_position(30)  # the engine moved on: 20 is complete
+    t.set_change_position(30)  # the engine moved on: 20 is complete (and was all delivered)
     assert t.durable_position() == 20
     receiver.script(500, 500)  # the batch [30, 40] needs three attempts
-    t.apply_changes(T, [ins(30, 6), ins(40, 7), ins(50, 8)])
+    t.apply(T, [ins(30, 6), ins(40, 7), ins(50, 8)], complete=False)
     assert t.durable_position() == 40  # 50 is still buffered
 
 
 def test_transaction_split_by_a_batch_is_not_durable_halfway(
     receiver: Any, make_target: Any
 ) -> None:
-    t = make_target(batch_size=2)
-    # The batch [10, 10] goes, the third change of 10 waits in the buffer; the engine then moves
-    # on to 20. Position 10 is complete but not delivered, so it is not durable yet.
-    t.apply_changes(T, [ins(10, 1), ins(10, 2), ins(10, 3)])
-    t.set_change_position(20)
+    t = make_target(batch_size=2, retry_count=0)
+    # A transaction of three changes at 10: the request [10, 10] goes, [10] fails. Position 10
+    # is complete but not all delivered, so it is not durable yet.
+    receiver.script(200, 500)  # [10, 10] is delivered, [10] is not
+    with pytest.raises(BatchApplyError):
+        t.apply(T, [ins(10, 1), ins(10, 2), ins(10, 3)], complete=True)
     assert len(receiver.changes()) == 2
     assert t.durable_position() is None
+    t.apply(T, [ins(10, 3)], complete=True)  # the engine retries from the failed change
+    assert t.durable_position() is None  # one complete change waits for batch_size (2)
     t.flush()
     assert t.durable_position() == 10
 
 
 def test_durable_position_never_ahead_of_the_receiver(receiver: Any, make_target: Any) -> None:
     t = make_target(batch_size=2, retry_count=0)
-    t.apply_changes(T, [ins(1, 1), ins(2, 2)])
-    t.set_change_position(3)
+    t.apply(T, [ins(1, 1), ins(2, 2)])
     assert t.durable_position() == 2
     receiver.script(500)
-    t.apply_changes(T, [ins(3, 3)])
+    t.apply(T, [ins(3, 3)])
     with pytest.raises(HttpSyncError):
-        t.apply_changes(T, [ins(4, 4)])  # batch [3, 4] failed
+        t.apply(T, [ins(4, 4)])  # batch [3, 4] failed
     assert t.durable_position() == 2
     with pytest.raises(HttpSyncError):
         receiver.script(500)
         t.flush()
     assert t.durable_position() == 2
     t.flush()
-    t.set_change_position(5)
     assert t.durable_position() == 3  # 4 was rolled back with its failed call
 
 
@@ -525,7 +529,7 @@ def test_long_mixed_sequence_keeps_order(receiver: Any, make_target: Any, wait_f
     while i < len(events):
         n = rng.randrange(1, 30)
         chunk = events[i : i + n]
-        t.apply_changes(T, chunk)
+        t.apply(T, chunk, complete=False)  # a chunk may end inside a transaction
         i += n
         expected.extend((str(e.action), e.position) for e in chunk)
         durable = t.durable_position()
@@ -546,18 +550,17 @@ def test_close_is_best_effort_and_leaves_the_rest_not_durable(
     receiver: Any, make_target: Any, caplog: Any
 ) -> None:
     t = make_target(batch_size=10, retry_count=1_000_000, retry_backoff=5)
-    t.apply_changes(T, [ins(1, 1)])
-    t.set_change_position(2)
+    t.apply(T, [ins(1, 1)])
     t.flush()
     assert t.durable_position() == 1
-    t.apply_changes(T, [ins(2, 2), ins(3, 3)])
+    t.apply(T, [ins(2, 2), ins(3, 3)])
     receiver.stop()
-    with caplog.at_level(logging.WARNING, logger="laredo_target_http"):
+    with caplog.at_level(logging.WARNING):
         t.on_close(T)  # one attempt per request at close (not a million), and no exception
-    assert "2 change(s) could not be delivered" in caplog.text
+    assert "2 change(s) could not be written at close" in caplog.text
     assert t.durable_position() == 1
     with pytest.raises(laredo.TargetError, match="closed"):
-        t.apply_changes(T, [ins(4, 4)])
+        t.apply(T, [ins(4, 4)])
 
 
 def test_close_stops_a_flusher_stuck_in_retries(
@@ -565,7 +568,7 @@ def test_close_stops_a_flusher_stuck_in_retries(
 ) -> None:
     t = make_target(flush_interval="10ms", retry_count=1_000_000, retry_backoff="50ms")
     receiver.script(*[503] * 1000)
-    t.apply_changes(T, [ins(1, 1)])
+    t.apply(T, [ins(1, 1)])
     wait_for(lambda: len(receiver.all_requests()) >= 2, what="the flusher retrying")
     t.on_close(T)  # returns: the flusher's retry loop ends once the target is closing
     assert t._flusher is not None and not t._flusher.is_alive()

@@ -22,6 +22,7 @@ from .contracts import (
     SnapshotStore,
     SyncSource,
     SyncTarget,
+    TargetDoor,
 )
 from .deadletter import LocalDeadLetterStore, MemoryDeadLetterStore
 from .engine import Engine
@@ -177,6 +178,7 @@ __all__ = [
     "TableIdentifier",
     "TableProblem",
     "TableSnapshotInfo",
+    "TargetDoor",
     "TargetError",
     "Terminal",
     "TerminalError",

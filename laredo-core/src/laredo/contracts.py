@@ -270,7 +270,8 @@ class PipelineAware(Protocol):
 
 @runtime_checkable
 class PositionedTarget(Protocol):
-    """The engine calls ``set_change_position`` before applying changes of a new position."""
+    """The engine calls ``set_change_position(position)`` before ``on_baseline_complete`` with
+    the baseline's position (and, on the deprecated per-change path, before each change)."""
 
     def set_change_position(self, position: Position) -> None: ...
 
@@ -294,13 +295,39 @@ class FlushableTarget(Protocol):
 
 
 @runtime_checkable
+class TargetDoor(Protocol):
+    """The engine's one way into a target: ``apply`` for changes, ``load`` for baseline rows.
+
+    ``apply(table, changes, complete)``: changes of one table in source order, already filtered
+    and transformed (a :class:`~laredo.batches.ChangeBatch` is one: a target may read its value
+    tuples). ``complete=True``: the last change ends its transaction (a buffering target may
+    make it durable now); a big transaction arrives in chunks with ``complete=False`` but the
+    last, and an empty ``changes`` with ``complete=True`` ends the buffered one. On UPDATE a
+    column absent from ``new_values`` keeps the stored value. A failure after the first change
+    raises ``BatchApplyError(index)`` (the ones before it stay applied); the engine retries
+    from there, one change per call.
+
+    ``load(table, rows)``: baseline rows (a :class:`~laredo.batches.RowBatch` may be given).
+    ``laredo.base.RowTarget`` implements both over the per-change methods;
+    ``laredo.base.BufferingTarget`` over ``write(batch)``. A target without them is reached
+    through the deprecated per-change protocol (``laredo.base.LegacyDoor``)."""
+
+    def apply(
+        self, table: TableIdentifier, changes: Sequence[ChangeEvent], complete: bool = True
+    ) -> None: ...
+
+    def load(self, table: TableIdentifier, rows: Sequence[Row]) -> None: ...
+
+
+@runtime_checkable
 class BatchTarget(Protocol):
-    """Optional fast path: apply a run of changes of one table at once, in order.
+    """Deprecated (implement :class:`TargetDoor`): a run of changes of one table at once.
 
     ``events`` are already filtered and transformed (their ``new_values``/``old_values`` are
     what the target should store). The engine calls it instead of the per-change methods.
     On UPDATE, a column absent from ``new_values`` (listed in ``unchanged_toast``) keeps the
-    value the target already stores.
+    value the target already stores. Only the deprecation path (``laredo.base.LegacyDoor``)
+    calls it.
     """
 
     def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None: ...
@@ -308,18 +335,18 @@ class BatchTarget(Protocol):
 
 @runtime_checkable
 class ChangeBatchTarget(Protocol):
-    """Optional fast path: apply a :class:`~laredo.batches.ChangeBatch` (one table, one
-    position) from its value tuples, without building events. Same semantics, atomicity and
-    errors as ``BatchTarget.apply_changes`` (``BatchApplyError(index)`` names the first change
-    that failed; the ones before it stay applied). The engine calls it only when the pipeline has
-    no filter, transform or TTL and nobody asked for per-change events."""
+    """Deprecated (implement :class:`TargetDoor`): apply a
+    :class:`~laredo.batches.ChangeBatch` (one table, one position) from its value tuples,
+    without building events. Same semantics, atomicity and errors as
+    ``BatchTarget.apply_changes``. Only the deprecation path (``laredo.base.LegacyDoor``) calls
+    it, for a batch the chain left as it was."""
 
     def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None: ...
 
 
 @runtime_checkable
 class BaselineBatchTarget(Protocol):
-    """Optional fast path: baseline rows in chunks. ``rows`` may be a
+    """Deprecated (implement :class:`TargetDoor`): baseline rows in chunks. ``rows`` may be a
     :class:`~laredo.batches.RowBatch` (value tuples; a target may read its ``names`` and
     ``values`` instead of building dicts)."""
 

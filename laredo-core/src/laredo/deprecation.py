@@ -7,6 +7,9 @@ validated (:func:`laredo.config.spec_problems` under :func:`collect_deprecations
 becomes a note prefixed with the section's key path, which ``laredo config validate`` prints and
 ``laredo serve`` logs, once per spelling found. The server's compatibility layer
 (``laredo_server.config.gocompat``) handles only the server's own sections.
+
+A target written against the per-change protocol (no ``apply``/``load``) keeps working through
+:class:`laredo.base.LegacyDoor`; :func:`deprecated_target` warns once per class.
 """
 
 from __future__ import annotations
@@ -15,7 +18,15 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["OptionDeprecationWarning", "collect_deprecations", "deprecated_option"]
+__all__ = [
+    "OptionDeprecationWarning",
+    "TargetProtocolDeprecationWarning",
+    "collect_deprecations",
+    "deprecated_option",
+    "deprecated_target",
+]
+
+_WARNED_TARGETS: set[type] = set()
 
 
 class OptionDeprecationWarning(DeprecationWarning):
@@ -25,6 +36,29 @@ class OptionDeprecationWarning(DeprecationWarning):
 def deprecated_option(message: str) -> None:
     """Report one deprecated spelling (call it from the options model's validator)."""
     warnings.warn(OptionDeprecationWarning(message), stacklevel=3)
+
+
+class TargetProtocolDeprecationWarning(DeprecationWarning):
+    """A target without ``apply``/``load`` (the per-change protocol): ``str()`` names the class
+    and what to implement instead."""
+
+
+def deprecated_target(cls: type) -> None:
+    """Warn (once per class) that the engine reaches ``cls`` through the deprecated
+    per-change protocol."""
+    if cls in _WARNED_TARGETS:
+        return
+    _WARNED_TARGETS.add(cls)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    warnings.warn(
+        TargetProtocolDeprecationWarning(
+            f"target {name} has no apply(table, changes, complete) and load(table, rows): the "
+            "engine reaches it through the deprecated per-change protocol; implement both, or "
+            "subclass laredo.base.RowTarget (row by row) or laredo.base.BufferingTarget "
+            "(buffered, durable)"
+        ),
+        stacklevel=3,
+    )
 
 
 @contextmanager

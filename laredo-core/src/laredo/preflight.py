@@ -50,6 +50,7 @@ __all__ = [
     "ClaimsListeners",
     "FieldUse",
     "Finding",
+    "KeysRows",
     "ListenerClaim",
     "MapsFields",
     "ReadsFields",
@@ -117,11 +118,15 @@ class FieldUse:
 
 @dataclass(frozen=True, slots=True)
 class TableUse:
-    """A configured table (``where``: ``tables.<i>``) and the source fields its pipelines read."""
+    """A configured table (``where``: ``tables.<i>``) and the source fields its pipelines read.
+    ``keyed``: ``(key path, fields)`` of each target that stores rows by a key
+    (:class:`KeysRows`); empty ``fields``: the table's own key (primary key or replica identity
+    index), which a source check reports missing."""
 
     table: TableIdentifier
     where: str
     fields: tuple[FieldUse, ...] = ()
+    keyed: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +252,14 @@ class ReadsFields(Protocol):
     configuration (``("field", "status")``, ``("lookup_fields.0", "email")``)."""
 
     def fields_read(self) -> Sequence[tuple[str, str]]: ...
+
+
+@runtime_checkable
+class KeysRows(Protocol):
+    """A target's options model whose target stores rows by a key: ``row_key_fields()`` is the
+    configured key (e.g. ``key_fields``), or empty for the table's own key."""
+
+    def row_key_fields(self) -> Sequence[str]: ...
 
 
 @runtime_checkable

@@ -1,5 +1,6 @@
 """The starter configuration ``laredo init`` writes: commented HOCON for a PostgreSQL database's
-tables, each with an ``indexed-memory`` target whose ``lookup_fields`` are the table's key.
+tables, each with an ``indexed-memory`` target whose ``lookup_fields`` are the table's key, and
+with ``delta_uri`` a ``delta`` target (a Delta table per table under it) too.
 
 Tables whose rows cannot be identified (no primary key or replica identity index) are written
 commented out, with the fix. The output always validates (``laredo config validate``) when at
@@ -93,7 +94,9 @@ def _comment(text: str, prefix: str = "  # ") -> list[str]:
     )
 
 
-def _table_block(source: str, t: StarterTable, lookup: Sequence[str], prefix: str) -> list[str]:
+def _table_block(
+    source: str, t: StarterTable, lookup: Sequence[str], prefix: str, delta_uri: str | None
+) -> list[str]:
     fields = ", ".join(hocon_string(f) for f in lookup) if lookup else "..."
     lines = [
         "{",
@@ -102,6 +105,14 @@ def _table_block(source: str, t: StarterTable, lookup: Sequence[str], prefix: st
         "  targets = [",
         "    # the rows in memory, served by `laredo query get|lookup|list|count`",
         f"    {{ type = indexed-memory, lookup_fields = [{fields}] }}",
+    ]
+    if delta_uri is not None:
+        uri = f"{delta_uri.rstrip('/')}/{t.table.schema}.{t.table.table}"
+        lines += [
+            "    # a Delta table with the table's history (laredo archive history|reconstruct)",
+            f"    {{ type = delta, uri = {json.dumps(uri)} }}",
+        ]
+    lines += [
         "  ]",
         "}",
     ]
@@ -116,10 +127,14 @@ def render_config(
     slot_mode: str = "ephemeral",
     slot_name: str = "laredo_slot",
     shown_connection: str | None = None,
+    delta_uri: str | None = None,
 ) -> tuple[str, list[Skipped]]:
     """The configuration text and the tables written commented out. ``connection`` is
     written as is (strip the password first); ``shown_connection`` names the database in the
-    header (default: ``connection``). ``ConfigError`` when no table can be served."""
+    header (default: ``connection``); ``delta_uri``: a ``delta`` target per table under it
+    (pass ``slot_mode="stateful"`` with it: a Delta table keeps what it received, an
+    ephemeral slot would write a full new version at every start). ``ConfigError`` when no
+    table can be served."""
     skipped = {t.table: s for t in tables if (s := _skip(t)) is not None}
     if len(skipped) == len(tables):
         raise ConfigError(
@@ -172,14 +187,14 @@ def render_config(
         if t.table not in skipped:
             rows = f", ~{t.estimated_rows:,} rows" if t.estimated_rows else ""
             out.append(f"  # {t.table}: key ({', '.join(t.key)}){rows}")
-            out += _table_block(source_id, t, t.key, "  ")
+            out += _table_block(source_id, t, t.key, "  ", delta_uri)
     for t in tables:
         skip = skipped.get(t.table)
         if skip is not None:
             out += _comment(f"{t.table} is left out: {skip.reason}.")
             out += _comment(f"Fix: {skip.fix}")
             out.append("  # Then uncomment it and set lookup_fields:")
-            out += _table_block(source_id, t, (), "  # ")
+            out += _table_block(source_id, t, (), "  # ", delta_uri)
     out += [
         "]",
         "",

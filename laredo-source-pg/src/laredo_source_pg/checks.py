@@ -7,9 +7,10 @@ Codes: ``CONNECTION_FAILED``; ``WAL_LEVEL``, ``MAX_REPLICATION_SLOTS``, ``MAX_WA
 ``WAL_RETENTION_UNLIMITED`` (stateful only), ``PUBLICATION_FILTERS_UNSUPPORTED``;
 ``MISSING_REPLICATION_PRIVILEGE``; ``PUBLICATION_NOT_FOUND``, ``PUBLICATION_CREATE_PRIVILEGE``,
 ``PUBLICATION_ALTER_PRIVILEGE``, ``TABLE_NOT_IN_PUBLICATION``; ``TABLE_NOT_FOUND``,
-``NOT_A_TABLE``, ``MISSING_SELECT_PRIVILEGE``, ``REPLICA_IDENTITY``, ``COLUMN_NOT_FOUND``,
-``COLUMN_NOT_PUBLISHED``; ``SLOT_CONFLICT``, ``SLOT_NAME_IN_USE``, ``SLOT_INVALIDATED``,
-``SLOT_ACTIVE``; and infos (``SERVER``, ``PUBLICATION_WILL_BE_CREATED``, ``SLOT_EXISTS``, ...).
+``NOT_A_TABLE``, ``MISSING_SELECT_PRIVILEGE``, ``REPLICA_IDENTITY``, ``KEY_REQUIRED`` (a target
+that stores rows by key on a table without one), ``COLUMN_NOT_FOUND``, ``COLUMN_NOT_PUBLISHED``;
+``SLOT_CONFLICT``, ``SLOT_NAME_IN_USE``, ``SLOT_INVALIDATED``, ``SLOT_ACTIVE``; and infos
+(``SERVER``, ``PUBLICATION_WILL_BE_CREATED``, ``SLOT_EXISTS``, ...).
 """
 
 from __future__ import annotations
@@ -243,6 +244,20 @@ class _Check:
                     table=t,
                 )
             )
+        for where, fields in use.keyed:
+            if not fields and not info.key:
+                self.add(
+                    Finding.error(
+                        "KEY_REQUIRED",
+                        f"{t} has no primary key (nor replica identity index), and the target at "
+                        f"{where} stores its rows by key",
+                        f"set key_fields at {where} to columns that identify a row (with "
+                        f"ALTER TABLE {_q(t)} REPLICA IDENTITY FULL;), or ALTER TABLE {_q(t)} "
+                        "ADD PRIMARY KEY (...);",
+                        where=where,
+                        table=t,
+                    )
+                )
         cols = set(info.columns)
         listed = self.opts.publication.tables.get(str(t))
         published = set(listed.columns) if listed is not None and listed.columns else None

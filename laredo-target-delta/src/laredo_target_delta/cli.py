@@ -48,9 +48,12 @@ def reconstruct(
     path: str | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> tuple[int, str]:
-    """Write the table as of ``as_of`` to ``path`` (or ``out``); returns (rows, position)."""
+    """Write the table as of ``as_of`` to ``path`` (or ``out``); returns (rows, position).
+    ``as_of = "latest"``: the last whole commit. A position past the last whole commit raises
+    ``ArchiveError`` saying how far the archive reaches (it cannot know what came after)."""
     from .archive import read_as_of, rows_as_of  # noqa: PLC0415 - lazy: pyarrow, CLI start-up
 
+    as_of = _within_reach(uri, as_of, storage_options)
     if fmt == "parquet":
         import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: only for Parquet output
 
@@ -73,6 +76,33 @@ def reconstruct(
         if path is not None:
             target.close()
     return len(rows), position
+
+
+def _within_reach(uri: str, as_of: str, storage_options: Mapping[str, str] | None) -> str:
+    """``as_of``, or the last whole commit's position for ``latest``; ``ArchiveError`` when
+    ``as_of`` lies past it (answering with that older version would be silently wrong)."""
+    from .archive import (  # noqa: PLC0415 - lazy: pyarrow, CLI start-up
+        ArchiveError,
+        commits,
+        open_table,
+        position_order,
+    )
+
+    whole = [c for c in commits(open_table(uri, storage_options)) if c.position and not c.partial]
+    last = whole[-1] if whole else None
+    if as_of.strip().lower() == "latest":
+        if last is None or last.position is None:
+            raise ArchiveError(f"--as-of latest: the archive at {uri!r} has no whole commit yet")
+        return last.position
+    order = position_order(as_of)
+    if last is not None and last.order is not None and order is not None and order > last.order:
+        raise ArchiveError(
+            f"--as-of {as_of}: the archive at {uri!r} reaches only position {last.position} "
+            f"(version {last.version}, its last whole commit); what the source did after it is "
+            f"not in the archive yet. Ask for --as-of {last.position} (or latest), or wait "
+            "until the delta target has committed past this position"
+        )
+    return as_of
 
 
 def history_text(
@@ -125,14 +155,17 @@ def register(app: Any) -> None:
     @archive.command("reconstruct")
     def reconstruct_cmd(
         uri: str = typer.Argument(help="the Delta table (path or s3://...)"),
-        as_of: str = typer.Option(..., "--as-of", help="a source position (e.g. 0/16B3748)"),
+        as_of: str = typer.Option(
+            ..., "--as-of", help="a source position (e.g. 0/16B3748), or latest"
+        ),
         fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet"),
         output: str | None = typer.Option(None, "--output", help="file (default: stdout)"),
         storage_option: list[str] | None = typer.Option(  # noqa: B008 - typer's idiom
             None, "--storage-option", help="object store setting KEY=VALUE (repeatable)"
         ),
     ) -> None:
-        """The table as it was at the last commit at or before a source position."""
+        """The table as it was at the last commit at or before a source position. A position
+        past the archive's last commit fails (exit 1) naming how far the archive reaches."""
         try:
             rows, position = reconstruct(
                 uri,

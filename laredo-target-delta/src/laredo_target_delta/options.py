@@ -66,8 +66,21 @@ class DeltaTargetOptions(BaseModel):
         description="commit once this many changes wait (up to 4x may be buffered: memory)",
     )
     maintenance: MaintenanceOptions = Field(MaintenanceOptions())
+    key_fields: list[str] = Field(
+        default_factory=list,
+        description="columns that identify a row, for a table without a primary key (REPLICA "
+        "IDENTITY FULL); default: the primary key",
+    )
 
     _check = field_validator("uri")(classmethod(lambda cls, v: _check_uri(v)))
+
+    def row_key_fields(self) -> list[str]:
+        """The key rows are merged by (``laredo.preflight.KeysRows``): empty = primary key."""
+        return list(self.key_fields)
+
+    def fields_read(self) -> list[tuple[str, str]]:
+        """``key_fields`` name columns (``laredo.preflight.ReadsFields``)."""
+        return [(f"key_fields.{i}", f) for i, f in enumerate(self.key_fields)]
 
     def __repr__(self) -> str:
         return (

@@ -345,6 +345,16 @@ class FanOutTarget:
     def on_truncate(self, table: TableIdentifier) -> None:
         self.apply_changes(table, (ChangeEvent(table, _TRUNCATE, self._position),))
 
+    def load(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
+        """The engine's door for baseline rows: :meth:`on_baseline_rows`."""
+        self.on_baseline_rows(table, rows)
+
+    def apply(
+        self, table: TableIdentifier, changes: Sequence[ChangeEvent], complete: bool = True
+    ) -> None:
+        """The engine's door for changes: :meth:`apply_changes`."""
+        self.apply_changes(table, changes)
+
     def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None:
         """Apply and journal ``events`` under one lock acquisition, wake the client streams,
         then apply the ``client_buffer`` policy (``slow_down`` may wait here)."""

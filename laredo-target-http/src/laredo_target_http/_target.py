@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pydantic
-from laredo.errors import BatchApplyError, ConfigError, TargetError
+from laredo.base import BufferingTarget, WriteBatch
+from laredo.errors import ConfigError, TargetError
 from laredo.plugins import format_validation_error
 from laredo.types import (
     ChangeAction,
@@ -24,7 +24,7 @@ from laredo.types import (
     primary_key_columns,
 )
 
-from ._client import HttpClient, HttpSyncError
+from ._client import HttpClient
 from ._codec import ENCODING_NAME, encode_row, encode_value
 from ._options import HttpSyncOptions, has_credentials
 
@@ -34,11 +34,8 @@ __version__ = "0.1.0"
 
 _ACTION_NAMES = {a: a.name for a in ChangeAction}
 
-_NOTHING: Any = object()
-"""Sentinel: no position seen yet (distinct from a ``None`` position)."""
-
-# A buffered change: (position, encoded change, monotonic time it was buffered).
-_Item = tuple[Any, dict[str, Any], float]
+# A buffered change: (encoded change, is it a TRUNCATE).
+_Item = tuple[dict[str, Any], bool]
 
 
 def _dumps(body: Any) -> bytes:
@@ -57,32 +54,33 @@ def _column(c: ColumnDefinition) -> dict[str, Any]:
     }
 
 
-class HttpSyncTarget:
+class HttpSyncTarget(BufferingTarget):
+    target_label = "http-sync"
+    write_on_caller = True
+
     """Sends a table's baseline and changes to an HTTP receiver as batched JSON POSTs.
 
     * Baseline: ``POST {base_url}/baseline/start`` (table, columns), ``/baseline/batch`` (rows,
       ``batch_size`` per request), ``/baseline/complete`` (row count). ``start`` is sent with the
       first row (or at completion of an empty table), so a resumed pipeline sends no baseline.
-    * Changes: ``POST {base_url}/changes`` with ``{"table", "changes": [...]}``, sent when
-      ``batch_size`` changes are buffered (on the caller's thread) or when the oldest buffered
-      change is ``flush_interval`` old (on a background flusher thread). A TRUNCATE first sends
-      what is buffered, then a batch holding only the TRUNCATE.
+    * Changes: ``POST {base_url}/changes`` with ``{"table", "changes": [...]}``, at most
+      ``batch_size`` per request, whole transactions only (:class:`laredo.base.BufferingTarget`):
+      sent when ``batch_size`` complete changes wait or within ``flush_interval`` of a
+      transaction's end, whether or not anything follows it, on a background flusher thread. A
+      TRUNCATE is sent in a request of its own, after what came before it.
     * Retries: 5xx, 408/425/429, timeouts and connection errors are retried ``retry_count`` times
       with exponential backoff (``Retry-After`` honoured, capped by ``retry_after_max``). Any
       other 4xx raises a terminal ``HttpSyncError`` (a ``laredo.TargetError``) at once. Delivery
       is at least once: a retried request may already have been processed by the receiver.
-    * Durability is exact: ``durable_position()`` is the highest position whose changes, and all
-      before them, were in requests answered 2xx, *and* that is known to be complete: a later
-      position has been seen (a later change, or ``set_change_position`` with a new position).
-      So a transaction split across batches is never reported durable halfway. Buffered changes
-      are not durable; ``on_close`` sends what it can, and what it cannot is redelivered by a
-      stateful source after restart, because the engine never acknowledged it.
-    * After a failed timed flush, the next call from the engine (``apply_changes``, ``on_*``)
-      first sends the buffer again and raises if that still fails. A call that raises leaves
-      none of its own unsent changes buffered, so the engine may retry it without duplicates;
-      when some of its changes were already delivered, ``apply_changes`` raises
-      ``laredo.errors.BatchApplyError`` with their count, so the engine retries from the first
-      undelivered change.
+    * Durability is exact: ``durable_position()`` is the end of the last whole transaction
+      whose changes, and all before them, were in requests answered 2xx. So a transaction split
+      across requests is never reported durable halfway. Buffered changes are not durable;
+      ``on_close`` sends what it can, and what it cannot is redelivered by a stateful source
+      after restart, because the engine never acknowledged it.
+    * After a failed timed flush (retried with backoff), the next call from the engine first
+      sends the buffer again and raises if that still fails; a call that raises leaves none of
+      its changes buffered, so the engine may retry it without duplicates. A change whose value
+      has no encoding fails the call that brings it (a ``TargetError`` naming the column).
 
     Values are encoded with ``laredo_target_http.encode_value`` (``laredo-json/1``; see README).
     """
@@ -111,6 +109,11 @@ class HttpSyncTarget:
         elif base_url is not None or kwargs:
             raise TypeError("HttpSyncTarget: give options= or keyword options, not both")
         opts = options
+        super().__init__(
+            flush_rows=opts.batch_size,
+            flush_interval=opts.flush_interval,
+            max_write=opts.batch_size,
+        )
         if has_credentials(opts.base_url):
             raise ConfigError(
                 "http-sync target: base_url: must not contain credentials (user:password@); "
@@ -124,7 +127,6 @@ class HttpSyncTarget:
         self.options = opts
         self.base_url = opts.base_url
         self.batch_size = opts.batch_size
-        self.flush_interval = opts.flush_interval
         self._position_formatter = position_formatter
 
         request_headers = {
@@ -138,7 +140,6 @@ class HttpSyncTarget:
                 del request_headers[key]
             request_headers["Authorization"] = opts.auth_header.get_secret_value()
 
-        self._stop = threading.Event()
         self._client = HttpClient(
             opts.base_url,
             timeout=opts.timeout,
@@ -147,13 +148,9 @@ class HttpSyncTarget:
             backoff=opts.retry_backoff,
             backoff_max=opts.retry_backoff_max,
             retry_after_max=opts.retry_after_max,
-            stop=self._stop,
+            stop=self._stop,  # the base's: close stops retries
         )
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
-        self._flusher: threading.Thread | None = None
-        self._closed = False
-        self._pending_error: BaseException | None = None
+        self._lock = threading.RLock()  # baseline requests and the table's columns
 
         self._table: TableIdentifier | None = None
         self._table_name = ""
@@ -162,13 +159,6 @@ class HttpSyncTarget:
         self._baseline_buf: list[dict[str, Any]] = []
         self._baseline_started = False
         self._baseline_rows = 0
-
-        self._buf: list[_Item] = []
-        self._current_position: Position = None
-        self._last_received: Any = _NOTHING
-        self._delivered_last: Any = _NOTHING
-        self._delivered_prev: Any = _NOTHING
-        self._durable: Position | None = None
 
         self.changes_sent = 0
         self.batches_sent = 0
@@ -188,6 +178,7 @@ class HttpSyncTarget:
     # -- engine hooks: positions and durability ----------------------------------------------
     def bind_pipeline(self, context: Any) -> None:
         """Engine hook (``laredo.PipelineAware``): write positions with the source's format."""
+        super().bind_pipeline(context)
         if self._position_formatter is None:
             self._position_formatter = context.position_to_string
 
@@ -196,55 +187,21 @@ class HttpSyncTarget:
         ``position_to_string``); default ``str()``."""
         self._position_formatter = formatter
 
-    def set_change_position(self, position: Position) -> None:
-        """The position of the changes that follow (per-change path). A position different from
-        the previous one also tells the target the previous position is complete; calling it
-        with a heartbeat position lets the last transaction become durable on an idle source."""
-        with self._lock:
-            self._current_position = position
-            if self._last_received is _NOTHING or position != self._last_received:
-                self._last_received = position
-                self._update_durable()
-
-    def durable_position(self) -> Position | None:
-        """Highest position whose changes (and all earlier ones) got a 2xx; None before any.
-        Never blocks on a request in flight."""
-        return self._durable
-
-    def is_durable(self) -> bool:
-        return True
-
-    def pending_changes(self) -> int:
-        """Changes buffered and not yet acknowledged by the receiver."""
-        return len(self._buf)
-
     def stats(self) -> dict[str, int]:
         return {
             "changes_sent": self.changes_sent,
             "batches_sent": self.batches_sent,
             "baseline_rows_sent": self.baseline_rows_sent,
-            "pending_changes": len(self._buf),
+            "pending_changes": self.pending_changes(),
             "requests": self._client.requests,
             "retries": self._client.retries,
         }
-
-    def _update_durable(self) -> None:
-        last = self._delivered_last
-        if last is _NOTHING:
-            self._durable = None
-            return
-        open_run = (self._buf and self._buf[0][0] == last) or self._last_received == last
-        if open_run:
-            prev = self._delivered_prev
-            self._durable = None if prev is _NOTHING else prev
-        else:
-            self._durable = last
 
     # -- lifecycle -----------------------------------------------------------------------------
     def on_init(self, table: TableIdentifier, columns: Sequence[ColumnDefinition]) -> None:
         with self._lock:
             self._check_open()
-            self._table = table
+            self._table = self.buffer_table = table
             self._table_name = str(table)
             self._columns = list(columns)
             self._baseline_buf = []
@@ -252,38 +209,15 @@ class HttpSyncTarget:
             self._baseline_rows = 0
 
     def on_close(self, table: TableIdentifier) -> None:
-        """Stop the flusher and send what is buffered, one attempt per request (no retries).
+        """Stop the flusher and send what is buffered (a close stops the client's retries).
         Changes that could not be sent stay non-durable (logged); never raises for them."""
-        if self._closed:
-            return
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        flusher = self._flusher
-        if flusher is not None:
-            flusher.join()
-        with self._lock:
-            try:
-                self._flush_changes_locked()
-            except Exception as exc:
-                logger.warning(
-                    "http-sync %s: %d change(s) could not be delivered at close and are not "
-                    "durable (a stateful source redelivers them after restart): %s",
-                    self._table_name or table,
-                    len(self._buf),
-                    exc,
-                    extra={"table": str(table)},
-                )
-            self._closed = True
-            self._client.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TargetError(f"http-sync target for {self._table_name or '?'} is closed")
+        self.close_buffer()
+        self._client.close()
 
     # -- baseline --------------------------------------------------------------------------------
-    def on_baseline_row(self, table: TableIdentifier, row: Row) -> None:
-        self.on_baseline_rows(table, (row,))
+    def load(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
+        """Baseline rows (the engine's door): sent ``batch_size`` per request."""
+        self.on_baseline_rows(table, rows)
 
     def on_baseline_rows(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
         encoded = [self._encode_row(table, r, "baseline row") for r in rows]
@@ -320,7 +254,7 @@ class HttpSyncTarget:
 
     def _ensure_table(self, table: TableIdentifier) -> None:
         if self._table is None:
-            self._table = table
+            self._table = self.buffer_table = table
             self._table_name = str(table)
 
     def _post_baseline_start(self) -> None:
@@ -343,54 +277,18 @@ class HttpSyncTarget:
         self.baseline_rows_sent += len(rows)
 
     # -- changes ---------------------------------------------------------------------------------
-    def apply_changes(self, table: TableIdentifier, events: Sequence[ChangeEvent]) -> None:
-        """Buffer ``events`` in order and send full batches now (BatchTarget fast path)."""
-        self._raise_pending()
-        self._accept(self._encode_events(events))
-
-    def on_insert(self, table: TableIdentifier, row: Row) -> None:
-        self._one(table, ChangeAction.INSERT, row, None)
-
-    def on_update(self, table: TableIdentifier, row: Row, identity: Row | None) -> None:
-        self._one(table, ChangeAction.UPDATE, row, identity)
-
-    def on_delete(self, table: TableIdentifier, identity: Row) -> None:
-        self._one(table, ChangeAction.DELETE, None, identity)
-
-    def on_truncate(self, table: TableIdentifier) -> None:
-        self._one(table, ChangeAction.TRUNCATE, None, None)
-
-    def _one(
-        self, table: TableIdentifier, action: ChangeAction, new: Row | None, old: Row | None
-    ) -> None:
-        self._raise_pending()
-        event = ChangeEvent(table, action, self._current_position, new_values=new, old_values=old)
-        self._accept(self._encode_events((event,)))
-
     def flush(self) -> None:
         """Send everything buffered now (baseline rows and changes); raises if a request fails
-        after its retries. A pending error of the background flusher is superseded: the failed
-        batch is simply sent again."""
+        after its retries."""
         with self._lock:
             self._check_open()
-            self._pending_error = None
             while self._baseline_buf:
                 self._post_baseline_batch(self.batch_size)
-            self._flush_changes_locked()
-            self._cond.notify_all()
+        super().flush()
 
-    def _raise_pending(self) -> None:
-        """After a failed timed flush, send the buffer now, before accepting anything more:
-        the error is raised if it still fails, so a receiver that keeps refusing fails every
-        call (and the engine's error policy acts) instead of the buffer growing."""
-        with self._lock:
-            if self._pending_error is None:
-                return
-            self._pending_error = None
-            try:
-                self._flush_changes_locked()
-            finally:
-                self._cond.notify_all()
+    def prepare(self, changes: Sequence[ChangeEvent]) -> list[_Item]:
+        """Encode on the engine's thread: a value without an encoding fails the call."""
+        return [(data, trunc) for _, data, trunc in self._encode_events(changes)]
 
     def _encode_event(self, e: ChangeEvent) -> tuple[Any, dict[str, Any], bool]:
         """The wire form of one change. Raises ``TypeError`` for a value without an encoding
@@ -446,99 +344,30 @@ class HttpSyncTarget:
                     ) from exc
             raise
 
-    def _accept(self, items: list[tuple[Any, dict[str, Any], bool]]) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._check_open()
-            buf = self._buf
-            was_empty = not buf
-            before = len(buf)
-            sent_before = self.changes_sent
-            appended = 0
-            try:
-                for position, data, is_truncate in items:
-                    if self._last_received is _NOTHING or position != self._last_received:
-                        self._last_received = position
-                    if is_truncate:
-                        self._flush_changes_locked()
-                        buf.append((position, data, now))
-                        appended += 1
-                        self._send_changes(1)
-                        continue
-                    buf.append((position, data, now))
-                    appended += 1
-                    if len(buf) >= self.batch_size:
-                        self._send_changes(self.batch_size)
-            except BaseException as exc:
-                mine_sent = max(0, self.changes_sent - sent_before - before)
-                unsent = appended - mine_sent
-                if unsent > 0:
-                    del buf[len(buf) - unsent :]
-                self._update_durable()
-                if mine_sent > 0 and isinstance(exc, Exception):
-                    # The engine retries change by change from the first undelivered one.
-                    raise BatchApplyError(mine_sent, f"{exc}") from exc
-                raise
-            self._update_durable()
-            if buf and self.flush_interval > 0:
-                if self._flusher is None:
-                    self._start_flusher()
-                elif was_empty:
-                    self._cond.notify_all()
+    def write(self, batch: WriteBatch) -> Position | None:
+        """POST the batch (at most ``batch_size`` changes), a TRUNCATE in a request of its
+        own. A failed request raises; the base retries the batch (at least once)."""
+        items: Sequence[_Item] = batch.changes
+        run: list[dict[str, Any]] = []
+        for data, is_truncate in items:
+            if is_truncate:
+                self._post_changes(run)
+                self._post_changes([data])
+                run = []
+            else:
+                run.append(data)
+        self._post_changes(run)
+        return batch.committed
 
-    def _flush_changes_locked(self) -> None:
-        while self._buf:
-            self._send_changes(self.batch_size)
-
-    def _send_changes(self, n: int) -> None:
-        batch = self._buf[:n]
-        body = _dumps({"table": self._table_name, "changes": [item[1] for item in batch]})
-        lo, hi = batch[0][1]["position"], batch[-1][1]["position"]
+    def _post_changes(self, changes: list[dict[str, Any]]) -> None:
+        if not changes:
+            return
+        body = _dumps({"table": self._table_name, "changes": changes})
+        lo, hi = changes[0]["position"], changes[-1]["position"]
         where = f"at position {lo}" if lo == hi else f"at positions {lo}..{hi}"
-        self._client.post("/changes", body, f"{len(batch)} change(s) {where}")
-        del self._buf[: len(batch)]
-        last, prev = self._delivered_last, self._delivered_prev
-        for item in batch:
-            pos = item[0]
-            if last is _NOTHING or pos != last:
-                prev, last = last, pos
-        self._delivered_last, self._delivered_prev = last, prev
-        self.changes_sent += len(batch)
+        self._client.post("/changes", body, f"{len(changes)} change(s) {where}")
+        self.changes_sent += len(changes)
         self.batches_sent += 1
-        self._update_durable()
-
-    # -- background flusher ------------------------------------------------------------------------
-    def _start_flusher(self) -> None:
-        name = f"laredo-http-flusher-{self._table_name or id(self)}"
-        self._flusher = threading.Thread(target=self._run_flusher, name=name, daemon=True)
-        self._flusher.start()
-
-    def _run_flusher(self) -> None:
-        interval = self.flush_interval
-        with self._cond:
-            while not self._stop.is_set():
-                if not self._buf or self._pending_error is not None:
-                    self._cond.wait()
-                    continue
-                wait = self._buf[0][2] + interval - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                try:
-                    self._flush_changes_locked()
-                except HttpSyncError as exc:
-                    self._pending_error = exc
-                except Exception as exc:
-                    self._pending_error = TargetError(f"http-sync flush failed: {exc}")
-                    self._pending_error.__cause__ = exc
-                if self._pending_error is not None and not self._stop.is_set():
-                    logger.warning(
-                        "http-sync %s: timed flush failed, %d change(s) stay buffered: %s",
-                        self._table_name,
-                        len(self._buf),
-                        self._pending_error,
-                        extra={"table": self._table_name},
-                    )
 
     # -- the rest of SyncTarget ------------------------------------------------------------
     def on_schema_change(

@@ -270,6 +270,17 @@ class MemoryTargetBase(Generic[V]):
     def on_baseline_row(self, table: TableIdentifier, row: Row) -> None:
         self._write(self._insert, row)
 
+    def load(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
+        """The engine's door for baseline rows: :meth:`on_baseline_rows`."""
+        self.on_baseline_rows(table, rows)
+
+    def apply(
+        self, table: TableIdentifier, changes: Sequence[ChangeEvent], complete: bool = True
+    ) -> None:
+        """The engine's door for changes: :meth:`apply_changes` (a memory target applies at
+        once, so the end of a transaction changes nothing)."""
+        self.apply_changes(table, changes)
+
     def on_baseline_rows(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
         """Fast path: a chunk of baseline rows under one lock acquisition."""
         with self._dispatch_lock:

@@ -260,6 +260,16 @@ class IndexedTarget(MemoryTargetBase[Row]):
         found = tuple_key_getter(names, self._key_fields)
         return None if found is None or found[0] & raw else found[1]
 
+    def apply(
+        self, table: TableIdentifier, changes: Sequence[ChangeEvent], complete: bool = True
+    ) -> None:
+        """The engine's door: a :class:`~laredo.batches.ChangeBatch` through
+        :meth:`apply_change_batch` (value tuples), anything else through :meth:`apply_changes`."""
+        if type(changes) is ChangeBatch:
+            self.apply_change_batch(table, changes)
+        else:
+            self.apply_changes(table, changes)
+
     def apply_change_batch(self, table: TableIdentifier, batch: ChangeBatch) -> None:
         """Apply a :class:`~laredo.batches.ChangeBatch` from its value tuples (the
         ``ChangeBatchTarget`` fast path): same result, atomicity and errors as

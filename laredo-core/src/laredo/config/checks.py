@@ -23,6 +23,7 @@ __all__ = [
     "KeyPath",
     "Problem",
     "check_engine_config",
+    "ephemeral_source_findings",
     "load_engine_config",
     "plugin_problems",
     "reference_problems",
@@ -348,6 +349,48 @@ def stalled_slot_findings(
                 "primary's disk)",
                 "set snapshot.schedule (e.g. schedule = 15m), or remove the snapshot store",
                 where="snapshot.schedule",
+            )
+        )
+    return out
+
+
+def ephemeral_source_findings(
+    model: EngineConfig,
+    *,
+    resumable: Callable[[str], bool | None],
+    durable: Callable[[int, int], bool | None],
+) -> list[Finding]:
+    """A WARNING per source that does not resume (``resumable(source id)`` is False: an
+    ephemeral slot) while a target it feeds is durable (``durable(table index, target
+    index)``: a Delta table, an HTTP receiver): every restart baselines those targets again (a
+    full new Delta version each time) although they kept everything. None: unknown, not
+    reported."""
+    out: list[Finding] = []
+    for sid, spec in model.sources.items():
+        kept = [
+            f"tables.{i}.targets.{j} ({target.type})"
+            for i, t in enumerate(model.tables)
+            if t.source == sid
+            for j, target in enumerate(t.targets)
+            if durable(i, j) is True
+        ]
+        if not kept or resumable(sid) is not False:
+            continue
+        fix = (
+            f"set sources.{sid}.slot_mode = stateful (and a slot_name), so a restart resumes "
+            "after the last acknowledged change"
+            if spec.type == "postgresql"
+            else f"configure sources.{sid} to resume from its last acknowledged position"
+        )
+        out.append(
+            Finding.warning(
+                "DURABLE_TARGET_EPHEMERAL_SOURCE",
+                f"source {sid} does not resume after a restart (an ephemeral slot), but its "
+                f"target(s) {', '.join(kept)} keep what they received: every restart sends them "
+                "a full new baseline (a Delta target writes the whole table again as a new "
+                "version)",
+                fix,
+                where=f"sources.{sid}",
             )
         )
     return out

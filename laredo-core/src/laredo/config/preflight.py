@@ -27,13 +27,14 @@ from ..preflight import (
     CheckRequest,
     FieldUse,
     Finding,
+    KeysRows,
     MapsFields,
     TableUse,
     declared_fields,
 )
 from ..secrets import mask_text
 from ..types import TableIdentifier
-from .checks import stalled_slot_findings
+from .checks import ephemeral_source_findings, stalled_slot_findings
 from .models import EngineConfig, PluginSpec, TableConfig, TargetConfig
 
 logger = logging.getLogger(__name__)
@@ -121,12 +122,16 @@ def table_uses(model: EngineConfig) -> list[TableUse]:
     out = []
     for i, t in enumerate(model.tables):
         uses: dict[tuple[str, str], FieldUse] = {}
+        keyed: list[tuple[str, tuple[str, ...]]] = []
         for j, target in enumerate(t.targets):
-            for u in _target_uses(f"tables.{i}.targets.{j}", t, target):
+            where = f"tables.{i}.targets.{j}"
+            for u in _target_uses(where, t, target):
                 uses.setdefault((u.field, u.where), u)
-        out.append(
-            TableUse(TableIdentifier(t.schema_, t.table), f"tables.{i}", tuple(uses.values()))
-        )
+            model_ = _options_model("target", target.type, target.options())
+            if isinstance(model_, KeysRows):
+                keyed.append((where, tuple(model_.row_key_fields())))
+        table = TableIdentifier(t.schema_, t.table)
+        out.append(TableUse(table, f"tables.{i}", tuple(uses.values()), tuple(keyed)))
     return out
 
 
@@ -217,15 +222,28 @@ def _ask(kind: str, spec: PluginSpec | TargetConfig, question: str) -> bool | No
 
 def config_findings(model: EngineConfig) -> list[Finding]:
     """The findings about how the sections work together (no plugin check needed): a slot
-    that can never advance (:func:`laredo.config.checks.stalled_slot_findings`)."""
+    that can never advance (:func:`laredo.config.checks.stalled_slot_findings`), a durable
+    target behind a source that does not resume
+    (:func:`laredo.config.checks.ephemeral_source_findings`). Each plugin is built at most
+    once to be asked."""
+    resumes: dict[str, bool | None] = {}
+    durables: dict[tuple[int, int], bool | None] = {}
+
+    def resumable(sid: str) -> bool | None:
+        if sid not in resumes:
+            resumes[sid] = _ask("source", model.sources[sid], "supports_resume")
+        return resumes[sid]
+
+    def durable(i: int, j: int) -> bool | None:
+        if (i, j) not in durables:
+            durables[i, j] = _ask("target", model.tables[i].targets[j], "is_durable")
+        return durables[i, j]
+
+    out = ephemeral_source_findings(model, resumable=resumable, durable=durable)
     snap = model.snapshot
-    if snap is None or not snap.enabled or not snap.store or snap.schedule:
-        return []  # the only finding needs this; do not build plugins for nothing
-    return stalled_slot_findings(
-        model,
-        resumable=lambda sid: _ask("source", model.sources[sid], "supports_resume"),
-        durable=lambda i, j: _ask("target", model.tables[i].targets[j], "is_durable"),
-    )
+    if snap is not None and snap.enabled and snap.store and not snap.schedule:
+        out += stalled_slot_findings(model, resumable=resumable, durable=durable)
+    return out
 
 
 def run_checks(

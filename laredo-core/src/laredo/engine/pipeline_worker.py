@@ -19,10 +19,9 @@ from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..base import LegacyDoor, door_of
 from ..batches import ChangeBatch
 from ..contracts import (
-    BatchTarget,
-    ChangeBatchTarget,
     CountableTarget,
     DurablePositionTarget,
     KeyedTarget,
@@ -35,7 +34,7 @@ from ..contracts import (
 from ..errors import BatchApplyError, BufferOverflow, LaredoError, retry_class
 from ..filters import as_filter
 from ..pipeline import Pipeline
-from ..pipeline_ops import Chain, apply_change, deliver_baseline, row_count_change, ttl_from_field
+from ..pipeline_ops import Chain, row_count_change, ttl_from_field
 from ..pipeline_settings import RETRY_BACKOFF, RETRY_MAX_BACKOFF
 from ..transforms import as_transform
 from ..types import (
@@ -105,11 +104,11 @@ class PipelineWorker:
         self._counting = False  # a source count of periodic validation is running
         self.ready = False
         target = self.target
-        self._batch = target if isinstance(target, BatchTarget) else None
-        self._change_batch = target if isinstance(target, ChangeBatchTarget) else None
+        # the one door into the target: apply(table, changes, complete) and load(table, rows)
+        self.door = door_of(target)
+        self._legacy = self.door if isinstance(self.door, LegacyDoor) else None
         self._positioned = target if isinstance(target, PositionedTarget) else None
         self._durable = target if isinstance(target, DurablePositionTarget) else None
-        self.is_positioned = self._positioned is not None
         self.has_durable_position = self._durable is not None
         self.ttl_scan_interval = to_seconds(cfg.ttl_scan_interval)
         self.validation_interval = to_seconds(cfg.validation_interval)
@@ -214,7 +213,8 @@ class PipelineWorker:
         """Load baseline rows through the chain (TTL included); returns how many were kept."""
         if not self.chain.plain:
             rows = self.chain.baseline_rows(rows)
-        return deliver_baseline(self.target, self.table, rows)
+        self.door.load(self.table, rows)
+        return len(rows)
 
     def complete_baseline(self, position: Position | None, loaded: int, started: float) -> None:
         if self._positioned is not None and position is not None:
@@ -443,9 +443,8 @@ class PipelineWorker:
             self.skip_until = None
         if self.applied is None or self.link.compare(position, self.applied) > 0:
             self.applied = position
-            if self._durable is not None and self._positioned is not None:
-                # a buffering target learns that its last transaction is complete
-                self._positioned.set_change_position(position)
+            if self._legacy is not None:  # a legacy buffering target learns it from a position
+                self._legacy.heartbeat(position)
         self.link.request_ack()
 
     # -- applying changes ---------------------------------------------------------------------
@@ -488,11 +487,14 @@ class PipelineWorker:
             work = prepared.events
         last = batch.position if batch is not None else events[-1].position
         if work:
-            self._apply_with_retries(work)
+            self._apply_with_retries(work, complete)
             # what the target must make durable before ``confirmed`` passes it (a chunk too)
             self.last_change = last
             if not complete and self._durable is not None:
                 self._note_chunk(self.last_change)
+        elif complete and self._durable is not None and self._legacy is None:
+            # everything left of the transaction was filtered out: its buffered start is whole
+            self._apply_with_retries(work, complete)
         if self.failed:
             return
         if complete:
@@ -516,38 +518,60 @@ class PipelineWorker:
             kept.append((position, self.applied))
         self._chunks = kept  # replaced, never mutated: confirmed() reads it from other threads
 
-    def _apply_with_retries(self, events: Sequence[ChangeEvent]) -> None:
+    def _apply_with_retries(self, events: Sequence[ChangeEvent], complete: bool) -> None:
+        """Through the door in one call; on a failure, change by change from the failed one
+        (``BatchApplyError.index``; its failure counts as its first attempt), each retried
+        with backoff (:meth:`_retry`). The last call
+        carries ``complete``; when the last change was dead-lettered, an empty call does."""
+        door, table = self.door, self.table
         start = 0
-        fast = self._change_batch if type(events) is ChangeBatch else None
-        if fast is not None or self._batch is not None:
-            try:
-                if fast is not None:
-                    fast.apply_change_batch(self.table, events)  # type: ignore[arg-type]
-                else:
-                    self._batch.apply_changes(self.table, events)  # type: ignore[union-attr]
-                return
-            except BatchApplyError as exc:
-                start = exc.index
-                first_error: BaseException = exc.__cause__ or exc
-            except Exception as exc:
-                first_error = exc
+        try:
+            door.apply(table, events, complete)
+            return
+        except BatchApplyError as exc:
+            start = exc.index
+            first_error: BaseException = exc.__cause__ or exc
+        except Exception as exc:
+            first_error = exc
+        if not events:  # the end-of-transaction signal alone failed: the next call repeats it
             logger.warning(
-                "pipeline %s: batch apply failed (%s); retrying change by change from #%d",
-                self.id,
-                first_error,
-                start,
+                "pipeline %s: end of transaction not delivered: %s", self.id, first_error
             )
-        target, table, positioned = self.target, self.table, self.is_positioned
-        for i in range(start, len(events)):
-            ev = events[i]
+            return
+        logger.warning(
+            "pipeline %s: batch apply failed (%s); retrying change by change from #%d",
+            self.id,
+            first_error,
+            start,
+        )
+        last = len(events) - 1
+        error: BaseException | None = first_error  # the first failed change's first attempt
+        for i in range(start, last + 1):
+            one = events[i : i + 1]
+            ends = complete and i == last
             try:
-                apply_change(target, table, ev, positioned=positioned)
+                if error is None:
+                    door.apply(table, one, ends)
+                    continue
             except Exception as exc:
-                if not self._retry(ev, exc):
-                    return
+                error = exc
+            if not self._retry(one, ends, error):
+                return
+            error = None
+            if ends and self._durable is not None and not self.failed:
+                self._end_transaction(events)
 
-    def _retry(self, ev: ChangeEvent, exc: BaseException) -> bool:
-        """Retry one change; True when it finally applied (or was dead-lettered and skipped)."""
+    def _end_transaction(self, events: Sequence[ChangeEvent]) -> None:
+        """Tell the target the transaction ended after its last change was dead-lettered."""
+        try:
+            self.door.apply(self.table, events[:0], True)
+        except Exception as exc:
+            logger.warning("pipeline %s: end of transaction not delivered: %s", self.id, exc)
+
+    def _retry(self, one: Sequence[ChangeEvent], complete: bool, exc: BaseException) -> bool:
+        """Retry one change (``one``, a one-change sequence); True when it finally applied (or
+        was dead-lettered and skipped)."""
+        ev = one[0]
         obs = self.ctx.observer
         cfg = self.cfg
         backoff = self.retry_backoff
@@ -560,7 +584,7 @@ class PipelineWorker:
                 break
             backoff = min(cap, backoff * 2)
             try:
-                apply_change(self.target, self.table, ev, positioned=self.is_positioned)
+                self.door.apply(self.table, one, complete)
                 return True
             except Exception as again:
                 last = again

@@ -56,25 +56,39 @@ class EngineQueries:
 
     # -- read-your-writes -------------------------------------------------------------------
     def wait_for(
-        self, source_id: str, position: Position | str, timeout: float | None = None
+        self,
+        source_id: str,
+        position: Position | str,
+        timeout: float | None = None,
+        durable: bool = False,
     ) -> bool:
         """Block until every pipeline of ``source_id`` has applied every change at or before
         ``position`` (the source's position, or its text: for PostgreSQL the text of
         ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
         ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
         sources advance through heartbeats, so an idle wait answers once the source reports
-        its current position. Raises ``KeyError`` listing the known sources for an unknown id,
-        ``ValueError`` naming the expected form for an unparsable position."""
+        its current position. With ``durable`` it waits until every target holds those changes
+        durably (what the source may be acknowledged: a buffering target's flush, a volatile
+        target's snapshot when acknowledgements follow snapshots). Raises ``KeyError`` listing
+        the known sources for an unknown id, ``ValueError`` naming the expected form for an
+        unparsable position."""
         reader = self._reader(source_id)
         if isinstance(position, str):
             position = self._parse_position(reader, position)
-        return reader.wait_applied(position, timeout)
+        return reader.wait_applied(position, timeout, durable)
 
     def applied_position(self, source_id: str) -> str | None:
         """The text of the lowest position every active pipeline of the source has applied
         (``None`` while a pipeline is not ready). Raises ``KeyError`` for an unknown source."""
         reader = self._reader(source_id)
         low = reader.applied_through()
+        return reader.pos_str(low) if low is not None else None
+
+    def durable_position(self, source_id: str) -> str | None:
+        """The text of the lowest position every active pipeline of the source holds durably
+        (``None`` while one holds nothing durably). Raises ``KeyError`` for an unknown source."""
+        reader = self._reader(source_id)
+        low = reader.durable_through()
         return reader.pos_str(low) if low is not None else None
 
     def _parse_position(self, reader: SourceReader, text: str) -> Position:

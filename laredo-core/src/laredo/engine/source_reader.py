@@ -265,16 +265,35 @@ class SourceReader:
                 low = p.applied
         return low
 
-    def wait_applied(self, position: Position, timeout: float | None) -> bool:
-        """Block until every non-failed pipeline applied every change at or before
-        ``position``; False on timeout or when no pipeline is active."""
+    def durable_through(self) -> Position | None:
+        """The lowest position up to which every non-failed pipeline's target holds every
+        change durably (what the source may be acknowledged: ``PipelineWorker.confirmed``);
+        ``None`` while one is not ready or holds nothing durably yet."""
+        compare = self.source.compare_positions
+        low: Position | None = None
+        for p in self.pipelines:
+            if p.failed:
+                continue
+            c = p.confirmed() if p.ready else None
+            if c is None:
+                return None
+            if low is None or compare(c, low) < 0:
+                low = c
+        return low
+
+    def wait_applied(
+        self, position: Position, timeout: float | None, durable: bool = False
+    ) -> bool:
+        """Block until every non-failed pipeline applied (``durable``: made durable) every
+        change at or before ``position``; False on timeout or when no pipeline is active."""
         deadline = None if timeout is None else time.monotonic() + timeout
         compare = self.source.compare_positions
+        through = self.durable_through if durable else self.applied_through
         with self._progress:
             while True:
                 if all(p.failed for p in self.pipelines):
                     return False
-                low = self.applied_through()
+                low = through()
                 if low is not None and compare(low, position) >= 0:
                     return True
                 left = None if deadline is None else deadline - time.monotonic()

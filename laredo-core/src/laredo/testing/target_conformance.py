@@ -12,7 +12,8 @@ table (the suite calls ``on_init`` itself)::
 The suite observes the target's state through ``export_snapshot()``. A target that cannot export
 its state (e.g. one that forwards to a remote system) overrides ``rows_of(target)`` to read it
 back from wherever it went, or sets ``supports_export = False`` to skip the state checks.
-``supports_restore = False`` skips the export/restore round trips. Optional fast paths
+``supports_restore = False`` skips the export/restore round trips. The engine's door
+(``apply``/``load``, :class:`laredo.contracts.TargetDoor`) and the deprecated fast paths
 (``apply_changes``, ``on_baseline_rows``) are exercised when the target has them.
 
 The table has a one-column integer primary key ``id`` and columns of every value type rows
@@ -29,7 +30,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from laredo.contracts import BaselineBatchTarget, BatchTarget
+from laredo.contracts import BaselineBatchTarget, BatchTarget, TargetDoor
 from laredo.testing.guard import ConformanceSuite
 from laredo.types import (
     ChangeAction,
@@ -275,27 +276,29 @@ class TargetConformance(ConformanceSuite):
             r["name"] = "mutated by the caller"
         assert all(r["name"] != "mutated by the caller" for r in self.state(target).values())
 
+    def test_the_door_equals_per_call_methods(self, make_target: MakeTarget) -> None:
+        door = self.new_target(make_target)
+        if not isinstance(door, TargetDoor):
+            pytest.skip("target has no apply/load (the deprecated per-change protocol)")
+        target: Any = door
+        target.load(self.table, [conformance_row(i) for i in range(2)])
+        target.load(self.table, [conformance_row(i) for i in range(2, 4)])
+        target.on_baseline_complete(self.table)
+        events = _mixed_events()
+        for i in range(0, len(events), 3):  # transactions of up to 3 changes, each complete
+            door.apply(self.table, events[i : i + 3], True)
+        self._assert_per_call(make_target, target, events)
+
     def test_apply_changes_equals_per_call_methods(self, make_target: MakeTarget) -> None:
         batch_target = self.loaded(make_target, 4)
         if not isinstance(batch_target, BatchTarget):
             pytest.skip("target has no apply_changes fast path")
-        events = [
-            _ev(ChangeAction.INSERT, 1, new=conformance_row(10)),
-            _ev(ChangeAction.UPDATE, 2, new=conformance_row(1, name="u1"), old={"id": 1}),
-            _ev(ChangeAction.DELETE, 3, old={"id": 2}),
-            _ev(ChangeAction.UPDATE, 4, new=conformance_row(10, name="u10")),
-            _ev(ChangeAction.INSERT, 5, new=conformance_row(2, name="back")),
-            _ev(ChangeAction.DELETE, 6, old={"id": 10}),
-            _ev(ChangeAction.TRUNCATE, 7),
-            _ev(ChangeAction.INSERT, 8, new=conformance_row(3, name="after truncate")),
-            _ev(ChangeAction.INSERT, 9, new=conformance_row(4)),
-            _ev(ChangeAction.UPDATE, 10, new=conformance_row(40, name="moved"), old={"id": 4}),
-            _ev(ChangeAction.DELETE, 11, old={"id": 12345}),
-            _ev(ChangeAction.INSERT, 12, new=conformance_row(50)),
-            _ev(ChangeAction.DELETE, 13, old={"id": 50}),
-        ]
+        events = _mixed_events()
         batch_target.apply_changes(self.table, events)
+        self._assert_per_call(make_target, batch_target, events)
 
+    def _assert_per_call(self, make_target: MakeTarget, target: Any, events: Any) -> None:
+        """``target`` (4 rows, then ``events``) equals the per-call methods' result."""
         per_call = self.loaded(make_target, 4)
         for ev in events:
             if ev.action is ChangeAction.INSERT:
@@ -306,7 +309,7 @@ class TargetConformance(ConformanceSuite):
                 per_call.on_delete(self.table, ev.old_values)
             else:
                 per_call.on_truncate(self.table)
-        got, want = self.state(batch_target), self.state(per_call)
+        got, want = self.state(target), self.state(per_call)
         assert sorted(got) == sorted(want) == [3, 40]
         for k in want:
             _assert_same_typed(got[k], want[k])
@@ -327,3 +330,23 @@ class TargetConformance(ConformanceSuite):
         target = self.loaded(make_target)
         target.on_insert(self.table, conformance_row(8))
         target.on_close(self.table)
+
+
+def _mixed_events() -> list[ChangeEvent]:
+    """Inserts, updates (one moving its key), deletes (one of an absent key) and a TRUNCATE,
+    one position each: applied to rows 0..3 they leave rows 3 and 40."""
+    return [
+        _ev(ChangeAction.INSERT, 1, new=conformance_row(10)),
+        _ev(ChangeAction.UPDATE, 2, new=conformance_row(1, name="u1"), old={"id": 1}),
+        _ev(ChangeAction.DELETE, 3, old={"id": 2}),
+        _ev(ChangeAction.UPDATE, 4, new=conformance_row(10, name="u10")),
+        _ev(ChangeAction.INSERT, 5, new=conformance_row(2, name="back")),
+        _ev(ChangeAction.DELETE, 6, old={"id": 10}),
+        _ev(ChangeAction.TRUNCATE, 7),
+        _ev(ChangeAction.INSERT, 8, new=conformance_row(3, name="after truncate")),
+        _ev(ChangeAction.INSERT, 9, new=conformance_row(4)),
+        _ev(ChangeAction.UPDATE, 10, new=conformance_row(40, name="moved"), old={"id": 4}),
+        _ev(ChangeAction.DELETE, 11, old={"id": 12345}),
+        _ev(ChangeAction.INSERT, 12, new=conformance_row(50)),
+        _ev(ChangeAction.DELETE, 13, old={"id": 50}),
+    ]

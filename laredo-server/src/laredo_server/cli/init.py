@@ -51,8 +51,19 @@ def init(
     ] = "laredo.conf",
     force: Annotated[bool, typer.Option("--force", help="overwrite an existing file")] = False,
     slot_mode: Annotated[
-        str, typer.Option("--slot-mode", help="ephemeral (default) or stateful")
-    ] = "ephemeral",
+        str | None,
+        typer.Option(
+            "--slot-mode",
+            help="ephemeral (the default) or stateful (the default with --delta-uri)",
+        ),
+    ] = None,
+    delta_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--delta-uri",
+            help="also archive each table to a Delta table under this path or s3:// URI",
+        ),
+    ] = None,
     slot_name: Annotated[str, typer.Option("--slot-name", help="replication slot")] = (
         "laredo_slot"
     ),
@@ -60,6 +71,8 @@ def init(
 ) -> None:
     """Write a starter configuration for a PostgreSQL database's tables (read-only)."""
     cli = state(ctx)
+    if slot_mode is None:  # a durable target keeps what it got: resume, do not re-baseline
+        slot_mode = "stateful" if delta_uri else "ephemeral"
     if slot_mode not in ("ephemeral", "stateful"):
         cli.fail(f"--slot-mode must be ephemeral or stateful, not {slot_mode!r}", code=2)
     target = None if config == "-" else Path(config)
@@ -87,7 +100,12 @@ def init(
         chosen = _tables(cli, conn, names, introspect)
     try:
         text, skipped = render_config(
-            clean, chosen, source_id=source_id, slot_mode=slot_mode, slot_name=slot_name
+            clean,
+            chosen,
+            source_id=source_id,
+            slot_mode=slot_mode,
+            slot_name=slot_name,
+            delta_uri=delta_uri,
         )
     except ConfigError as exc:
         cli.fail("no table can be served: " + "; ".join(exc.problems))
@@ -115,6 +133,13 @@ def init(
         f"{', '.join(str(t.table) for t in served)}",
         highlight=False,
     )
+    if delta_uri and slot_mode == "ephemeral":
+        out.print(
+            "  warning: slot_mode = ephemeral with delta targets: every start writes a full "
+            "new baseline version; slot_mode = stateful resumes instead",
+            highlight=False,
+            markup=False,
+        )
     for s in skipped:
         out.print(f"  left out {s.table}: {s.reason}", highlight=False, markup=False)
         out.print(f"    fix: {s.fix}", highlight=False, markup=False)

@@ -157,9 +157,18 @@ def wait(
     timeout: Annotated[
         str, typer.Option("--timeout", help="how long to wait, e.g. 30s, 500ms, 2m")
     ] = "30s",
+    durable: Annotated[
+        bool,
+        typer.Option(
+            "--durable",
+            help="wait until every target holds the changes durably (a buffering target "
+            "flushed them; what the source may be acknowledged), not only applied",
+        ),
+    ] = False,
 ) -> None:
     """Wait until every pipeline of SOURCE applied every change at or before POSITION
-    (read-your-writes). Exit 0 when reached, 1 when the timeout passed first."""
+    (read-your-writes; with --durable: made it durable). Exit 0 when reached, 1 when the
+    timeout passed first."""
     from laredo.units import parse_duration  # noqa: PLC0415 - lazy: `import laredo` costs ~0.3 s
 
     cli = state(ctx)
@@ -167,13 +176,28 @@ def wait(
         seconds = parse_duration(timeout, "--timeout")
     except ValueError as exc:
         cli.fail(str(exc), code=2)
-    fields = {"source_id": source, "position": position, "timeout_ms": max(1, int(seconds * 1e3))}
+    fields: dict[str, object] = {
+        "source_id": source,
+        "position": position,
+        "timeout_ms": max(1, int(seconds * 1e3)),
+    }
+    if durable:
+        fields["durable"] = True
     resp = cli.client().call("query", "WaitForPosition", fields, seconds + 5)
     if cli.json:
-        cli.emit_json({"reached": resp.reached, "applied_position": resp.applied_position})
+        cli.emit_json(
+            {
+                "reached": resp.reached,
+                "applied_position": resp.applied_position,
+                "durable_position": resp.durable_position,
+            }
+        )
     else:
         state_text = "reached" if resp.reached else "not reached (timeout)"
-        cli.out.print(f"{state_text}; applied through {resp.applied_position or '-'}")
+        cli.out.print(
+            f"{state_text}; applied through {resp.applied_position or '-'}, durable through "
+            f"{resp.durable_position or '-'}"
+        )
     if not resp.reached:
         raise typer.Exit(1)
 

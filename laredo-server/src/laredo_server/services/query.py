@@ -219,8 +219,9 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
     def WaitForPosition(
         self, request: qry.WaitForPositionRequest, context: grpc.ServicerContext
     ) -> qry.WaitForPositionResponse:
-        """Block until every pipeline of the source applied every change at or before the
-        position, the timeout (default 30 s, at most 5 min) or the call's deadline."""
+        """Block until every pipeline of the source applied (``durable``: made durable) every
+        change at or before the position, the timeout (default 30 s, at most 5 min) or the
+        call's deadline."""
         timeout = request.timeout_ms / 1000 if request.timeout_ms > 0 else DEFAULT_WAIT
         remaining = context.time_remaining()
         if remaining is not None:
@@ -228,9 +229,14 @@ class QueryService(qry_grpc.LaredoQueryServiceServicer):
         timeout = min(timeout, MAX_WAIT)
         engine = self.rt.engine
         with long_call(self.rt):
-            reached = engine.wait_for(request.source_id, request.position, timeout)
+            reached = engine.wait_for(
+                request.source_id, request.position, timeout, durable=request.durable
+            )
         applied = engine.applied_position(request.source_id)
-        return qry.WaitForPositionResponse(reached=reached, applied_position=applied or "")
+        durable = engine.durable_position(request.source_id)
+        return qry.WaitForPositionResponse(
+            reached=reached, applied_position=applied or "", durable_position=durable or ""
+        )
 
     @stream()
     def Subscribe(

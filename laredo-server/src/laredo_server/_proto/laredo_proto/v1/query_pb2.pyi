@@ -143,19 +143,23 @@ class RowEvent(_message.Message):
     def __init__(self, action: _Optional[str] = ..., old_values: _Optional[_Union[Row, _Mapping]] = ..., new_values: _Optional[_Union[Row, _Mapping]] = ..., position: _Optional[str] = ..., timestamp: _Optional[int] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class WaitForPositionRequest(_message.Message):
-    __slots__ = ("source_id", "position", "timeout_ms")
+    __slots__ = ("source_id", "position", "timeout_ms", "durable")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     position: str
     timeout_ms: int
-    def __init__(self, source_id: _Optional[str] = ..., position: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    durable: bool
+    def __init__(self, source_id: _Optional[str] = ..., position: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., durable: _Optional[bool] = ...) -> None: ...
 
 class WaitForPositionResponse(_message.Message):
-    __slots__ = ("reached", "applied_position")
+    __slots__ = ("reached", "applied_position", "durable_position")
     REACHED_FIELD_NUMBER: _ClassVar[int]
     APPLIED_POSITION_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_POSITION_FIELD_NUMBER: _ClassVar[int]
     reached: bool
     applied_position: str
-    def __init__(self, reached: _Optional[bool] = ..., applied_position: _Optional[str] = ...) -> None: ...
+    durable_position: str
+    def __init__(self, reached: _Optional[bool] = ..., applied_position: _Optional[str] = ..., durable_position: _Optional[str] = ...) -> None: ...
