@@ -26,17 +26,23 @@ import pyarrow as pa
 from laredo.errors import LaredoError
 
 from .columns import TableDescription, codecs_for, decode_description, rows_of
+from .layout import META, has_changes, state_sql
 from .options import masked
+from .paths import check_files
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "COMPACTION",
+    "DELETED",
+    "INSERTED",
     "KIND",
     "ORDER",
     "PARTIAL",
     "POSITION",
     "SOURCE_ID",
     "TABLE",
+    "UPDATED",
     "ArchiveError",
     "Commit",
     "commit_metadata",
@@ -56,6 +62,10 @@ SOURCE_ID = "laredo.source_id"
 TABLE = "laredo.table"
 KIND = "laredo.kind"
 PARTIAL = "laredo.partial"
+INSERTED = "laredo.inserted"
+UPDATED = "laredo.updated"
+DELETED = "laredo.deleted"
+COMPACTION = "compaction"
 
 _LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
 
@@ -149,11 +159,16 @@ def _commit(info: Mapping[str, Any]) -> Commit:
     metrics = info.get("operationMetrics") or {}
     order = info.get(ORDER)
     operation = str(info.get("operation", ""))
-    if operation == "MERGE":
+    if INSERTED in info:  # an append of change rows (see .layout): our own counts
+        ins, upd, dels = (int(info.get(k, 0)) for k in (INSERTED, UPDATED, DELETED))
+    elif operation == "MERGE":
         ins = int(metrics.get("num_target_rows_inserted", 0))
         upd = int(metrics.get("num_target_rows_updated", 0))
         dels = int(metrics.get("num_target_rows_deleted", 0))
-    elif operation in ("WRITE", "CREATE TABLE") and info.get(KIND) != "maintenance":
+    elif operation in ("WRITE", "CREATE TABLE") and info.get(KIND) not in (
+        "maintenance",
+        COMPACTION,
+    ):
         ins, upd, dels = int(metrics.get("num_added_rows", 0)), 0, 0
     else:
         ins = upd = dels = 0
@@ -206,9 +221,10 @@ def select_commit(all_commits: list[Commit], position: Any, uri: str) -> Commit:
     return chosen
 
 
-def table_reader(dt: Any) -> pa.RecordBatchReader:
-    """The rows of ``dt``'s loaded version as Arrow batches in its Delta types (the schema
-    ``DeltaTable.to_pyarrow_table()`` gives), read by delta-rs, one batch held at a time.
+def table_reader(dt: Any, uri: str = "") -> pa.RecordBatchReader:
+    """The rows of ``dt``'s loaded version (its current state: see :mod:`.layout`) as Arrow
+    batches in their Delta types, read by delta-rs. Every data file the log names must lie
+    inside the table (``ArchiveError`` otherwise: see :mod:`.paths`).
 
     Not ``to_pyarrow_table()``: that scans a pyarrow dataset over a Python file system whose
     read-ahead can still hold Python buffers after it returns; freed on an Arrow thread while
@@ -216,8 +232,22 @@ def table_reader(dt: Any) -> pa.RecordBatchReader:
     exception", apache/arrow#34314; seen here in one ``laredo archive`` run in two)."""
     from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
 
-    stream = QueryBuilder().register("t", dt).execute("SELECT * FROM t")
-    return pa.RecordBatchReader.from_stream(stream).cast(pa.schema(dt.schema().to_arrow()))
+    check_files(dt, uri or dt.table_uri, ArchiveError)
+    schema = pa.schema(dt.schema().to_arrow())
+    names = [n for n in schema.names if n not in META]
+    sql = "SELECT * FROM t"
+    if has_changes(schema.names):
+        desc = decode_description(dt.metadata().description)
+        keys = [c.name for c in desc.columns if c.primary_key] if desc is not None else []
+        if not keys:
+            raise ArchiveError(
+                f"uri = {uri or dt.table_uri!r}: the table holds change rows but its "
+                "description names no key columns; it was not written by a laredo delta target"
+            )
+        sql = state_sql(names, keys)
+    stream = QueryBuilder().register("t", dt).execute(sql)
+    out = pa.schema([schema.field(n) for n in names])
+    return pa.RecordBatchReader.from_stream(stream).cast(out)
 
 
 def read_as_of(
@@ -230,7 +260,7 @@ def read_as_of(
     description_of(dt, uri)
     chosen = select_commit(commits(dt), position, uri)
     dt.load_as_version(chosen.version)
-    return table_reader(dt).read_all(), str(chosen.position)
+    return table_reader(dt, uri).read_all(), str(chosen.position)
 
 
 def rows_as_of(
@@ -241,5 +271,5 @@ def rows_as_of(
     chosen = select_commit(commits(dt), position, uri)
     dt.load_as_version(chosen.version)
     desc = description_of(dt, uri)
-    table = table_reader(dt).read_all()
+    table = table_reader(dt, uri).read_all()
     return rows_of(table, codecs_for(desc.columns)), str(chosen.position), desc

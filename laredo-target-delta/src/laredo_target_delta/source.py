@@ -9,7 +9,9 @@
   position is that version.
 * **Stream** = the change data feed of every later version, one transaction per version in
   version order (deletes, then updates, then inserts: an overwrite's rows replace its deleted
-  ones); a version without row changes (compaction, schema) is a heartbeat. With ``follow`` the
+  ones); a change row (see :mod:`.layout`) is delivered as its ``_laredo_op``; a version
+  without row changes (small-file compaction, schema, a ``compaction`` of change rows) is a
+  heartbeat. With ``follow`` the
   source polls for new versions every ``poll_interval``; without it, it stops reading at the
   version that was latest when the stream started and only sends heartbeats.
 * Nothing is persisted: ``ack`` is remembered in memory, ``supports_resume()`` is false, so a
@@ -40,6 +42,7 @@ from laredo.types import (
 )
 
 from .archive import (
+    COMPACTION,
     ArchiveError,
     commits,
     description_of,
@@ -48,17 +51,19 @@ from .archive import (
     table_reader,
 )
 from .columns import ColumnCodec, codecs_for, decode_description, rows_of
+from .layout import META, OP
 from .options import DeltaSourceOptions
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DeltaSource"]
 
-_META = ("_change_type", "_commit_version", "_commit_timestamp")
+_META = ("_change_type", "_commit_version", "_commit_timestamp", *META)
 _ORDER = {"delete": 0, "update_postimage": 1, "insert": 2}
 _ACTIONS = {
     "delete": ChangeAction.DELETE,
     "update_postimage": ChangeAction.UPDATE,
+    "update": ChangeAction.UPDATE,  # a change row's _laredo_op (see .layout)
     "insert": ChangeAction.INSERT,
 }
 _BATCH = 10_000
@@ -139,12 +144,18 @@ class DeltaSource:
         self._check_description()
         table = self._need_name()
         if table in tables:
-            for batch in table_reader(dt):
+            for batch in self._read(dt):
                 for start in range(0, batch.num_rows, _BATCH):
                     part = pa.Table.from_batches([batch.slice(start, _BATCH)])
                     batch_callback(table, rows_of(part, self._codecs))
         self._delivered = version
         return version
+
+    def _read(self, dt: Any) -> Any:
+        try:
+            return table_reader(dt, self.options.uri)
+        except ArchiveError as exc:
+            raise self._error(exc) from None
 
     def baseline(self, tables: Sequence[TableIdentifier], row_callback: RowCallback) -> int:
         def per_row(table: TableIdentifier, rows: list[Row]) -> None:
@@ -204,6 +215,10 @@ class DeltaSource:
 
         dt = self._need_table()
         old_columns = self._columns
+        if kind == COMPACTION:  # the same state, rewritten (see .layout): no change
+            handler.on_heartbeat(version)
+            self._delivered = version
+            return
         if kind in ("schema", "baseline"):
             try:
                 snapshot = open_table(self.options.uri, self.options.storage_options)
@@ -222,12 +237,12 @@ class DeltaSource:
         events: list[ChangeEvent] = []
         keys = [c.name for c in self._columns if c.primary_key]
         for r in rows:
-            kind = r["_change_type"]
             stamp = r.get("_commit_timestamp")
             if isinstance(stamp, datetime):
                 when = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
             row = {k: v for k, v in r.items() if k not in _META}
-            action = _ACTIONS[kind]
+            op = r.get(OP) if r["_change_type"] == "insert" else None
+            action = _ACTIONS[op if op in _ACTIONS else r["_change_type"]]
             if action is ChangeAction.DELETE:
                 old = {k: row[k] for k in keys}
                 events.append(ChangeEvent(table, action, version, when, old_values=old))
