@@ -25,7 +25,13 @@ from typing import Any
 import pyarrow as pa
 from laredo.errors import LaredoError
 
-from .columns import TableDescription, codecs_for, decode_description, rows_of
+from .columns import (
+    DescriptionError,
+    TableDescription,
+    codecs_for,
+    decode_description,
+    rows_of,
+)
 from .layout import META, has_changes, state_sql
 from .options import masked
 from .paths import check_files
@@ -127,8 +133,12 @@ def open_table(
 
 
 def description_of(dt: Any, uri: str, key: str = "uri") -> TableDescription:
-    """The Laredo description of a Delta table; ``ArchiveError`` when another writer made it."""
-    desc = decode_description(dt.metadata().description)
+    """The Laredo description of a Delta table; ``ArchiveError`` when another writer made it
+    or it cannot be read."""
+    try:
+        desc = decode_description(dt.metadata().description)
+    except DescriptionError as exc:
+        raise ArchiveError(f"{key} = {uri!r}: {exc}") from None
     if desc is None:
         raise ArchiveError(
             f"{key} = {uri!r}: this Delta table was not written by a laredo delta target (its "
@@ -155,6 +165,10 @@ class Commit:
     deleted: int
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def _commit(info: Mapping[str, Any]) -> Commit:
     metrics = info.get("operationMetrics") or {}
     order = info.get(ORDER)
@@ -176,11 +190,11 @@ def _commit(info: Mapping[str, Any]) -> Commit:
         version=int(info["version"]),
         timestamp=datetime.fromtimestamp(int(info.get("timestamp", 0)) / 1000, UTC),
         operation=operation,
-        position=info.get(POSITION),
+        position=_text(info.get(POSITION)),
         order=int(order) if order is not None else None,
-        source_id=info.get(SOURCE_ID),
-        table=info.get(TABLE),
-        kind=info.get(KIND),
+        source_id=_text(info.get(SOURCE_ID)),
+        table=_text(info.get(TABLE)),
+        kind=_text(info.get(KIND)),
         partial=bool(info.get(PARTIAL, False)),
         inserted=ins,
         updated=upd,
@@ -189,8 +203,18 @@ def _commit(info: Mapping[str, Any]) -> Commit:
 
 
 def commits(dt: Any) -> list[Commit]:
-    """Every version still in the log, oldest first."""
-    return sorted((_commit(h) for h in dt.history()), key=lambda c: c.version)
+    """Every version still in the log, oldest first; ``ArchiveError`` for commit info that
+    cannot be read (a damaged or forged log)."""
+    out = []
+    for info in dt.history():
+        try:
+            out.append(_commit(info))
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, OSError) as exc:
+            raise ArchiveError(
+                f"uri = {dt.table_uri!r}: unreadable commit info in the Delta log "
+                f"({type(exc).__name__}: {str(exc)[:200]}); the log was damaged or forged"
+            ) from None
+    return sorted(out, key=lambda c: c.version)
 
 
 def history(uri: str, storage_options: Mapping[str, str] | None = None) -> list[Commit]:
@@ -237,7 +261,7 @@ def table_reader(dt: Any, uri: str = "") -> pa.RecordBatchReader:
     names = [n for n in schema.names if n not in META]
     sql = "SELECT * FROM t"
     if has_changes(schema.names):
-        desc = decode_description(dt.metadata().description)
+        desc = description_of(dt, uri or dt.table_uri)
         keys = [c.name for c in desc.columns if c.primary_key] if desc is not None else []
         if not keys:
             raise ArchiveError(

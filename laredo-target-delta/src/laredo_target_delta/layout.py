@@ -11,8 +11,9 @@ The current state is, per key, the row with the highest ``_laredo_seq`` (compact
 NULL, rank lowest), unless that row is a delete. :func:`state_sql` is that view; any Delta
 reader can run it (see the package README), at any version (time travel included). When the
 appended rows reach a fraction of the compacted ones, the target *compacts*: one overwrite
-commit (``laredo.kind = compaction``, the last commit's position) holding the state without
-the two columns. A table that never received a change has neither column and reads as is.
+commit (``laredo.kind = compaction``, the last commit's position) holding the state, both
+columns NULL. Tables keep both columns from their first version on (so a reader's view never
+loses them); a table written before this layout gains them at its first change flush.
 """
 
 from __future__ import annotations
@@ -20,13 +21,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 __all__ = [
     "META",
     "OP",
     "SEQ",
     "has_changes",
     "latest",
+    "meta_schema",
+    "reader_view_sql",
     "state_sql",
+    "with_meta",
 ]
 
 SEQ = "_laredo_seq"
@@ -37,6 +43,18 @@ _RANK = "__laredo_rank"
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def meta_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the two columns."""
+    return schema.append(pa.field(SEQ, pa.int64())).append(pa.field(OP, pa.string()))
+
+
+def with_meta(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of plain rows (compacted: both columns NULL) in ``meta_schema``."""
+    n = batch.num_rows
+    arrays = [*batch.columns, pa.nulls(n, pa.int64()), pa.nulls(n, pa.string())]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def has_changes(names: Iterable[str]) -> bool:
@@ -80,3 +98,15 @@ def latest(
         else:
             out[key] = {k: v for k, v in r.items() if k not in META}
     return out
+
+
+def reader_view_sql(table: str, columns: Sequence[str], key_columns: Sequence[str]) -> str:
+    """The current state for readers outside Laredo (DuckDB, Spark SQL, DataFusion, Polars'
+    SQL): the newest row per key, unless it is a delete."""
+    cols = ", ".join(_q(c) for c in columns)
+    keys = ", ".join(_q(k) for k in key_columns)
+    return (
+        f"SELECT {cols} FROM (SELECT *, row_number() OVER (PARTITION BY {keys} "
+        f"ORDER BY {_q(SEQ)} DESC NULLS LAST) AS {_RANK} FROM {table}) "
+        f"WHERE {_RANK} = 1 AND ({_q(OP)} IS NULL OR {_q(OP)} <> 'delete')"
+    )

@@ -42,6 +42,7 @@ from .changes import (
 )
 from .columns import (
     ColumnCodec,
+    DescriptionError,
     TableDescription,
     arrow_schema,
     codecs_for,
@@ -50,7 +51,7 @@ from .columns import (
     rows_of,
     to_arrow,
 )
-from .layout import SEQ, has_changes, latest
+from .layout import SEQ, has_changes, latest, meta_schema, with_meta
 from .options import DeltaTargetOptions, masked
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,11 @@ class DeltaWriter:
             self.dt = DeltaTable(self.uri, storage_options=self.storage)
         except Exception as exc:
             raise self._fail("opening the table", exc) from None
-        desc = decode_description(self.dt.metadata().description)
+        try:
+            desc = decode_description(self.dt.metadata().description)
+        except DescriptionError as exc:
+            msg = f"delta target {self.table}: uri = {self.uri!r}: {exc}"
+            raise DeltaConfigError(msg) from None
         if desc is None or desc.table != self.table:
             held = "a table not written by laredo" if desc is None else f"table {desc.table}"
             raise DeltaConfigError(
@@ -197,8 +202,9 @@ class DeltaWriter:
 
         started = time.monotonic()
         schema = arrow_schema(self.codecs)
-        batches = [b for t in parts for b in t.cast(schema).to_batches()]
-        reader = pa.RecordBatchReader.from_batches(schema, batches)
+        full = meta_schema(schema)
+        batches = [with_meta(b, full) for t in parts for b in t.cast(schema).to_batches()]
+        reader = pa.RecordBatchReader.from_batches(full, batches)
         try:
             write_deltalake(
                 self.dt if self.dt is not None else self.uri,
@@ -342,12 +348,19 @@ class DeltaWriter:
         except Exception as exc:
             raise self._fail(f"adding columns {sorted(names)}", exc) from None
 
-    def _overwrite(self, data: pa.Table | pa.RecordBatchReader, props: Any) -> None:
-        """Replace the table's rows with ``data`` (plain rows: no change-row columns)."""
+    def _overwrite(self, data: pa.Table, props: Any) -> None:
+        """Replace the table's rows with ``data`` (plain rows: both change-row columns NULL)."""
         from deltalake import write_deltalake  # noqa: PLC0415 - lazy: deltalake native library
 
+        schema = arrow_schema(self.codecs)
+        full = meta_schema(schema)
+        batches = [with_meta(b, full) for b in data.cast(schema).to_batches()]
         write_deltalake(
-            self.dt, data, mode="overwrite", schema_mode="overwrite", commit_properties=props
+            self.dt,
+            pa.Table.from_batches(batches, full),
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=props,
         )
         self.dt.update_incremental()
 
@@ -368,7 +381,7 @@ class DeltaWriter:
         started = time.monotonic()
         try:
             state = table_reader(self.dt, self.uri).read_all()
-            self._overwrite(state.cast(arrow_schema(self.codecs)), props)
+            self._overwrite(state, props)
         except Exception as exc:
             raise self._fail(f"compacting {self.change_rows} change row(s)", exc) from None
         logger.info(
