@@ -151,7 +151,7 @@ def test_compaction_folds_the_change_rows_at_the_same_position(tmp_path: Path) -
             for e in events:
                 if e.action is ChangeAction.DELETE:
                     assert e.old_values is not None
-                    del got[e.old_values["id"]]
+                    got.pop(e.old_values["id"], None)  # a delete of an absent key is inert
                 else:
                     assert e.new_values is not None
                     assert (e.action is ChangeAction.INSERT) == (e.new_values["id"] not in got)

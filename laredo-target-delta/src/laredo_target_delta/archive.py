@@ -206,7 +206,14 @@ def commits(dt: Any) -> list[Commit]:
     """Every version still in the log, oldest first; ``ArchiveError`` for commit info that
     cannot be read (a damaged or forged log)."""
     out = []
-    for info in dt.history():
+    try:
+        infos = dt.history()
+    except Exception as exc:
+        raise ArchiveError(
+            f"uri = {dt.table_uri!r}: the Delta log cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); it was damaged or forged"
+        ) from None
+    for info in infos:
         try:
             out.append(_commit(info))
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError, OSError) as exc:
@@ -274,6 +281,20 @@ def table_reader(dt: Any, uri: str = "") -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_stream(stream).cast(out)
 
 
+def _load(dt: Any, version: int, uri: str) -> pa.Table:
+    """The state at ``version``; ``ArchiveError`` for a version delta-rs cannot read."""
+    try:
+        dt.load_as_version(version)
+        return table_reader(dt, uri).read_all()
+    except ArchiveError:
+        raise
+    except Exception as exc:
+        raise ArchiveError(
+            f"uri = {uri!r}: version {version} cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]})"
+        ) from None
+
+
 def read_as_of(
     uri: str, position: Any, storage_options: Mapping[str, str] | None = None
 ) -> tuple[pa.Table, str]:
@@ -283,8 +304,7 @@ def read_as_of(
     dt = open_table(uri, storage_options)
     description_of(dt, uri)
     chosen = select_commit(commits(dt), position, uri)
-    dt.load_as_version(chosen.version)
-    return table_reader(dt, uri).read_all(), str(chosen.position)
+    return _load(dt, chosen.version, uri), str(chosen.position)
 
 
 def rows_as_of(
@@ -293,7 +313,6 @@ def rows_as_of(
     """Like :func:`read_as_of`, the rows decoded to Laredo values, and the table's description."""
     dt = open_table(uri, storage_options)
     chosen = select_commit(commits(dt), position, uri)
-    dt.load_as_version(chosen.version)
+    table = _load(dt, chosen.version, uri)
     desc = description_of(dt, uri)
-    table = table_reader(dt, uri).read_all()
     return rows_of(table, codecs_for(desc.columns)), str(chosen.position), desc

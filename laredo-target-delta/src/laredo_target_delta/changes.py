@@ -25,12 +25,10 @@ from .layout import OP, SEQ
 __all__ = [
     "NetChanges",
     "change_rows",
-    "deleted_keys",
     "fold",
     "kept_keys",
     "key_queries",
     "quote",
-    "without_missing_deletes",
 ]
 
 _DELETE = "__laredo_delete"
@@ -121,19 +119,11 @@ _CHUNK = 2_000
 (delta-rs 1.6 segfaults at ~60,000 literals on an 8 MiB stack)."""
 
 
-def deleted_keys(net: NetChanges) -> list[tuple[Any, ...]]:
-    """The keys the run deletes (even those it inserted itself: a redelivered transaction's
-    INSERT may already be in the table, from a partial commit)."""
-    return [k for k, item in net.rows.items() if item is None]
-
-
 def key_queries(
     keys: Sequence[tuple[Any, ...]], key_columns: Sequence[str], select: str = "*", table: str = "t"
 ) -> list[str]:
     """SQL selecting ``select`` of the table's rows (change rows included) holding ``keys``,
-    in chunks (no query: no keys). Used to drop deletes of keys the table does not hold (a
-    change row for them would make the ``delta`` source deliver a delete of nothing) and to
-    fill columns an UPDATE left unchanged."""
+    in chunks (no query: no keys); fills the columns an UPDATE left unchanged."""
     out = []
     step = _CHUNK if len(key_columns) == 1 else _CHUNK // 10  # OR chains nest deeper
     for lo in range(0, len(keys), step):
@@ -152,12 +142,6 @@ def key_queries(
             )
         out.append(f"SELECT {select} FROM {table} WHERE {where}")
     return out
-
-
-def without_missing_deletes(net: NetChanges, existing: set[tuple[Any, ...]]) -> NetChanges:
-    """``net`` without the deletes of keys not in ``existing``."""
-    rows = {k: v for k, v in net.rows.items() if v is not None or k in existing}
-    return NetChanges(rows, net.truncated, net.changes, net.fresh)
 
 
 def quote(name: str) -> str:

@@ -42,7 +42,7 @@ class MaintenanceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     compact_fraction: float = Field(
-        default=0.1,
+        default=0.5,
         gt=0,
         description="fold change rows into the table when they reach this fraction of it",
     )

@@ -35,10 +35,8 @@ from .archive import (
 from .changes import (
     NetChanges,
     change_rows,
-    deleted_keys,
     kept_keys,
     key_queries,
-    without_missing_deletes,
 )
 from .columns import (
     ColumnCodec,
@@ -256,8 +254,7 @@ class DeltaWriter:
         if net.truncated:
             return self._replace(net, position_text, position, partial)
         started = time.monotonic()
-        current = self._current(deleted_keys(net) + kept_keys(net))
-        net = without_missing_deletes(net, {k for k, v in current.items() if v is not None})
+        current = self._current(kept_keys(net))
         table, counts = change_rows(net, self.codecs, self.keys, self.dt.version() + 1, current)
         if not table.num_rows:
             return None
@@ -279,7 +276,10 @@ class DeltaWriter:
         return CommitStats(self.dt.version(), table.num_rows, time.monotonic() - started, 0, 0)
 
     def _current(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Row | None]:
-        """The rows the table holds now for ``keys`` (None: deleted; absent: never held)."""
+        """The rows the table holds now for ``keys`` (None: deleted; absent: never held).
+        Only columns an UPDATE left unchanged (TOAST) need them: a delete is written as a
+        delete row without looking (PostgreSQL deletes rows it holds; a delete of a key the
+        table lacks, e.g. redelivered, changes nothing in the state)."""
         from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
 
         if not keys:
