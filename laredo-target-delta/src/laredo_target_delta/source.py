@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from laredo.contracts import ChangeHandler, RowCallback
@@ -51,21 +50,13 @@ from .archive import (
     table_reader,
 )
 from .columns import ColumnCodec, codecs_for, decode_description, rows_of
-from .layout import META, OP
+from .feed import feed
 from .options import DeltaSourceOptions
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DeltaSource"]
 
-_META = ("_change_type", "_commit_version", "_commit_timestamp", *META)
-_ORDER = {"delete": 0, "update_postimage": 1, "insert": 2}
-_ACTIONS = {
-    "delete": ChangeAction.DELETE,
-    "update_postimage": ChangeAction.UPDATE,
-    "update": ChangeAction.UPDATE,  # a change row's _laredo_op (see .layout)
-    "insert": ChangeAction.INSERT,
-}
 _BATCH = 10_000
 
 
@@ -211,8 +202,6 @@ class DeltaSource:
     def _deliver(
         self, version: int, kind: str | None, table: TableIdentifier, handler: ChangeHandler
     ) -> None:
-        import pyarrow as pa  # noqa: PLC0415 - lazy: pyarrow, only while streaming
-
         dt = self._need_table()
         old_columns = self._columns
         if kind == COMPACTION:  # the same state, rewritten (see .layout): no change
@@ -229,25 +218,13 @@ class DeltaSource:
             if desc is not None and list(desc.columns) != old_columns:
                 self._set_columns(list(desc.columns))
                 handler.on_schema_change(table, old_columns, list(desc.columns), version)
-        cdf = pa.table(dt.load_cdf(starting_version=version, ending_version=version))
-        rows = rows_of(cdf, self._codecs)
-        rows = [r for r in rows if r.get("_change_type") in _ORDER]
-        rows.sort(key=lambda r: _ORDER[r["_change_type"]])
-        when = datetime.fromtimestamp(0, UTC)
-        events: list[ChangeEvent] = []
         keys = [c.name for c in self._columns if c.primary_key]
-        for r in rows:
-            stamp = r.get("_commit_timestamp")
-            if isinstance(stamp, datetime):
-                when = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-            row = {k: v for k, v in r.items() if k not in _META}
-            op = r.get(OP) if r["_change_type"] == "insert" else None
-            action = _ACTIONS[op if op in _ACTIONS else r["_change_type"]]
-            if action is ChangeAction.DELETE:
-                old = {k: row[k] for k in keys}
-                events.append(ChangeEvent(table, action, version, when, old_values=old))
+        events: list[ChangeEvent] = []
+        for f in feed(dt, version, version, self._codecs, keys):
+            if f.action is ChangeAction.DELETE:
+                events.append(ChangeEvent(table, f.action, version, f.at, old_values=f.row))
             else:
-                events.append(ChangeEvent(table, action, version, when, new_values=row))
+                events.append(ChangeEvent(table, f.action, version, f.at, new_values=f.row))
         if events:
             handler.on_changes(events, True)
         else:
