@@ -175,7 +175,10 @@ def change_rows(
             op = "insert" if key in net.fresh else "update"
         ops.append(op)
         counts[op] += 1
-    extra = {SEQ: (pa.int64(), [seq] * len(rows)), OP: (pa.string(), ops)}
+    extra: dict[str, tuple[pa.DataType, list[Any]]] = {
+        SEQ: (pa.int64(), [seq] * len(rows)),
+        OP: (pa.string(), list(ops)),
+    }
     return to_arrow(codecs, rows, extra), counts
 
 
