@@ -397,8 +397,17 @@ class DeltaWriter:
 
     def maintain(self, position_text: str, position: Any) -> None:
         """Compact the change rows when due (:meth:`compact_changes`), and small files (and
-        vacuum) after every ``compact_every`` commits (see the options)."""
-        self.compact_changes(position_text, position)
+        vacuum) after every ``compact_every`` commits (see the options). A failed compaction
+        is logged and retried after the next commit: the commits before it hold the state."""
+        try:
+            self.compact_changes(position_text, position)
+        except TargetError as exc:
+            logger.warning(
+                "delta target %s: compaction failed (retried after the next commit): %s",
+                self.table,
+                exc,
+                extra={"table": str(self.table)},
+            )
         m = self.options.maintenance
         if (
             self.dt is None
