@@ -305,7 +305,11 @@ def sustained(n: int, args: argparse.Namespace, work: Path) -> None:
         flush=True,
     )
     kinds = [c.kind for c in history(uri)]
-    fraction = DeltaTargetOptions(uri=uri).maintenance.compact_fraction
+    fraction = getattr(DeltaTargetOptions(uri=uri).maintenance, "compact_fraction", None)
+    if fraction is None:  # a write path without compaction (the MERGE before merge-on-read)
+        shutil.rmtree(uri, ignore_errors=True)
+        shutil.rmtree(work / f"slimit-{n}", ignore_errors=True)
+        return
     comp = compaction_seconds(uri, last)
     share = comp * total / (fraction * n)  # the compaction that many changes cost, amortised
     note = (
