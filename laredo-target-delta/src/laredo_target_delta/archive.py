@@ -25,18 +25,30 @@ from typing import Any
 import pyarrow as pa
 from laredo.errors import LaredoError
 
-from .columns import TableDescription, codecs_for, decode_description, rows_of
+from .columns import (
+    DescriptionError,
+    TableDescription,
+    codecs_for,
+    decode_description,
+    rows_of,
+)
+from .layout import META, has_changes, state_sql
 from .options import masked
+from .paths import check_files
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "COMPACTION",
+    "DELETED",
+    "INSERTED",
     "KIND",
     "ORDER",
     "PARTIAL",
     "POSITION",
     "SOURCE_ID",
     "TABLE",
+    "UPDATED",
     "ArchiveError",
     "Commit",
     "commit_metadata",
@@ -56,6 +68,10 @@ SOURCE_ID = "laredo.source_id"
 TABLE = "laredo.table"
 KIND = "laredo.kind"
 PARTIAL = "laredo.partial"
+INSERTED = "laredo.inserted"
+UPDATED = "laredo.updated"
+DELETED = "laredo.deleted"
+COMPACTION = "compaction"
 
 _LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
 
@@ -117,8 +133,12 @@ def open_table(
 
 
 def description_of(dt: Any, uri: str, key: str = "uri") -> TableDescription:
-    """The Laredo description of a Delta table; ``ArchiveError`` when another writer made it."""
-    desc = decode_description(dt.metadata().description)
+    """The Laredo description of a Delta table; ``ArchiveError`` when another writer made it
+    or it cannot be read."""
+    try:
+        desc = decode_description(dt.metadata().description)
+    except DescriptionError as exc:
+        raise ArchiveError(f"{key} = {uri!r}: {exc}") from None
     if desc is None:
         raise ArchiveError(
             f"{key} = {uri!r}: this Delta table was not written by a laredo delta target (its "
@@ -145,15 +165,24 @@ class Commit:
     deleted: int
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def _commit(info: Mapping[str, Any]) -> Commit:
     metrics = info.get("operationMetrics") or {}
     order = info.get(ORDER)
     operation = str(info.get("operation", ""))
-    if operation == "MERGE":
+    if INSERTED in info:  # an append of change rows (see .layout): our own counts
+        ins, upd, dels = (int(info.get(k, 0)) for k in (INSERTED, UPDATED, DELETED))
+    elif operation == "MERGE":
         ins = int(metrics.get("num_target_rows_inserted", 0))
         upd = int(metrics.get("num_target_rows_updated", 0))
         dels = int(metrics.get("num_target_rows_deleted", 0))
-    elif operation in ("WRITE", "CREATE TABLE") and info.get(KIND) != "maintenance":
+    elif operation in ("WRITE", "CREATE TABLE") and info.get(KIND) not in (
+        "maintenance",
+        COMPACTION,
+    ):
         ins, upd, dels = int(metrics.get("num_added_rows", 0)), 0, 0
     else:
         ins = upd = dels = 0
@@ -161,11 +190,11 @@ def _commit(info: Mapping[str, Any]) -> Commit:
         version=int(info["version"]),
         timestamp=datetime.fromtimestamp(int(info.get("timestamp", 0)) / 1000, UTC),
         operation=operation,
-        position=info.get(POSITION),
+        position=_text(info.get(POSITION)),
         order=int(order) if order is not None else None,
-        source_id=info.get(SOURCE_ID),
-        table=info.get(TABLE),
-        kind=info.get(KIND),
+        source_id=_text(info.get(SOURCE_ID)),
+        table=_text(info.get(TABLE)),
+        kind=_text(info.get(KIND)),
         partial=bool(info.get(PARTIAL, False)),
         inserted=ins,
         updated=upd,
@@ -174,8 +203,25 @@ def _commit(info: Mapping[str, Any]) -> Commit:
 
 
 def commits(dt: Any) -> list[Commit]:
-    """Every version still in the log, oldest first."""
-    return sorted((_commit(h) for h in dt.history()), key=lambda c: c.version)
+    """Every version still in the log, oldest first; ``ArchiveError`` for commit info that
+    cannot be read (a damaged or forged log)."""
+    out = []
+    try:
+        infos = dt.history()
+    except Exception as exc:
+        raise ArchiveError(
+            f"uri = {dt.table_uri!r}: the Delta log cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); it was damaged or forged"
+        ) from None
+    for info in infos:
+        try:
+            out.append(_commit(info))
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, OSError) as exc:
+            raise ArchiveError(
+                f"uri = {dt.table_uri!r}: unreadable commit info in the Delta log "
+                f"({type(exc).__name__}: {str(exc)[:200]}); the log was damaged or forged"
+            ) from None
+    return sorted(out, key=lambda c: c.version)
 
 
 def history(uri: str, storage_options: Mapping[str, str] | None = None) -> list[Commit]:
@@ -206,9 +252,10 @@ def select_commit(all_commits: list[Commit], position: Any, uri: str) -> Commit:
     return chosen
 
 
-def table_reader(dt: Any) -> pa.RecordBatchReader:
-    """The rows of ``dt``'s loaded version as Arrow batches in its Delta types (the schema
-    ``DeltaTable.to_pyarrow_table()`` gives), read by delta-rs, one batch held at a time.
+def table_reader(dt: Any, uri: str = "") -> pa.RecordBatchReader:
+    """The rows of ``dt``'s loaded version (its current state: see :mod:`.layout`) as Arrow
+    batches in their Delta types, read by delta-rs. Every data file the log names must lie
+    inside the table (``ArchiveError`` otherwise: see :mod:`.paths`).
 
     Not ``to_pyarrow_table()``: that scans a pyarrow dataset over a Python file system whose
     read-ahead can still hold Python buffers after it returns; freed on an Arrow thread while
@@ -216,8 +263,36 @@ def table_reader(dt: Any) -> pa.RecordBatchReader:
     exception", apache/arrow#34314; seen here in one ``laredo archive`` run in two)."""
     from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
 
-    stream = QueryBuilder().register("t", dt).execute("SELECT * FROM t")
-    return pa.RecordBatchReader.from_stream(stream).cast(pa.schema(dt.schema().to_arrow()))
+    check_files(dt, uri or dt.table_uri, ArchiveError)
+    schema = pa.schema(dt.schema().to_arrow())
+    names = [n for n in schema.names if n not in META]
+    sql = "SELECT * FROM t"
+    if has_changes(schema.names):
+        desc = description_of(dt, uri or dt.table_uri)
+        keys = [c.name for c in desc.columns if c.primary_key] if desc is not None else []
+        if not keys:
+            raise ArchiveError(
+                f"uri = {uri or dt.table_uri!r}: the table holds change rows but its "
+                "description names no key columns; it was not written by a laredo delta target"
+            )
+        sql = state_sql(names, keys)
+    stream = QueryBuilder().register("t", dt).execute(sql)
+    out = pa.schema([schema.field(n) for n in names])
+    return pa.RecordBatchReader.from_stream(stream).cast(out)
+
+
+def _load(dt: Any, version: int, uri: str) -> pa.Table:
+    """The state at ``version``; ``ArchiveError`` for a version delta-rs cannot read."""
+    try:
+        dt.load_as_version(version)
+        return table_reader(dt, uri).read_all()
+    except ArchiveError:
+        raise
+    except Exception as exc:
+        raise ArchiveError(
+            f"uri = {uri!r}: version {version} cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]})"
+        ) from None
 
 
 def read_as_of(
@@ -229,8 +304,7 @@ def read_as_of(
     dt = open_table(uri, storage_options)
     description_of(dt, uri)
     chosen = select_commit(commits(dt), position, uri)
-    dt.load_as_version(chosen.version)
-    return table_reader(dt).read_all(), str(chosen.position)
+    return _load(dt, chosen.version, uri), str(chosen.position)
 
 
 def rows_as_of(
@@ -239,7 +313,6 @@ def rows_as_of(
     """Like :func:`read_as_of`, the rows decoded to Laredo values, and the table's description."""
     dt = open_table(uri, storage_options)
     chosen = select_commit(commits(dt), position, uri)
-    dt.load_as_version(chosen.version)
+    table = _load(dt, chosen.version, uri)
     desc = description_of(dt, uri)
-    table = table_reader(dt).read_all()
     return rows_of(table, codecs_for(desc.columns)), str(chosen.position), desc

@@ -1,10 +1,10 @@
-"""Buffered changes folded to one net change per key, and the MERGE that applies them.
+"""Buffered changes folded to one net change per key, and the change rows that apply them.
 
-A flush turns the changes of complete transactions into one MERGE: per key the last state wins
-(an upsert with the full row, or a delete). An UPDATE that did not carry an unchanged TOAST
-column takes it from an earlier buffered change of the same key, else the MERGE keeps the value
-the table holds (``CASE WHEN keep THEN t.col ELSE s.col END``). A TRUNCATE drops the state folded
-so far and makes the MERGE delete every row the source does not hold.
+A flush turns the changes of complete transactions into one append (see :mod:`.layout`): per
+key the last state wins (an upsert with the full row, or a delete). An UPDATE that did not carry
+an unchanged TOAST column takes it from an earlier buffered change of the same key, else from
+the row the table holds. A TRUNCATE drops the state folded so far; the flush then replaces the
+table's contents.
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ import pyarrow as pa
 from laredo.types import ChangeAction, ChangeEvent, Row
 
 from .columns import ColumnCodec, to_arrow
+from .layout import OP, SEQ
 
 __all__ = [
-    "DELETE_FLAG",
     "NetChanges",
-    "deleted_keys_queries",
+    "change_rows",
     "fold",
-    "merge_clauses",
-    "merge_source",
+    "kept_keys",
+    "key_queries",
     "quote",
-    "without_missing_deletes",
 ]
 
 _DELETE = "__laredo_delete"
@@ -39,11 +38,13 @@ _KEEP = "__laredo_keep_"
 @dataclass(frozen=True, slots=True)
 class NetChanges:
     """The net effect of a run of changes: ``rows[key] = (row, keep)`` or ``None`` (deleted);
-    ``truncated`` when the run started by emptying the table."""
+    ``truncated`` when the run started by emptying the table; ``fresh``: the keys whose first
+    change in the run is an INSERT (absent from the table before the run)."""
 
     rows: dict[tuple[Any, ...], tuple[Row, frozenset[str]] | None]
     truncated: bool
     changes: int
+    fresh: frozenset[tuple[Any, ...]] = frozenset()
 
 
 _NONE: frozenset[str] = frozenset()
@@ -54,6 +55,7 @@ def fold(
 ) -> NetChanges:
     """Fold ``events`` (in order) to the net change per key."""
     rows: dict[tuple[Any, ...], tuple[Row, frozenset[str]] | None] = {}
+    fresh: set[tuple[Any, ...]] = set()
     truncated = False
     all_columns = frozenset(columns)
     width = len(all_columns)
@@ -68,12 +70,15 @@ def fold(
         if action is not insert and action is not update:
             if action is ChangeAction.TRUNCATE:
                 rows.clear()
+                fresh.clear()
                 truncated = True
             continue
         new = e.new_values
         if new is None:
             continue
         key = tuple([new.get(k) for k in keys])
+        if action is insert and key not in rows:
+            fresh.add(key)
         if action is update and e.old_values:
             old_key = tuple([e.old_values.get(k, v) for k, v in zip(keys, key, strict=True)])
             if old_key != key:
@@ -91,7 +96,7 @@ def fold(
             new = {**{c: prior_row[c] for c in missing if c in prior_row}, **new}
             missing = missing & (prior_keep | all_columns.difference(prior_row))
         rows[key] = (new, frozenset(missing))
-    return NetChanges(rows, truncated, len(events))
+    return NetChanges(rows, truncated, len(events), frozenset(fresh))
 
 
 def sql_literal(value: Any) -> str:
@@ -114,20 +119,15 @@ _CHUNK = 2_000
 (delta-rs 1.6 segfaults at ~60,000 literals on an 8 MiB stack)."""
 
 
-def deleted_keys_queries(
-    net: NetChanges, key_columns: Sequence[str], table: str = "t"
+def key_queries(
+    keys: Sequence[tuple[Any, ...]], key_columns: Sequence[str], select: str = "*", table: str = "t"
 ) -> list[str]:
-    """SQL selecting which keys the run deletes exist in the table (no query: it deletes none).
-
-    delta-rs 1.6 fails a MERGE (with the change data feed on) whose source holds a row that
-    matches nothing and is inserted by no clause, i.e. the delete of a key the table does not
-    hold, so such deletes are dropped before the MERGE."""
-    deleted = [k for k, item in net.rows.items() if item is None]
-    cols = ", ".join(quote(k) for k in key_columns)
+    """SQL selecting ``select`` of the table's rows (change rows included) holding ``keys``,
+    in chunks (no query: no keys); fills the columns an UPDATE left unchanged."""
     out = []
     step = _CHUNK if len(key_columns) == 1 else _CHUNK // 10  # OR chains nest deeper
-    for lo in range(0, len(deleted), step):
-        chunk = deleted[lo : lo + step]
+    for lo in range(0, len(keys), step):
+        chunk = keys[lo : lo + step]
         if len(key_columns) == 1:
             literals = ", ".join(sql_literal(k[0]) for k in chunk)
             where = f"{quote(key_columns[0])} IN ({literals})"
@@ -140,14 +140,8 @@ def deleted_keys_queries(
                 + ")"
                 for k in chunk
             )
-        out.append(f"SELECT {cols} FROM {table} WHERE {where}")
+        out.append(f"SELECT {select} FROM {table} WHERE {where}")
     return out
-
-
-def without_missing_deletes(net: NetChanges, existing: set[tuple[Any, ...]]) -> NetChanges:
-    """``net`` without the deletes of keys not in ``existing``."""
-    rows = {k: v for k, v in net.rows.items() if v is not None or k in existing}
-    return NetChanges(rows, net.truncated, net.changes)
 
 
 def quote(name: str) -> str:
@@ -155,48 +149,39 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def merge_source(
-    net: NetChanges, codecs: Sequence[ColumnCodec], key_columns: Sequence[str]
-) -> tuple[pa.Table, set[str]]:
-    """The MERGE source (one row per key, a delete flag, a keep flag per column some update
-    left unchanged) and the names of the kept columns."""
+def change_rows(
+    net: NetChanges,
+    codecs: Sequence[ColumnCodec],
+    key_columns: Sequence[str],
+    seq: int,
+    current: dict[tuple[Any, ...], Row | None],
+) -> tuple[pa.Table, dict[str, int]]:
+    """The rows a flush appends (see :mod:`.layout`): one per key, its op and ``seq``; a column
+    an UPDATE left unchanged (TOAST) takes its value from ``current`` (the state before the
+    run). Also the counts per op."""
     rows: list[Row] = []
-    deletes: list[bool] = []
-    kept: set[str] = set()
+    ops: list[str] = []
+    counts = {"insert": 0, "update": 0, "delete": 0}
     for key, item in net.rows.items():
         if item is None:
             rows.append(dict(zip(key_columns, key, strict=True)))
-            deletes.append(True)
+            op = "delete"
         else:
-            rows.append(item[0])
-            deletes.append(False)
-            kept |= item[1]
-    extra: dict[str, tuple[pa.DataType, list[Any]]] = {_DELETE: (pa.bool_(), deletes)}
-    items = list(net.rows.values())
-    for name in sorted(kept):
-        flags = [item is not None and name in item[1] for item in items]
-        extra[_KEEP + name] = (pa.bool_(), flags)
-    return to_arrow(codecs, rows, extra), kept
+            row, keep = item
+            if keep:
+                before = current.get(key) or {}
+                row = {**{c: before.get(c) for c in keep}, **row}
+            rows.append(row)
+            op = "insert" if key in net.fresh else "update"
+        ops.append(op)
+        counts[op] += 1
+    extra: dict[str, tuple[pa.DataType, list[Any]]] = {
+        SEQ: (pa.int64(), [seq] * len(rows)),
+        OP: (pa.string(), list(ops)),
+    }
+    return to_arrow(codecs, rows, extra), counts
 
 
-def merge_clauses(
-    codecs: Sequence[ColumnCodec], key_columns: Sequence[str], kept: set[str]
-) -> tuple[str, dict[str, str], dict[str, str]]:
-    """The MERGE predicate, the update expressions and the insert expressions."""
-    predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_columns)
-    updates: dict[str, str] = {}
-    inserts: dict[str, str] = {}
-    for c in codecs:
-        q = quote(c.name)
-        inserts[q] = f"s.{q}"
-        if c.name in key_columns:
-            continue
-        if c.name in kept:
-            flag = quote(_KEEP + c.name)
-            updates[q] = f"CASE WHEN s.{flag} THEN t.{q} ELSE s.{q} END"
-        else:
-            updates[q] = f"s.{q}"
-    return predicate, updates, inserts
-
-
-DELETE_FLAG = f"s.{quote(_DELETE)}"
+def kept_keys(net: NetChanges) -> list[tuple[Any, ...]]:
+    """The keys of upserts that left a column unchanged (their value comes from the table)."""
+    return [k for k, item in net.rows.items() if item is not None and item[1]]

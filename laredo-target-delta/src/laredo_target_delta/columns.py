@@ -41,10 +41,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import pyarrow as pa
+from laredo.errors import LaredoError
 from laredo.serialization import encode_value
 from laredo.snapshots.arrow import DECIMAL, JSON, UUID, value_decoder
 from laredo.snapshots.parquet import column_values
@@ -53,6 +54,7 @@ from laredo.types import ColumnDefinition, Row, TableIdentifier
 __all__ = [
     "JSONTEXT",
     "ColumnCodec",
+    "DescriptionError",
     "TableDescription",
     "codecs_for",
     "decode_description",
@@ -307,13 +309,45 @@ def encode_description(desc: TableDescription) -> str:
     )
 
 
+class DescriptionError(LaredoError):
+    """A Delta table's description claims to be a ``delta`` target's but cannot be read."""
+
+
+_FIELDS = {f.name: f.type for f in fields(ColumnDefinition)}
+
+
+def _column(c: Any) -> ColumnDefinition:
+    if not isinstance(c, dict) or set(c) - set(_FIELDS) or not isinstance(c.get("name"), str):
+        raise ValueError(f"a column entry {str(c)[:80]!r} is not a column definition")
+    try:
+        return ColumnDefinition(**c)
+    except TypeError as exc:
+        raise ValueError(f"column {c['name']!r}: {exc}") from None
+
+
 def decode_description(text: str | None) -> TableDescription | None:
-    """The description a ``delta`` target wrote, or ``None`` for any other Delta table."""
+    """The description a ``delta`` target wrote, or ``None`` for any other Delta table;
+    :class:`DescriptionError` when it is a laredo description that cannot be read (forged or
+    damaged)."""
     try:
         data = json.loads(text or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("laredo") != 1:
         return None
-    columns = tuple(ColumnDefinition(**c) for c in data["columns"])
-    return TableDescription(TableIdentifier.parse(data["table"]), columns)
+    try:
+        raw = data.get("columns")
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("'columns' is not a non-empty list")
+        columns = tuple(_column(c) for c in raw)
+        if not all(isinstance(c.type, str) for c in columns):
+            raise ValueError("a column's 'type' is not text")
+        name = data.get("table")
+        if not isinstance(name, str):
+            raise ValueError("'table' is not text")
+        return TableDescription(TableIdentifier.parse(name), columns)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise DescriptionError(
+            f"the Delta table's description is laredo table metadata but unreadable ({exc}); "
+            "it was damaged or forged: re-baseline into a fresh uri"
+        ) from None

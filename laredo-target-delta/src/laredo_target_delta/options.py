@@ -33,12 +33,23 @@ def _check_uri(value: str) -> str:
 
 
 class MaintenanceOptions(BaseModel):
-    """``maintenance { compact_every, vacuum_retention }``: after every ``compact_every``-th
-    commit the target compacts small files (a commit without data change, carrying the same
-    position); with ``vacuum_retention`` set it then deletes files no version younger than that
-    references (time travel to older versions stops working)."""
+    """``maintenance { compact_every, vacuum_retention, compact_fraction, compact_min_rows }``:
+    after every ``compact_every``-th commit the target compacts small files (a commit without
+    data change, carrying the same position); with ``vacuum_retention`` set it then deletes
+    files no version younger than that references (time travel to older versions stops
+    working). Appended change rows are folded into the table (one overwrite commit, kind
+    ``compaction``) once they reach ``compact_fraction`` of its rows and ``compact_min_rows``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compact_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        description="fold change rows into the table when they reach this fraction of it",
+    )
+    compact_min_rows: int = Field(
+        default=10_000, ge=1, description="...and at least this many change rows"
+    )
 
     compact_every: int = Field(
         default=0, ge=0, description="commits between compactions; 0 = never"

@@ -9,7 +9,9 @@
   position is that version.
 * **Stream** = the change data feed of every later version, one transaction per version in
   version order (deletes, then updates, then inserts: an overwrite's rows replace its deleted
-  ones); a version without row changes (compaction, schema) is a heartbeat. With ``follow`` the
+  ones); a change row (see :mod:`.layout`) is delivered as its ``_laredo_op``; a version
+  without row changes (small-file compaction, schema, a ``compaction`` of change rows) is a
+  heartbeat. With ``follow`` the
   source polls for new versions every ``poll_interval``; without it, it stops reading at the
   version that was latest when the stream started and only sends heartbeats.
 * Nothing is persisted: ``ack`` is remembered in memory, ``supports_resume()`` is false, so a
@@ -21,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from laredo.contracts import ChangeHandler, RowCallback
@@ -40,6 +41,7 @@ from laredo.types import (
 )
 
 from .archive import (
+    COMPACTION,
     ArchiveError,
     commits,
     description_of,
@@ -48,19 +50,13 @@ from .archive import (
     table_reader,
 )
 from .columns import ColumnCodec, codecs_for, decode_description, rows_of
+from .feed import feed
 from .options import DeltaSourceOptions
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DeltaSource"]
 
-_META = ("_change_type", "_commit_version", "_commit_timestamp")
-_ORDER = {"delete": 0, "update_postimage": 1, "insert": 2}
-_ACTIONS = {
-    "delete": ChangeAction.DELETE,
-    "update_postimage": ChangeAction.UPDATE,
-    "insert": ChangeAction.INSERT,
-}
 _BATCH = 10_000
 
 
@@ -139,12 +135,18 @@ class DeltaSource:
         self._check_description()
         table = self._need_name()
         if table in tables:
-            for batch in table_reader(dt):
+            for batch in self._read(dt):
                 for start in range(0, batch.num_rows, _BATCH):
                     part = pa.Table.from_batches([batch.slice(start, _BATCH)])
                     batch_callback(table, rows_of(part, self._codecs))
         self._delivered = version
         return version
+
+    def _read(self, dt: Any) -> Any:
+        try:
+            return table_reader(dt, self.options.uri)
+        except ArchiveError as exc:
+            raise self._error(exc) from None
 
     def baseline(self, tables: Sequence[TableIdentifier], row_callback: RowCallback) -> int:
         def per_row(table: TableIdentifier, rows: list[Row]) -> None:
@@ -200,10 +202,12 @@ class DeltaSource:
     def _deliver(
         self, version: int, kind: str | None, table: TableIdentifier, handler: ChangeHandler
     ) -> None:
-        import pyarrow as pa  # noqa: PLC0415 - lazy: pyarrow, only while streaming
-
         dt = self._need_table()
         old_columns = self._columns
+        if kind == COMPACTION:  # the same state, rewritten (see .layout): no change
+            handler.on_heartbeat(version)
+            self._delivered = version
+            return
         if kind in ("schema", "baseline"):
             try:
                 snapshot = open_table(self.options.uri, self.options.storage_options)
@@ -214,25 +218,13 @@ class DeltaSource:
             if desc is not None and list(desc.columns) != old_columns:
                 self._set_columns(list(desc.columns))
                 handler.on_schema_change(table, old_columns, list(desc.columns), version)
-        cdf = pa.table(dt.load_cdf(starting_version=version, ending_version=version))
-        rows = rows_of(cdf, self._codecs)
-        rows = [r for r in rows if r.get("_change_type") in _ORDER]
-        rows.sort(key=lambda r: _ORDER[r["_change_type"]])
-        when = datetime.fromtimestamp(0, UTC)
-        events: list[ChangeEvent] = []
         keys = [c.name for c in self._columns if c.primary_key]
-        for r in rows:
-            kind = r["_change_type"]
-            stamp = r.get("_commit_timestamp")
-            if isinstance(stamp, datetime):
-                when = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-            row = {k: v for k, v in r.items() if k not in _META}
-            action = _ACTIONS[kind]
-            if action is ChangeAction.DELETE:
-                old = {k: row[k] for k in keys}
-                events.append(ChangeEvent(table, action, version, when, old_values=old))
+        events: list[ChangeEvent] = []
+        for f in feed(dt, version, version, self._codecs, keys):
+            if f.action is ChangeAction.DELETE:
+                events.append(ChangeEvent(table, f.action, version, f.at, old_values=f.row))
             else:
-                events.append(ChangeEvent(table, action, version, when, new_values=row))
+                events.append(ChangeEvent(table, f.action, version, f.at, new_values=f.row))
         if events:
             handler.on_changes(events, True)
         else:

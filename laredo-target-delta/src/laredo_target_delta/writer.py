@@ -2,7 +2,9 @@
 
 Every commit carries the source position it makes durable (see :mod:`.archive`); a commit
 either happens completely or not at all (the Delta log's atomic put), so after a crash the
-table holds exactly the versions that were committed.
+table holds exactly the versions that were committed. Changes are appended as change rows and
+compacted when they reach a fraction of the table (merge-on-read, see :mod:`.layout`), so a
+flush writes bytes in proportion to its changes, not to the table.
 """
 
 from __future__ import annotations
@@ -10,38 +12,44 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from laredo.errors import TargetError, Terminal
-from laredo.types import ColumnDefinition, TableIdentifier, primary_key_columns
+from laredo.types import ColumnDefinition, Row, TableIdentifier, primary_key_columns
 
 from .archive import (
+    COMPACTION,
+    DELETED,
+    INSERTED,
     PARTIAL,
+    UPDATED,
     Commit,
     commit_metadata,
     commits,
     position_order,
+    table_reader,
 )
 from .changes import (
-    DELETE_FLAG,
     NetChanges,
-    deleted_keys_queries,
-    merge_clauses,
-    merge_source,
-    without_missing_deletes,
+    change_rows,
+    kept_keys,
+    key_queries,
 )
 from .columns import (
     ColumnCodec,
+    DescriptionError,
     TableDescription,
     arrow_schema,
     codecs_for,
     decode_description,
     encode_description,
+    rows_of,
     to_arrow,
 )
+from .layout import SEQ, has_changes, latest, meta_schema, with_meta
 from .options import DeltaTargetOptions, masked
 
 logger = logging.getLogger(__name__)
@@ -58,7 +66,7 @@ class DeltaConfigError(TargetError, Terminal):
 
 @dataclass(frozen=True, slots=True)
 class CommitStats:
-    """What one flush wrote."""
+    """What one flush wrote (``bytes_added``/``files_removed``: 0 when not measured)."""
 
     version: int
     rows: int
@@ -81,6 +89,9 @@ class DeltaWriter:
         self.keys: list[str] = []
         self.dt: Any = None
         self.commits_since_maintenance = 0
+        self.base_rows = 0  # compacted rows (see .layout)
+        self.change_rows = 0  # change rows appended since
+        self.last_partial = False
 
     # -- errors ---------------------------------------------------------------------------
     def _fail(self, what: str, exc: BaseException) -> TargetError:
@@ -117,14 +128,37 @@ class DeltaWriter:
             self.dt = DeltaTable(self.uri, storage_options=self.storage)
         except Exception as exc:
             raise self._fail("opening the table", exc) from None
-        desc = decode_description(self.dt.metadata().description)
+        try:
+            desc = decode_description(self.dt.metadata().description)
+        except DescriptionError as exc:
+            msg = f"delta target {self.table}: uri = {self.uri!r}: {exc}"
+            raise DeltaConfigError(msg) from None
         if desc is None or desc.table != self.table:
             held = "a table not written by laredo" if desc is None else f"table {desc.table}"
             raise DeltaConfigError(
                 f"delta target {self.table}: uri = {self.uri!r} holds {held}; give each "
                 "pipeline its own uri"
             )
+        self._count_rows()
         return desc
+
+    def _count_rows(self) -> None:
+        """Read how many compacted and change rows the table holds (compaction's trigger)."""
+        from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
+
+        names = pa.schema(self.dt.schema().to_arrow()).names
+        change = f'count("{SEQ}")' if has_changes(names) else "0"
+        try:
+            got = pa.table(
+                QueryBuilder()
+                .register("t", self.dt)
+                .execute(f"SELECT count(*) AS n, {change} AS c FROM t")
+                .read_all()
+            ).to_pylist()[0]
+        except Exception as exc:
+            raise self._fail("counting the table's rows", exc) from None
+        self.change_rows = int(got["c"])
+        self.base_rows = int(got["n"]) - self.change_rows
 
     def _check_writable(self) -> None:
         if "://" in self.uri and not self.uri.startswith("file://"):
@@ -166,8 +200,9 @@ class DeltaWriter:
 
         started = time.monotonic()
         schema = arrow_schema(self.codecs)
-        batches = [b for t in parts for b in t.cast(schema).to_batches()]
-        reader = pa.RecordBatchReader.from_batches(schema, batches)
+        full = meta_schema(schema)
+        batches = [with_meta(b, full) for t in parts for b in t.cast(schema).to_batches()]
+        reader = pa.RecordBatchReader.from_batches(full, batches)
         try:
             write_deltalake(
                 self.dt if self.dt is not None else self.uri,
@@ -198,12 +233,17 @@ class DeltaWriter:
         except Exception as exc:
             raise self._fail("writing the baseline", exc) from None
         rows = sum(len(b) for b in batches)
+        self.base_rows, self.change_rows = rows, 0
         return CommitStats(self.dt.version(), rows, time.monotonic() - started, 0, 0)
 
     def merge(
         self, net: NetChanges, position_text: str, position: Any, partial: bool = False
     ) -> CommitStats | None:
-        """One MERGE commit applying ``net``; None when there is nothing to write."""
+        """One commit applying ``net``: an append of one change row per key (see
+        :mod:`.layout`); None when there is nothing to write. The name stays from the MERGE
+        this replaced."""
+        from deltalake import write_deltalake  # noqa: PLC0415 - lazy: deltalake native library
+
         if not net.rows and not net.truncated:
             return None
         if self.dt is None:
@@ -214,69 +254,51 @@ class DeltaWriter:
         if net.truncated:
             return self._replace(net, position_text, position, partial)
         started = time.monotonic()
-        net = self._existing_deletes(net)
-        if not net.rows:
+        current = self._current(kept_keys(net))
+        table, counts = change_rows(net, self.codecs, self.keys, self.dt.version() + 1, current)
+        if not table.num_rows:
             return None
-        source, kept = merge_source(net, self.codecs, self.keys)
-        predicate, updates, inserts = merge_clauses(self.codecs, self.keys, kept)
-        more = {PARTIAL: True} if partial else {}
+        more: dict[str, Any] = {PARTIAL: True} if partial else {}
+        more.update({INSERTED: counts["insert"], UPDATED: counts["update"]})
+        more[DELETED] = counts["delete"]
         props = self._props(position_text, position_order(position), "changes", **more)
         try:
-            merger = self.dt.merge(
-                source,
-                predicate,
-                source_alias="s",
-                target_alias="t",
-                commit_properties=props,
+            write_deltalake(
+                self.dt, table, mode="append", schema_mode="merge", commit_properties=props
             )
-            merger = merger.when_matched_delete(DELETE_FLAG)
-            if updates:
-                merger = merger.when_matched_update(updates)
-            merger = merger.when_not_matched_insert(inserts, predicate=f"NOT {DELETE_FLAG}")
-            metrics: Mapping[str, Any] = merger.execute()
         except Exception as exc:
             raise self._fail(
-                f"MERGE of {len(net.rows)} change(s) at {position_text}", exc
+                f"appending {table.num_rows} change(s) at {position_text}", exc
             ) from None
         self.commits_since_maintenance += 1
-        return CommitStats(
-            self.dt.version(),
-            len(net.rows),
-            time.monotonic() - started,
-            int(metrics.get("num_target_files_added", 0)),
-            int(metrics.get("num_target_files_removed", 0)),
-        )
+        self.change_rows += table.num_rows
+        self.last_partial = partial
+        return CommitStats(self.dt.version(), table.num_rows, time.monotonic() - started, 0, 0)
 
-    def _existing_deletes(self, net: NetChanges) -> NetChanges:
-        """``net`` without deletes of keys the table does not hold (see
-        :func:`.changes.deleted_keys_query`)."""
+    def _current(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Row | None]:
+        """The rows the table holds now for ``keys`` (None: deleted; absent: never held).
+        Only columns an UPDATE left unchanged (TOAST) need them: a delete is written as a
+        delete row without looking (PostgreSQL deletes rows it holds; a delete of a key the
+        table lacks, e.g. redelivered, changes nothing in the state)."""
         from deltalake import QueryBuilder  # noqa: PLC0415 - lazy: deltalake native library
 
+        if not keys:
+            return {}
         try:
-            queries = deleted_keys_queries(net, self.keys)
+            queries = key_queries(keys, self.keys)
         except TypeError as exc:
-            raise TargetError(f"delta target {self.table}: deleting by key: {exc}") from None
-        if not queries:
-            return net
+            raise TargetError(f"delta target {self.table}: reading rows by key: {exc}") from None
         try:
             found = pa.concat_tables(
                 [
                     pa.table(QueryBuilder().register("t", self.dt).execute(q).read_all())
                     for q in queries
-                ]
+                ],
+                promote_options="permissive",
             )
         except Exception as exc:
-            raise self._fail("looking up deleted keys", exc) from None
-        by_name = {c.name: c for c in self.codecs}
-        columns = []
-        for k in self.keys:
-            values = found.column(k).to_pylist()
-            dec = by_name[k].decoder()
-            if dec is not None:
-                values = [None if v is None else dec(v) for v in values]
-            columns.append(values)
-        existing = set(zip(*columns, strict=True))
-        return without_missing_deletes(net, existing)
+            raise self._fail("looking up rows by key", exc) from None
+        return latest(rows_of(found, self.codecs), self.keys)
 
     def _replace(
         self, net: NetChanges, position_text: str, position: Any, partial: bool
@@ -284,24 +306,18 @@ class DeltaWriter:
         """A run that starts with a TRUNCATE: the table becomes the rows upserted after it
         (one overwrite commit; MERGE's not-matched-by-source delete is not used because
         delta-rs 1.6 fails it when the change data feed is on)."""
-        from deltalake import write_deltalake  # noqa: PLC0415 - lazy: deltalake native library
 
         started = time.monotonic()
         rows = [item[0] for item in net.rows.values() if item is not None]
         more = {PARTIAL: True} if partial else {}
+        props = self._props(position_text, position_order(position), "changes", **more)
         try:
-            write_deltalake(
-                self.dt,
-                to_arrow(self.codecs, rows),
-                mode="overwrite",
-                commit_properties=self._props(
-                    position_text, position_order(position), "changes", **more
-                ),
-            )
-            self.dt.update_incremental()
+            self._overwrite(to_arrow(self.codecs, rows), props)
         except Exception as exc:
             raise self._fail(f"TRUNCATE and {len(rows)} row(s) at {position_text}", exc) from None
         self.commits_since_maintenance += 1
+        self.base_rows, self.change_rows = len(rows), 0
+        self.last_partial = partial
         return CommitStats(self.dt.version(), len(rows), time.monotonic() - started, 0, 0)
 
     def add_columns(
@@ -332,8 +348,66 @@ class DeltaWriter:
         except Exception as exc:
             raise self._fail(f"adding columns {sorted(names)}", exc) from None
 
+    def _overwrite(self, data: pa.Table, props: Any) -> None:
+        """Replace the table's rows with ``data`` (plain rows: both change-row columns NULL)."""
+        from deltalake import write_deltalake  # noqa: PLC0415 - lazy: deltalake native library
+
+        schema = arrow_schema(self.codecs)
+        full = meta_schema(schema)
+        batches = [with_meta(b, full) for b in data.cast(schema).to_batches()]
+        write_deltalake(
+            self.dt,
+            pa.Table.from_batches(batches, full),
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=props,
+        )
+        self.dt.update_incremental()
+
+    def compact_changes(self, position_text: str, position: Any, force: bool = False) -> bool:
+        """When the change rows reach ``maintenance.compact_fraction`` of the compacted ones
+        (and ``compact_min_rows``), or with ``force``: one overwrite commit holding the current
+        state as plain rows (``laredo.kind = compaction``, the same position, partial when the
+        last commit was). Returns whether it compacted. It costs one rewrite of the table,
+        amortised over the changes since the last one."""
+        m = self.options.maintenance
+        if self.dt is None or not self.change_rows:
+            return False
+        due = self.change_rows >= max(m.compact_fraction * self.base_rows, m.compact_min_rows)
+        if not (due or force):
+            return False
+        more = {PARTIAL: True} if self.last_partial else {}
+        props = self._props(position_text, position_order(position), COMPACTION, **more)
+        started = time.monotonic()
+        try:
+            state = table_reader(self.dt, self.uri).read_all()
+            self._overwrite(state, props)
+        except Exception as exc:
+            raise self._fail(f"compacting {self.change_rows} change row(s)", exc) from None
+        logger.info(
+            "delta target %s: compacted %d change row(s) into %d row(s) in %.1f s",
+            self.table,
+            self.change_rows,
+            state.num_rows,
+            time.monotonic() - started,
+            extra={"table": str(self.table)},
+        )
+        self.base_rows, self.change_rows = state.num_rows, 0
+        return True
+
     def maintain(self, position_text: str, position: Any) -> None:
-        """Compact (and vacuum) after every ``compact_every`` commits (see the options)."""
+        """Compact the change rows when due (:meth:`compact_changes`), and small files (and
+        vacuum) after every ``compact_every`` commits (see the options). A failed compaction
+        is logged and retried after the next commit: the commits before it hold the state."""
+        try:
+            self.compact_changes(position_text, position)
+        except TargetError as exc:
+            logger.warning(
+                "delta target %s: compaction failed (retried after the next commit): %s",
+                self.table,
+                exc,
+                extra={"table": str(self.table)},
+            )
         m = self.options.maintenance
         if (
             self.dt is None

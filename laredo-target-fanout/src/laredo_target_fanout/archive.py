@@ -45,14 +45,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ArchivePlan", "ColdArchive", "Prepared"]
 
-_ACTIONS = {
-    "delete": ChangeAction.DELETE,
-    "update_postimage": ChangeAction.UPDATE,
-    "insert": ChangeAction.INSERT,
-}
-_ORDER = {"delete": 0, "update_postimage": 1, "insert": 2}
-_META = ("_change_type", "_commit_version", "_commit_timestamp")
-
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
@@ -201,43 +193,40 @@ class ColdArchive:
     ) -> list[JournalEntry] | None:
         """The changes of versions ``after + 1 .. through``; None when they are more than
         ``max_entries`` (read batch by batch, so no more than that is ever held)."""
-        import pyarrow as pa  # noqa: PLC0415 - lazy: optional extra
-        from laredo_target_delta.columns import codecs_for, rows_of  # noqa: PLC0415 - lazy: optional extra
+        from laredo_target_delta.columns import codecs_for  # noqa: PLC0415 - lazy: optional extra
+        from laredo_target_delta.feed import FeedTooLarge, feed  # noqa: PLC0415 - lazy: optional extra
 
         if through <= after:
             return []
         position_of = {c.version: codec.from_string(str(c.position)) for c in commits}
-        reader = pa.RecordBatchReader.from_stream(
-            dt.load_cdf(starting_version=after + 1, ending_version=through)
-        )
-        batches = []
-        n = 0
-        for batch in reader:
-            n += batch.num_rows
-            if n > self.max_entries * 2:  # an update is two rows (pre- and postimage)
-                logger.info(
-                    "fan-out cold archive %s: more than %d changes to replay "
-                    "(archive.max_entries); full snapshot instead",
-                    self.uri,
-                    self.max_entries,
-                )
-                return None
-            batches.append(batch)
-        cdf = pa.Table.from_batches(batches, schema=reader.schema)
-        rows = [r for r in rows_of(cdf, codecs_for(columns)) if r["_change_type"] in _ORDER]
-        rows.sort(key=lambda r: (r["_commit_version"], _ORDER[r["_change_type"]]))
+        compactions = {c.version for c in commits if c.kind == "compaction"}
         keys = [c.name for c in columns if c.primary_key]
         now = time.time()
-        if len(rows) > self.max_entries:
+        try:  # an update of a plain MERGE is two feed rows (pre- and postimage)
+            changes = feed(
+                dt,
+                after + 1,
+                through,
+                codecs_for(columns),
+                keys,
+                skip=compactions,
+                max_rows=self.max_entries * 2,
+            )
+        except FeedTooLarge:
+            changes = None
+        if changes is None or len(changes) > self.max_entries:
+            logger.info(
+                "fan-out cold archive %s: more than %d changes to replay "
+                "(archive.max_entries); full snapshot instead",
+                self.uri,
+                self.max_entries,
+            )
             return None
         out: list[JournalEntry] = []
-        for r in rows:
-            version = int(r["_commit_version"])
-            position = position_of.get(version)
-            row = {k: v for k, v in r.items() if k not in _META}
-            action = _ACTIONS[r["_change_type"]]
-            if action is ChangeAction.DELETE:
-                out.append(JournalEntry(0, action, position, {k: row[k] for k in keys}, None, now))
+        for f in changes:
+            position = position_of.get(f.version)
+            if f.action is ChangeAction.DELETE:
+                out.append(JournalEntry(0, f.action, position, f.row, None, now))
             else:
-                out.append(JournalEntry(0, action, position, None, row, now))
+                out.append(JournalEntry(0, f.action, position, None, f.row, now))
         return out
