@@ -207,12 +207,15 @@ class ChunkMerger:
         with self._lock:
             return len(self._pending)
 
-    def due(self, position: Position) -> list[list[Row]]:
+    def due(self, position: Position, force: bool = False) -> list[list[Row]]:
         """The chunks whose high mark the stream passed at ``position`` (everything up to it
-        delivered and observed), each without the rows a change newer than it touched."""
+        delivered and observed; every pending one when ``force``), each without the rows a
+        change newer than it touched."""
         out: list[list[Row]] = []
         with self._space:
-            while self._pending and self.compare(self._pending[0].chunk.high, position) <= 0:
+            while self._pending and (
+                force or self.compare(self._pending[0].chunk.high, position) <= 0
+            ):
                 chunk = self._pending.pop(0).chunk
                 snap = chunk.snapshot
                 newer = {k for xid, k in self._seen if not snap.sees(xid)}
