@@ -124,7 +124,7 @@ def test_on_demand_backfill_repairs_a_drifted_target_while_streaming(
             w.start()
         with pytest.raises(ConfigError, match="without a ';'"):
             eng.backfill("pg", "public.items", "true; DROP TABLE items")
-        with pytest.raises(ConfigError, match="not a valid condition on public.items"):
+        with pytest.raises(ConfigError, match=r"not a valid condition on public\.items"):
             eng.backfill("pg", "public.items", "nosuchcolumn > 1")
         progress = eng.backfill("pg", "public.items", "id < 1000", chunk_rows=100, timeout=120)
         assert progress["done"] and progress["chunks"] >= 10, progress

@@ -140,6 +140,7 @@ def verify(
 def backfill(
     ctx: typer.Context,
     table: Annotated[str, typer.Argument(help="schema.table")],
+    *,
     where: Annotated[
         str | None, typer.Option("--where", help="SQL condition: only the rows matching it")
     ] = None,
