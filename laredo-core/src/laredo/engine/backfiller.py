@@ -114,6 +114,8 @@ class Backfiller:
             while not self._stop.is_set() and not self.finished.wait(self.force_after):
                 self._force_merge()
         except Exception as exc:
+            if self._stop.is_set():
+                return  # the engine stopped (the source closed its connections)
             logger.error("backfill of %s failed: %s", self.table, exc)
             self.progress.error = str(exc)
             for p in self.pipes:
