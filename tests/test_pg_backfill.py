@@ -139,3 +139,35 @@ def test_on_demand_backfill_repairs_a_drifted_target_while_streaming(
     finally:
         stop.set()
         eng.stop()
+
+
+def test_a_table_without_a_key_keeps_the_snapshot_baseline(
+    pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = pg_database
+    _setup(db)
+    db.execute("CREATE TABLE nokey (id int, v text)")
+    db.execute("ALTER TABLE nokey REPLICA IDENTITY FULL")
+    db.execute("INSERT INTO nokey SELECT g, 'x' FROM generate_series(1, 300) g")
+    nokey = laredo.Table("public", "nokey")
+    items, loose = IndexedTarget(), IndexedTarget(lookup_fields=["id"])
+    src = PostgresSource(
+        db.dsn,
+        slot_name=db.slot_name,
+        publication={"create": True},
+        baseline={"mode": "chunked", "chunk_rows": 1000},
+    )
+    eng = laredo.Engine(
+        sources={"pg": src},
+        pipelines=[laredo.Pipeline("pg", ITEMS, items), laredo.Pipeline("pg", nokey, loose)],
+    )
+    caplog.set_level(logging.INFO)
+    try:
+        eng.start()
+        assert eng.await_ready(60)
+        assert items.count() == 5000 and loose.count() == 300
+    finally:
+        eng.stop()
+    text = caplog.text
+    assert "public.nokey has no primary key: baselined in one snapshot" in text
+    assert "backfill of public.items: 6 chunk(s), 5000 row(s) read" in text
