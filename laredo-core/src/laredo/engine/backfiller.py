@@ -61,7 +61,7 @@ class Backfiller:
         *,
         chunk_rows: int,
         compare: Callable[[Position, Position], int],
-        force_merge: Callable[[], None],
+        force_merge: Callable[[bool], None],
         where: str | None = None,
         initial: bool = False,
         on_end: Callable[[Backfiller], None] | None = None,
@@ -106,13 +106,15 @@ class Backfiller:
                 while not self.merger.offer(chunk, self.max_pending, self.force_after):
                     if self._stop.is_set():
                         return
-                    self._force_merge()  # an idle stream: nothing passes the high mark
+                    self._force_merge(True)  # an idle stream: nothing passes the high mark
+                self._force_merge(False)  # the stream may have passed its high mark already
                 if chunk.last_key is None or len(chunk.rows) < self.chunk_rows:
                     break
                 after = chunk.last_key
             self._read_done = True
+            self._force_merge(False)
             while not self._stop.is_set() and not self.finished.wait(self.force_after):
-                self._force_merge()
+                self._force_merge(True)
         except Exception as exc:
             if self._stop.is_set():
                 return  # the engine stopped (the source closed its connections)
@@ -188,7 +190,7 @@ class _Reader(Protocol):
     by_table: dict[TableIdentifier, list[PipelineWorker]]
     backfills: dict[TableIdentifier, Backfiller]
 
-    def force_merge(self) -> None: ...
+    def force_merge(self, force: bool = True) -> None: ...
 
 
 def observe_backfills(

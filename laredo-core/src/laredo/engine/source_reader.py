@@ -267,10 +267,11 @@ class SourceReader:
         for bf in list(self.backfills.values()):
             bf.merge(position, force)
 
-    def force_merge(self) -> None:
-        """An idle stream passes no high mark: merge every pending chunk at ``current``."""
+    def force_merge(self, force: bool = True) -> None:
+        """Merge due chunks at ``current`` now (an idle stream delivers nothing to trigger
+        it); ``force``: every pending chunk, its high mark passed or not."""
         with self._merge_lock:
-            self.merge_backfills(self.current, force=True)
+            self.merge_backfills(self.current, force=force)
 
     def backfill(
         self, table: TableIdentifier, where: str | None = None, chunk_rows: int | None = None
