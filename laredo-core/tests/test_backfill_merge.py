@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from laredo.engine.backfill import ChunkMerger, ChunkRead, TxSnapshot, key_of
+from laredo.engine.backfill import ChunkMerger, ChunkRead, TxSnapshot
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 
 T = TableIdentifier("public", "t")
@@ -166,7 +166,7 @@ def test_random_interleavings_end_equal_to_the_source(
 ) -> None:
     db = Db(dict(initial))
     target = Target()
-    merger = ChunkMerger(T, key_of(["k"]), lambda a, b: (a > b) - (a < b))
+    merger = ChunkMerger(T, ["k"], lambda a, b: (a > b) - (a < b))
     delivered = 0
     after: int | None = None
     done = False
@@ -177,7 +177,7 @@ def test_random_interleavings_end_equal_to_the_source(
         delivered += 1
         merger.observe(_events(tx, delivered))
         target.apply(tx)
-        for rows in merger.due(delivered):
+        for _chunk, rows in merger.due(delivered):
             for row in rows:
                 target.rows[row["k"]] = row["v"]
 
@@ -214,7 +214,7 @@ def test_random_interleavings_end_equal_to_the_source(
         chunk()
     while delivered < len(db.log):
         stream_one()
-    for rows in merger.due(len(db.log)):  # a heartbeat at the end of the log
+    for _chunk, rows in merger.due(len(db.log)):  # a heartbeat at the end of the log
         for row in rows:
             target.rows[row["k"]] = row["v"]
     assert merger.pending() == 0
@@ -231,7 +231,7 @@ def test_snapshot_visibility_and_xid_wraparound() -> None:
 
 
 def test_a_chunk_row_a_newer_change_touched_is_dropped() -> None:
-    merger = ChunkMerger(T, key_of(["k"]), lambda a, b: (a > b) - (a < b))
+    merger = ChunkMerger(T, ["k"], lambda a, b: (a > b) - (a < b))
     snap = TxSnapshot(100, 105, frozenset({103}))
     merger.observe(
         [ChangeEvent(T, ChangeAction.UPDATE, 4, new_values={"k": 2, "v": "new"}, xid=103)]
@@ -239,5 +239,5 @@ def test_a_chunk_row_a_newer_change_touched_is_dropped() -> None:
     merger.observe([ChangeEvent(T, ChangeAction.UPDATE, 5, new_values={"k": 3, "v": 9}, xid=101)])
     merger.offer(ChunkRead([{"k": 1}, {"k": 2}, {"k": 3}], snap, 6, (3,)))
     assert merger.due(5) == []  # the stream has not passed the high mark yet
-    assert merger.due(6) == [[{"k": 1}, {"k": 3}]]
+    assert [rows for _c, rows in merger.due(6)] == [[{"k": 1}, {"k": 3}]]
     assert merger.progress.rows_dropped == 1

@@ -117,9 +117,11 @@ class ChunkReader:
                 f"{mask_text(str(exc)).strip()}"
             ) from None
         assert snap_row is not None and high_row is not None
-        rows = [dict(zip(names, v, strict=True)) for v in values]
-        last = tuple(rows[-1][k] for k in key) if rows else None
-        return ChunkRead(rows, TxSnapshot.parse(snap_row[0]), parse_lsn(high_row[0]), last)
+        idx = [names.index(k) for k in key]
+        last = tuple(values[-1][i] for i in idx) if values else None
+        return ChunkRead(
+            values, TxSnapshot.parse(snap_row[0]), parse_lsn(high_row[0]), last, tuple(names)
+        )
 
     def check(self, table: TableIdentifier, where: str) -> str:
         """``where`` checked by :func:`check_where`, then parsed and planned by PostgreSQL

@@ -82,12 +82,21 @@ class TxSnapshot:
 class ChunkRead:
     """One chunk as the source read it: rows in key order, the snapshot they were read under,
     the high mark (a stream position at or after every commit the snapshot sees) and the
-    chunk's last key (``None``: the range was empty, the table is done)."""
+    chunk's last key (``None``: the range was empty, the table is done). With ``names`` the
+    rows are value tuples in that column order (the fast path: no dicts), else row dicts."""
 
-    rows: Sequence[Row]
+    rows: Sequence[Any]
     snapshot: TxSnapshot
     high: Position
     last_key: tuple[Any, ...] | None
+    names: tuple[str, ...] | None = None
+
+    def row_key(self, key: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
+        """``row -> key tuple`` for this chunk's rows."""
+        if self.names is None:
+            return key_of(key)
+        idx = tuple(self.names.index(k) for k in key)
+        return lambda row: tuple(row[i] for i in idx)
 
 
 @runtime_checkable
@@ -166,17 +175,19 @@ class ChunkMerger:
     are safe together. ``compare`` orders source positions."""
 
     table: TableIdentifier
-    key: Callable[[Row], tuple[Any, ...]]
+    key_columns: Sequence[str]
     compare: Callable[[Position, Position], int]
     progress: BackfillProgress = field(init=False)
     _seen: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list, init=False)
     _pending: list[_Pending] = field(default_factory=list, init=False)
+    key: Callable[[Row], tuple[Any, ...]] = field(init=False)
     _floor: TxSnapshot | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _space: threading.Condition = field(init=False)
     _offered: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
+        self.key = key_of(self.key_columns)
         self.progress = BackfillProgress(self.table)
         self._space = threading.Condition(self._lock)
 
@@ -207,11 +218,11 @@ class ChunkMerger:
         with self._lock:
             return len(self._pending)
 
-    def due(self, position: Position, force: bool = False) -> list[list[Row]]:
+    def due(self, position: Position, force: bool = False) -> list[tuple[ChunkRead, list[Any]]]:
         """The chunks whose high mark the stream passed at ``position`` (everything up to it
         delivered and observed; every pending one when ``force``), each without the rows a
         change newer than it touched."""
-        out: list[list[Row]] = []
+        out: list[tuple[ChunkRead, list[Any]]] = []
         with self._space:
             while self._pending and (
                 force or self.compare(self._pending[0].chunk.high, position) <= 0
@@ -219,11 +230,11 @@ class ChunkMerger:
                 chunk = self._pending.pop(0).chunk
                 snap = chunk.snapshot
                 newer = {k for xid, k in self._seen if not snap.sees(xid)}
-                key = self.key
+                key = chunk.row_key(self.key_columns)
                 rows = [r for r in chunk.rows if key(r) not in newer] if newer else list(chunk.rows)
                 self.progress.rows_applied += len(rows)
                 self.progress.rows_dropped += len(chunk.rows) - len(rows)
-                out.append(rows)
+                out.append((chunk, rows))
             if out:
                 self._prune()
                 self._space.notify_all()

@@ -30,12 +30,13 @@ from typing import Any, Protocol
 
 from ..batches import ChangeBatch
 from ..errors import ConfigError
-from ..types import ChangeAction, ChangeEvent, Position, Row, TableIdentifier
-from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, key_of
+from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
+from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
 from .buffer import Call
 from .pipeline_worker import PipelineWorker
 
 logger = logging.getLogger(__name__)
+_NO_TOAST: frozenset[str] = frozenset()
 
 __all__ = [
     "Backfiller",
@@ -73,7 +74,7 @@ class Backfiller:
         self.chunk_rows = chunk_rows
         self.where = where
         self.initial = initial
-        self.merger = ChunkMerger(table, key_of(self.key), compare)
+        self.merger = ChunkMerger(table, self.key, compare)
         self._force_merge = force_merge
         self._on_end = on_end
         self._read_done = False
@@ -129,17 +130,23 @@ class Backfiller:
     def merge(self, position: Position, force: bool = False) -> None:
         """Hand the chunks due at ``position`` (all pending ones when ``force``) to the
         pipelines; after the last one, the backfill's end (in stream order)."""
-        for rows in self.merger.due(position, force):
+        for chunk, rows in self.merger.due(position, force):
             if rows:
-                self._deliver(rows, position)
+                self._deliver(chunk, rows, position)
         if self._read_done and not self._ended and self.merger.pending() == 0:
             self._ended = True
             for p in self.pipes:
                 p.buffer.put(Call(self._completer(p)))
 
-    def _deliver(self, rows: list[Row], position: Position) -> None:
+    def _deliver(self, chunk: ChunkRead, rows: list[Any], position: Position) -> None:
         table = self.table
-        events = [ChangeEvent(table, ChangeAction.INSERT, position, new_values=r) for r in rows]
+        events: Sequence[ChangeEvent]
+        if chunk.names is not None:  # value tuples: one batch, no dicts
+            insert = ChangeAction.INSERT
+            ops = [(insert, r, None, _NO_TOAST) for r in rows]
+            events = ChangeBatch(table, chunk.names, ops, position)
+        else:
+            events = [ChangeEvent(table, ChangeAction.INSERT, position, new_values=r) for r in rows]
         for p in self.pipes:
             if not p.failed:
                 p.enqueue(events, self._stop, True)
