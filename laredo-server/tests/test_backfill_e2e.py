@@ -84,5 +84,9 @@ def test_chunked_start_and_backfill_on_demand(pg_database: Any, tmp_path: Path) 
         assert r.returncode == 0, r.stdout + r.stderr
         code, out = verify()
         assert code == 0 and out["match"], out
+        metrics = server.metrics()
+        labels = 'source="pg",table="public.items"'
+        assert f"laredo_backfill_done{{{labels}}} 1" in metrics, metrics
+        assert f'laredo_backfill_rows{{{labels},kind="read"}} 302' in metrics, metrics
     finally:
         assert server.stop() == 0

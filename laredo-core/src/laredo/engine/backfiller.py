@@ -196,6 +196,7 @@ class _Reader(Protocol):
     pipelines: list[PipelineWorker]
     by_table: dict[TableIdentifier, list[PipelineWorker]]
     backfills: dict[TableIdentifier, Backfiller]
+    backfills_done: dict[TableIdentifier, BackfillProgress]
 
     def force_merge(self, force: bool = True) -> None: ...
 
@@ -315,6 +316,7 @@ def _launch(
         old.stop()
 
     def ended(bf: Backfiller) -> None:
+        reader.backfills_done[table] = bf.progress  # the last one per table stays visible
         if reader.backfills.get(table) is bf:
             reader.backfills = {t: b for t, b in reader.backfills.items() if t != table}
 

@@ -352,12 +352,15 @@ class Engine(EngineQueries):
         return bf.progress.as_dict()
 
     def backfills(self) -> list[dict[str, Any]]:
-        """Progress of every running backfill and chunked baseline (chunks, rows)."""
-        return [
-            {"source": sid, **bf.progress.as_dict()}
-            for sid, reader in self._readers.items()
-            for bf in reader.backfills.values()
-        ]
+        """Progress of every running backfill and chunked baseline, and of the last finished
+        one of each table (``done``/``error``): chunks, rows read, applied, superseded."""
+        out: list[dict[str, Any]] = []
+        for sid, reader in list(self._readers.items()):
+            running = dict(reader.backfills)
+            last = {t: p for t, p in reader.backfills_done.items() if t not in running}
+            progress = [bf.progress for bf in running.values()] + list(last.values())
+            out.extend({"source": sid, **p.as_dict()} for p in progress)
+        return out
 
     def reload_all(self, source_id: str | None = None, timeout: float | None = None) -> None:
         for sid in [source_id] if source_id else list(self._readers):

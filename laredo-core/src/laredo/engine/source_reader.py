@@ -36,6 +36,7 @@ from ..types import (
     SourceConfig,
     TableIdentifier,
 )
+from .backfill import BackfillProgress
 from .backfiller import (
     Backfiller,
     chunked_pipelines,
@@ -99,6 +100,7 @@ class SourceReader:
         self._resetting = threading.Event()  # a reset stopped the stream: re-baseline after it
         self._reset_done = threading.Event()
         self.backfills: dict[TableIdentifier, Backfiller] = {}  # copy-on-write
+        self.backfills_done: dict[TableIdentifier, BackfillProgress] = {}
         self._merge_lock = threading.Lock()  # stream delivery vs. a forced chunk merge
         self._merge_after: Position | None = None  # after a stream restart: replayed positions
         try:
