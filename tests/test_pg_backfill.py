@@ -172,3 +172,57 @@ def test_a_table_without_a_key_keeps_the_snapshot_baseline(
     text = caplog.text
     assert "public.nokey has no primary key: baselined in one snapshot" in text
     assert "backfill of public.items: 6 chunk(s), 5000 row(s) read" in text
+
+
+def test_a_table_joining_a_chunked_source_is_baselined_in_chunks(
+    pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = pg_database
+    _setup(db)
+    db.execute("CREATE TABLE other (id int PRIMARY KEY, v int NOT NULL, note text)")
+    db.execute("INSERT INTO other SELECT g, 0, 'seed' FROM generate_series(1, 2000) g")
+    other = laredo.Table("public", "other")
+    src = PostgresSource(
+        db.dsn,
+        slot_name=db.slot_name,
+        publication={"create": True},
+        baseline={"mode": "chunked", "chunk_rows": 100},
+    )
+    eng = laredo.Engine(
+        sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, IndexedTarget())]
+    )
+    caplog.set_level(logging.INFO, logger="laredo.engine.backfiller")
+    stop = threading.Event()
+
+    def write_other() -> None:
+        rnd = random.Random(3)
+        with db.connect() as conn:
+            while not stop.is_set():
+                k = rnd.randrange(1, 2500)
+                conn.execute(
+                    "INSERT INTO other VALUES (%s, 1, 'w') ON CONFLICT (id) DO UPDATE "
+                    "SET v = other.v + 1",
+                    (k,),
+                )
+                conn.execute("DELETE FROM other WHERE id = %s", (rnd.randrange(1, 2500),))
+
+    w = threading.Thread(target=write_other)
+    try:
+        eng.start()
+        assert eng.await_ready(60)
+        w.start()
+        target = IndexedTarget()
+        eng.add_pipeline(laredo.Pipeline("pg", other, target), timeout=120)
+        stop.set()
+        w.join()
+        assert eng.wait_for("pg", _lsn(db), timeout=60)
+        with db.connect() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            expected = {r["id"]: dict(r) for r in cur.execute("SELECT * FROM other")}
+        got = {k[0] if isinstance(k, tuple) else k: dict(v) for k, v in target.items()}
+        assert got == expected
+    finally:
+        stop.set()
+        if w.is_alive():
+            w.join()
+        eng.stop()
+    assert any("backfill of public.other" in r.getMessage() for r in caplog.records)

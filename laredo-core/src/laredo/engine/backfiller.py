@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..batches import ChangeBatch
-from ..errors import ConfigError
+from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
 from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
 from .buffer import Call
@@ -40,7 +40,9 @@ _NO_TOAST: frozenset[str] = frozenset()
 
 __all__ = [
     "Backfiller",
+    "attach_chunked",
     "chunked_pipelines",
+    "joins_chunked",
     "observe_backfills",
     "start_backfill",
     "start_chunked",
@@ -100,6 +102,14 @@ class Backfiller:
 
     # -- the backfill thread ------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._read_all()
+        finally:
+            if self._stop.is_set() and not self.finished.is_set():
+                self.progress.error = self.progress.error or "stopped"
+                self._end()
+
+    def _read_all(self) -> None:
         after: tuple[Any, ...] | None = None
         try:
             while not self._stop.is_set():
@@ -335,3 +345,35 @@ def _launch(
     reader.backfills = {**reader.backfills, table: bf}
     bf.start()
     return bf
+
+
+def joins_chunked(reader: _Reader, worker: PipelineWorker) -> bool:
+    """Does a pipeline joining a streaming source get a chunked baseline (a chunked source,
+    a table with a key and no pipeline yet)?"""
+    table = worker.table
+    if chunk_rows_of(reader.source) is None or reader.by_table.get(table):
+        return False
+    try:
+        return reader.source.chunk_key(table) is not None
+    except Exception:
+        return False
+
+
+def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | None) -> None:
+    """Hot reload: baseline a pipeline joining a streaming chunked source in chunks (see
+    :func:`joins_chunked`), already routed. Blocks until it streams; raises when the
+    backfill failed or did not finish in ``timeout``."""
+    table = worker.table
+    worker.begin_baseline()
+    worker.ready = False
+    worker.applied = getattr(reader, "current", None)
+    rows = chunk_rows_of(reader.source)
+    assert rows is not None
+    bf = _launch(reader, table, [worker], rows, None, initial=True)
+    if not bf.finished.wait(timeout):
+        bf.stop()
+        raise EngineStateError(f"chunked baseline of {table} did not finish in {timeout}s")
+    if bf.progress.error is not None or worker.failed:
+        raise EngineStateError(
+            f"chunked baseline of {table} failed: {bf.progress.error or worker.error}"
+        )
