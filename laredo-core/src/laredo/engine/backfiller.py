@@ -163,16 +163,19 @@ class Backfiller:
 
     def _completer(self, p: PipelineWorker) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
+            # chunk rows count as inserts, also where they replaced a row: recount
+            count = p.expected_rows
+            counter = getattr(p.target, "count", None)
+            if callable(counter):
+                try:
+                    count = int(counter())
+                except Exception:
+                    logger.debug("count() of %s failed", p.id, exc_info=True)
             if self.initial and not p.failed:
-                count = p.expected_rows
-                counter = getattr(p.target, "count", None)
-                if callable(counter):
-                    try:
-                        count = int(counter())
-                    except Exception:
-                        logger.debug("count() of %s failed", p.id, exc_info=True)
                 p.complete_baseline(None, count, self.started)
                 p.mark_streaming()
+            else:
+                p.expected_rows = count
             self._done_pipes.add(p.id)
             if all(q.failed or q.id in self._done_pipes for q in self.pipes):
                 self._end()
