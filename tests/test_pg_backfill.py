@@ -226,3 +226,43 @@ def test_a_table_joining_a_chunked_source_is_baselined_in_chunks(
             w.join()
         eng.stop()
     assert any("backfill of public.other" in r.getMessage() for r in caplog.records)
+
+
+def test_chunks_load_infinities_and_dead_letter_unrepresentable_rows(
+    pg_database: PgTestDb,
+) -> None:
+    from datetime import datetime
+
+    from laredo.deadletter import MemoryDeadLetterStore
+
+    db = pg_database
+    db.execute("CREATE TABLE ev (id int PRIMARY KEY, ts timestamp)")
+    db.execute(
+        "INSERT INTO ev VALUES (1, '2020-01-01'), (2, 'infinity'), (3, '10000-01-01'), (4, NULL)"
+    )
+    ev = laredo.Table("public", "ev")
+    store = MemoryDeadLetterStore()
+    target = IndexedTarget()
+    src = PostgresSource(
+        db.dsn,
+        slot_name=db.slot_name,
+        publication={"create": True},
+        baseline={"mode": "chunked", "chunk_rows": 2},
+    )
+    eng = laredo.Engine(
+        sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ev, target)], dead_letter_store=store
+    )
+    try:
+        eng.start()
+        assert eng.await_ready(60)
+        got = {k[0] if isinstance(k, tuple) else k: dict(v) for k, v in target.items()}
+        assert got == {
+            1: {"id": 1, "ts": datetime(2020, 1, 1)},
+            2: {"id": 2, "ts": datetime.max},
+            4: {"id": 4, "ts": None},
+        }
+        [letter] = store.read(eng.pipelines()[0].id)
+        assert letter.change.new_values is not None and letter.change.new_values["id"] == 3
+        assert "10000-01-01" in letter.error.message
+    finally:
+        eng.stop()

@@ -23,6 +23,7 @@ from laredo.errors import ConfigError, SourceError
 from laredo.types import TableIdentifier
 from psycopg import sql
 
+from .baseline import MarkedRows, _load_each
 from .catalog import Catalog, Connections, table_sql
 from .dsn import mask_text
 from .lsn import parse_lsn
@@ -105,7 +106,11 @@ class ChunkReader:
             snap_row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
             with conn.cursor() as cur:
                 cur.execute(query, params)
-                values = cur.fetchall()
+                try:
+                    values: list[Any] = cur.fetchall()
+                except psycopg.DataError:  # a value a loader refuses: infinities, markers
+                    assert cur.pgresult is not None
+                    values = _load_each(cur, cur.pgresult)
             mark = "pg_last_wal_replay_lsn()" if self._standby else "pg_current_wal_lsn()"
             high_row = conn.execute(f"SELECT {mark}::text").fetchone()
             conn.execute("COMMIT")
@@ -120,7 +125,12 @@ class ChunkReader:
         idx = [names.index(k) for k in key]
         last = tuple(values[-1][i] for i in idx) if values else None
         return ChunkRead(
-            values, TxSnapshot.parse(snap_row[0]), parse_lsn(high_row[0]), last, tuple(names)
+            values,
+            TxSnapshot.parse(snap_row[0]),
+            parse_lsn(high_row[0]),
+            last,
+            tuple(names),
+            unrepresentable=type(values) is MarkedRows,
         )
 
     def check(self, table: TableIdentifier, where: str) -> str:

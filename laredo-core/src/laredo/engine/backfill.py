@@ -90,6 +90,8 @@ class ChunkRead:
     high: Position
     last_key: tuple[Any, ...] | None
     names: tuple[str, ...] | None = None
+    unrepresentable: bool = False
+    """Some row may hold an :class:`~laredo.types.Unrepresentable` marker (dead-lettered)."""
 
     def row_key(self, key: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
         """``row -> key tuple`` for this chunk's rows."""

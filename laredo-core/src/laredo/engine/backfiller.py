@@ -154,7 +154,9 @@ class Backfiller:
         if chunk.names is not None:  # value tuples: one batch, no dicts
             insert = ChangeAction.INSERT
             ops = [(insert, r, None, _NO_TOAST) for r in rows]
-            events = ChangeBatch(table, chunk.names, ops, position)
+            events = ChangeBatch(
+                table, chunk.names, ops, position, unrepresentable=chunk.unrepresentable
+            )
         else:
             events = [ChangeEvent(table, ChangeAction.INSERT, position, new_values=r) for r in rows]
         for p in self.pipes:
