@@ -53,6 +53,7 @@ REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
     (OAM, "DrainReplication"): {},
     (OAM, "ReloadConfig"): {"dry_run": True},
     (OAM, "VerifyTable"): {"schema": "public", "table": "users", "timeout_seconds": 30},
+    (OAM, "BackfillTable"): {"schema": "public", "table": "users", "wait_seconds": 30},
     (QUERY, "Lookup"): {"table": USERS_REF, "key_values": ['"u1@x"']},
     (QUERY, "LookupAll"): {"table": USERS_REF, "index_name": "by_team", "key_values": ["1"]},
     (QUERY, "GetRow"): {"table": {"table": "public.orders"}, "primary_key": ['"eu"', "1"]},

@@ -362,3 +362,18 @@ def test_dsn_masking_is_cores_rule() -> None:
 
 def test_mask_dsn_hides_a_key_value_password_containing_an_ampersand() -> None:
     assert "cd" not in mask_dsn("host=db password=ab&cd dbname=app")
+
+
+def test_a_backfill_where_is_one_condition() -> None:
+    from laredo.errors import ConfigError
+    from laredo_source_pg.chunks import check_where
+
+    assert check_where("  id < 10 AND note <> 'x' ") == "id < 10 AND note <> 'x'"
+    for bad, why in (
+        ("", "empty"),
+        ("true; DROP TABLE t", "';'"),
+        ("id > 1 -- x", "comment"),
+        ("id > 1 /* x */", "comment"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            check_where(bad)

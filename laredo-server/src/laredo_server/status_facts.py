@@ -181,6 +181,31 @@ class StatusFacts(NullObserver):
                     retained,
                 )
             yield from self._source_counters(sid)
+        for bf in eng.backfills():
+            labels = (("source", bf["source"]), ("table", bf["table"]))
+            yield (
+                "laredo_backfill_chunks",
+                "gauge",
+                "Chunks read by the table's running (or last) chunked baseline or backfill.",
+                labels,
+                bf["chunks"],
+            )
+            for kind in ("read", "applied", "dropped"):
+                yield (
+                    "laredo_backfill_rows",
+                    "gauge",
+                    "Rows of the table's running (or last) backfill: read, applied, and dropped "
+                    "(a newer change from the stream superseded them).",
+                    (*labels, ("kind", kind)),
+                    bf[f"rows_{kind}"],
+                )
+            yield (
+                "laredo_backfill_done",
+                "gauge",
+                "1 when the table's last backfill finished, 0 while it runs or after it failed.",
+                labels,
+                1.0 if bf["done"] else 0.0,
+            )
         if eng.snapshot_store is not None:
             yield from self._snapshot_samples()
         # no dead-letter store: nothing is stored, so every backlog is a true zero

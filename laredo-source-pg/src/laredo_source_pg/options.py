@@ -15,6 +15,7 @@ from .dsn import mask_dsn, mask_text
 
 __all__ = [
     "PUBLISH_OPERATIONS",
+    "BaselineOptions",
     "PostgresSourceOptions",
     "PublicationOptions",
     "PublicationTableOptions",
@@ -102,6 +103,20 @@ class ReconnectOptions(BaseModel):
     multiplier: float = Field(default=2.0, ge=1.0)
 
 
+class BaselineOptions(BaseModel):
+    """``baseline { mode = snapshot | chunked, chunk_rows = 10000 }``: how a table's baseline
+    is read. ``snapshot`` (the default): one pass under the slot's exported snapshot, before the
+    stream starts. ``chunked``: the stream starts at once and each table is read in key-range
+    chunks of ``chunk_rows`` rows, each in a short transaction, merged with the stream by
+    watermarks (no long snapshot held; tables without a primary key fall back to
+    ``snapshot``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["snapshot", "chunked"] = "snapshot"
+    chunk_rows: int = Field(default=10_000, ge=1, le=10_000_000)
+
+
 class PostgresSourceOptions(BaseModel):
     """Options of ``laredo.source("postgresql", ...)`` (and ``type = postgresql`` in HOCON)."""
 
@@ -120,6 +135,8 @@ class PostgresSourceOptions(BaseModel):
     publication: PublicationOptions = Field(default_factory=PublicationOptions)
     reconnect: ReconnectOptions = Field(default_factory=ReconnectOptions)
     always_baseline: bool = False
+    baseline: BaselineOptions = Field(default_factory=BaselineOptions)
+    """How tables are baselined (``snapshot`` or ``chunked``, see :class:`BaselineOptions`)."""
     """Stateful mode: baseline on every start anyway (the slot is re-created for alignment)."""
     lease: bool = True
     """Stateful mode: hold a PostgreSQL advisory lock keyed by the slot so exactly one process

@@ -22,11 +22,13 @@ This module is the ``SyncSource`` facade; the work is done by its parts: :mod:`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from laredo.engine.backfill import ChunkRead
 from laredo.types import (
     ColumnDefinition,
     LagInfo,
@@ -41,6 +43,7 @@ from laredo.types import (
 
 from .baseline import BaselineReader
 from .catalog import Catalog, Connections, check_conninfo
+from .chunks import ChunkReader
 from .dsn import mask_dsn, mask_text
 from .lsn import format_lsn, parse_lsn
 from .options import PostgresSourceOptions
@@ -129,6 +132,8 @@ class PostgresSource:
             self._conns, self._catalog, self._slots, opts, self._run
         )
         self._acked_in_process = False
+        self._chunks = ChunkReader(self._conns, self._catalog)
+        self._chunk_lock = threading.Lock()
         self._lag_cache: tuple[float, LagInfo] | None = None
         self._wal_retained: int | None = None
 
@@ -290,6 +295,31 @@ class PostgresSource:
             self._run.restart_at(position)
         return position
 
+    def baseline_chunk_rows(self) -> int | None:
+        """``baseline.chunk_rows`` when ``baseline.mode = chunked`` (else ``None``)."""
+        opts = self.options.baseline
+        return opts.chunk_rows if opts.mode == "chunked" else None
+
+    def chunk_key(self, table: TableIdentifier) -> list[str] | None:
+        """The key chunked reads order by (``ChunkedSource``): the primary key."""
+        return self._chunks.key(table)
+
+    def read_chunk(
+        self,
+        table: TableIdentifier,
+        after: Sequence[Any] | None,
+        limit: int,
+        where: str | None = None,
+    ) -> ChunkRead:
+        """One key-range chunk (``ChunkedSource``, see :mod:`.chunks`); serialized."""
+        with self._chunk_lock:
+            return self._chunks.read(table, after, limit, where)
+
+    def check_where(self, table: TableIdentifier, where: str) -> str:
+        """A backfill's ``where`` condition, validated (see :meth:`.chunks.ChunkReader.check`)."""
+        with self._chunk_lock:
+            return self._chunks.check(table, where)
+
     def count_rows_at(self, table: TableIdentifier) -> tuple[int, Position]:
         """Row-count validation (``RowCounter``): ``count(*)`` of ``table`` exactly at a
         position of the stream (a temporary slot's exported snapshot), and that position."""
@@ -446,6 +476,7 @@ class PostgresSource:
         self._run.closed.set()
         self.stop_stream()
         self._wait_stream_ended(5)
+        self._chunks.close()
         self._conns.close()
         self._lease.release()
         self._slots.exists = self._slots.exists and self.stateful

@@ -30,6 +30,7 @@ from ..types import BufferPolicy, ChangeEvent, ColumnDefinition, Position, Table
 
 __all__ = [
     "Batch",
+    "Call",
     "ChangeBuffer",
     "ControlRequest",
     "Heartbeat",
@@ -72,7 +73,15 @@ class Skip:
     position: Position
 
 
-Item = Batch | Heartbeat | SchemaItem | Skip
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Run ``work`` on the pipeline's thread once everything queued before it is applied (a
+    chunked backfill's end)."""
+
+    work: Callable[[], None]
+
+
+Item = Batch | Heartbeat | SchemaItem | Skip | Call
 
 ControlKind = Literal["export", "reload", "ttl", "call"]
 
@@ -209,8 +218,8 @@ class ChangeBuffer:
                 self._items.append(Heartbeat(position))
             self._cond.notify_all()
 
-    def put(self, item: SchemaItem | Skip) -> None:
-        """Enqueue a marker (schema change, skip) in stream order."""
+    def put(self, item: SchemaItem | Skip | Call) -> None:
+        """Enqueue a marker (schema change, skip, call) in stream order."""
         with self._cond:
             if self._closed:
                 return

@@ -330,6 +330,38 @@ class Engine(EngineQueries):
         for f in futures:
             f.result(timeout)
 
+    def backfill(
+        self,
+        source_id: str,
+        table: TableIdentifier | str,
+        where: str | None = None,
+        *,
+        chunk_rows: int | None = None,
+        timeout: float | None = 0,
+    ) -> dict[str, Any]:
+        """Re-sync one table (or the rows matching the SQL condition ``where``) in key-range
+        chunks merged with the stream by watermarks, while every table keeps streaming (see
+        :mod:`laredo.engine.backfiller`). Waits up to ``timeout`` seconds (``None``: until
+        done; ``0``: not at all) and returns the table's progress. ``ConfigError`` when the
+        source cannot read in chunks, the table has no key or a backfill of it runs."""
+        reader = self._reader(source_id)
+        tid = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
+        bf = reader.backfill(tid, where, chunk_rows)
+        if timeout != 0:
+            bf.finished.wait(timeout)
+        return bf.progress.as_dict()
+
+    def backfills(self) -> list[dict[str, Any]]:
+        """Progress of every running backfill and chunked baseline, and of the last finished
+        one of each table (``done``/``error``): chunks, rows read, applied, superseded."""
+        out: list[dict[str, Any]] = []
+        for sid, reader in list(self._readers.items()):
+            running = dict(reader.backfills)
+            last = {t: p for t, p in reader.backfills_done.items() if t not in running}
+            progress = [bf.progress for bf in running.values()] + list(last.values())
+            out.extend({"source": sid, **p.as_dict()} for p in progress)
+        return out
+
     def reload_all(self, source_id: str | None = None, timeout: float | None = None) -> None:
         for sid in [source_id] if source_id else list(self._readers):
             tables = dict.fromkeys(p.table for p in self._readers[sid].pipelines)

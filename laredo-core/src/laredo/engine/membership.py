@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from ..contracts import FlushableTarget, PipelineAware, TableDescriber, TableSetSource
 from ..errors import ConfigError, EngineStateError
 from ..types import ColumnDefinition, PipelineState, TableIdentifier
+from .backfiller import attach_chunked, joins_chunked
 from .pipeline_worker import PipelineWorker
 from .source_reader import SourceReader
 
@@ -90,11 +91,16 @@ def attach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) 
     except Exception as exc:
         _undo_table(reader, table)
         raise EngineStateError(f"target init failed for {table}: {exc}") from exc
-    worker.buffer.set_paused(True)  # hold the stream's changes until the baseline is in
+    chunked = joins_chunked(reader, worker)  # else: a reload, the stream held back meanwhile
+    if not chunked:
+        worker.buffer.set_paused(True)  # hold the stream's changes until the baseline is in
     reader.add(worker)
     worker.start_worker()
     try:
-        worker.submit("reload").result(timeout)
+        if chunked:
+            attach_chunked(reader, worker, timeout)
+        else:
+            worker.submit("reload").result(timeout)
     except BaseException:
         reader.remove(worker)
         worker.buffer.close()

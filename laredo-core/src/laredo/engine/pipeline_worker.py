@@ -52,7 +52,16 @@ from ..types import (
 )
 from ..units import to_seconds
 from .baseline import baseline_into
-from .buffer import Batch, ChangeBuffer, ControlKind, ControlRequest, Heartbeat, SchemaItem, Skip
+from .buffer import (
+    Batch,
+    Call,
+    ChangeBuffer,
+    ControlKind,
+    ControlRequest,
+    Heartbeat,
+    SchemaItem,
+    Skip,
+)
 from .context import EngineContext, FailureScope, SourceLink
 from .snapshots import Export, TableRestore
 from .unrepresentable import problem, split
@@ -288,7 +297,7 @@ class PipelineWorker:
             if wants_depth:
                 self.ctx.observer.on_buffer_depth_changed(self.id, buf.depth, buf.capacity)
 
-    def handle(self, item: Batch | Heartbeat | SchemaItem | Skip) -> None:
+    def handle(self, item: Batch | Heartbeat | SchemaItem | Skip | Call) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
         if self._at is not None:
             self._reached(item)
@@ -298,6 +307,8 @@ class PipelineWorker:
             self.heartbeat(item.position)
         elif isinstance(item, SchemaItem):
             self.schema_change(item)
+        elif isinstance(item, Call):
+            item.work()
         else:
             self.skip_until = item.position
 

@@ -36,6 +36,14 @@ from ..types import (
     SourceConfig,
     TableIdentifier,
 )
+from .backfill import BackfillProgress
+from .backfiller import (
+    Backfiller,
+    chunked_pipelines,
+    observe_backfills,
+    start_backfill,
+    start_chunked,
+)
 from .buffer import SchemaItem, Skip
 from .context import EngineContext, SourceLink
 from .pipeline_worker import PipelineWorker
@@ -91,6 +99,10 @@ class SourceReader:
         self._stop = threading.Event()
         self._resetting = threading.Event()  # a reset stopped the stream: re-baseline after it
         self._reset_done = threading.Event()
+        self.backfills: dict[TableIdentifier, Backfiller] = {}  # copy-on-write
+        self.backfills_done: dict[TableIdentifier, BackfillProgress] = {}
+        self._merge_lock = threading.Lock()  # stream delivery vs. a forced chunk merge
+        self._merge_after: Position | None = None  # after a stream restart: replayed positions
         try:
             og = source.ordering_guarantee()
         except Exception:
@@ -147,6 +159,8 @@ class SourceReader:
 
     def stop_stream(self) -> None:
         self._stop.set()
+        for bf in self.backfills.values():
+            bf.stop()
         try:
             if isinstance(self.source, StoppableSource):
                 self.source.stop_stream()
@@ -162,6 +176,16 @@ class SourceReader:
         the next call (same position): its position is not acknowledged until the end."""
         if not events:
             return
+        if self.backfills:
+            with self._merge_lock:
+                observe_backfills(self.backfills, events)
+                self._demux(events, complete)
+                if complete:
+                    self.merge_backfills(events[-1].position)
+            return
+        self._demux(events, complete)
+
+    def _demux(self, events: Sequence[ChangeEvent], complete: bool) -> None:
         stop = self._stop
         first = events[0].table
         single = True
@@ -201,6 +225,16 @@ class SourceReader:
         without building events (see :meth:`on_changes` for ``complete``)."""
         if not batch.ops:
             return
+        if self.backfills:
+            with self._merge_lock:
+                observe_backfills(self.backfills, batch)
+                self._route_batch(batch, complete)
+                if complete:
+                    self.merge_backfills(batch.position)
+            return
+        self._route_batch(batch, complete)
+
+    def _route_batch(self, batch: ChangeBatch, complete: bool) -> None:
         stop = self._stop
         table = batch.table
         last = batch.position
@@ -215,10 +249,37 @@ class SourceReader:
                     p.buffer.put_heartbeat(last)
 
     def on_heartbeat(self, position: Position) -> None:
-        self.current = position
-        for p in self.pipelines:
-            if not p.failed:
-                p.buffer.put_heartbeat(position)
+        with self._merge_lock:
+            self.current = position
+            for p in self.pipelines:
+                if not p.failed:
+                    p.buffer.put_heartbeat(position)
+            if self.backfills:
+                self.merge_backfills(position)
+
+    # -- chunked backfills (laredo.engine.backfiller) ---------------------------------------
+    def merge_backfills(self, position: Position | None = None, force: bool = False) -> None:
+        """Hand due backfill chunks to their pipelines at ``position`` (merge lock held)."""
+        if position is None or self._merge_after is not None:
+            if self._merge_after is None or position is None:
+                return
+            if self.source.compare_positions(position, self._merge_after) <= 0:
+                return  # a replay after a stream restart: the pipelines skip it
+            self._merge_after = None
+        for bf in list(self.backfills.values()):
+            bf.merge(position, force)
+
+    def force_merge(self, force: bool = True) -> None:
+        """Merge due chunks at ``current`` now (an idle stream delivers nothing to trigger
+        it); ``force``: every pending chunk, its high mark passed or not."""
+        with self._merge_lock:
+            self.merge_backfills(self.current, force=force)
+
+    def backfill(
+        self, table: TableIdentifier, where: str | None = None, chunk_rows: int | None = None
+    ) -> Backfiller:
+        """Re-sync ``table`` (or the rows matching ``where``) in chunks while streaming."""
+        return start_backfill(self, table, where=where, chunk_rows=chunk_rows)
 
     def on_schema_change(
         self,
@@ -458,7 +519,12 @@ class SourceReader:
         return plan.position
 
     def _baseline(self, rebaseline: bool = False) -> Position:
-        position = run_baseline(self.ctx, self.id, self.source, self.pipelines, rebaseline)
+        chunked = chunked_pipelines(self, rebaseline)
+        pipes = [p for p in self.pipelines if p not in chunked]
+        position = run_baseline(self.ctx, self.id, self.source, pipes, rebaseline)
+        if chunked:
+            self.current = position
+            start_chunked(self, chunked, position, rebaseline)
         self.current = position
         self.try_ack()
         settle_heap()
@@ -535,6 +601,7 @@ class SourceReader:
         if restart is None:
             return None
         if self.current is not None:
+            self._merge_after = self.current
             for p in self.pipelines:
                 p.buffer.put(Skip(self.current))
         return restart

@@ -81,6 +81,7 @@ HELP_ORDER = (
     "reset-source",
     "drain",
     "verify",
+    "backfill",
     "watch",
     "plugins",
     "version",

@@ -1,5 +1,5 @@
 """Operating a server: ``reload``, ``pause``, ``resume``, ``reset-source``, ``drain`` and
-``verify`` (admin RPCs: they need ``--token`` when the server has one)."""
+``verify``, ``backfill`` (admin RPCs: they need ``--token`` when the server has one)."""
 
 from __future__ import annotations
 
@@ -137,6 +137,40 @@ def verify(
         raise typer.Exit(1)
 
 
+def backfill(
+    ctx: typer.Context,
+    table: Annotated[str, typer.Argument(help="schema.table")],
+    *,
+    where: Annotated[
+        str | None, typer.Option("--where", help="SQL condition: only the rows matching it")
+    ] = None,
+    source_: Annotated[str | None, typer.Option("--source")] = None,
+    chunk_rows: Annotated[int, typer.Option(help="rows per chunk (0: the source's)")] = 0,
+    wait: Annotated[int, typer.Option(help="seconds to wait for the end (0: don't)")] = 0,
+) -> None:
+    """Re-sync a table (or the rows matching --where) in key-range chunks while every table
+    keeps streaming: rows are upserted, a chunk row never overwrites a newer change. Exit 1
+    when the backfill failed."""
+    cli = state(ctx)
+    s, t = split_table(table)
+    resp = cli.oam(
+        "BackfillTable",
+        timeout=wait + 30,
+        source_id=source_ or "",
+        schema=s,
+        table=t,
+        where=where or "",
+        chunk_rows=chunk_rows,
+        wait_seconds=wait,
+    )
+    if cli.json:
+        cli.emit_json(to_dict(resp))
+    else:
+        cli.out.print(resp.message, highlight=False)
+    if resp.error:
+        raise typer.Exit(1)
+
+
 @hookimpl
 def laredo_register_cli_commands(app: typer.Typer) -> None:
     app.command()(reload)
@@ -145,3 +179,4 @@ def laredo_register_cli_commands(app: typer.Typer) -> None:
     app.command("reset-source")(reset_source)
     app.command()(drain)
     app.command()(verify)
+    app.command()(backfill)

@@ -192,6 +192,37 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             message=result.summary(),
         )
 
+    @rpc(admin=True)
+    def BackfillTable(
+        self, request: oam.BackfillTableRequest, context: grpc.ServicerContext
+    ) -> oam.BackfillTableResponse:
+        """Re-sync one table in chunks while streaming (``Engine.backfill``)."""
+        if request.chunk_rows < 0 or request.wait_seconds < 0:
+            raise ValueError("chunk_rows and wait_seconds must be >= 0 (0: the default)")
+        table = table_id(request.schema, request.table)
+        sid = request.source_id or self.rt.source_of(table)
+        p = self.rt.engine.backfill(
+            sid,
+            table,
+            request.where or None,
+            chunk_rows=request.chunk_rows or None,
+            timeout=float(request.wait_seconds),
+        )
+        state = "done" if p["done"] else ("failed" if p["error"] else "running")
+        return oam.BackfillTableResponse(
+            table=p["table"],
+            chunks=p["chunks"],
+            rows_read=p["rows_read"],
+            rows_applied=p["rows_applied"],
+            rows_dropped=p["rows_dropped"],
+            done=p["done"],
+            error=p["error"] or "",
+            message=(
+                f"backfill of {p['table']} from {sid}: {state}, {p['chunks']} chunk(s), "
+                f"{p['rows_applied']} row(s) applied" + (f": {p['error']}" if p["error"] else "")
+            ),
+        )
+
     def _table_pipeline(self, schema: str, table: str) -> str:
         """The one pipeline of a table (``ValueError`` naming them when there are several)."""
         if not table:

@@ -854,3 +854,39 @@ class VerifyTableResponse(_message.Message):
     different_count: int
     message: str
     def __init__(self, match: _Optional[bool] = ..., pipeline_id: _Optional[str] = ..., position: _Optional[str] = ..., source_rows: _Optional[int] = ..., target_rows: _Optional[int] = ..., missing_keys: _Optional[_Iterable[str]] = ..., extra_keys: _Optional[_Iterable[str]] = ..., different_keys: _Optional[_Iterable[str]] = ..., missing_count: _Optional[int] = ..., extra_count: _Optional[int] = ..., different_count: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class BackfillTableRequest(_message.Message):
+    __slots__ = ("source_id", "schema", "table", "where", "chunk_rows", "wait_seconds")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ROWS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    schema: str
+    table: str
+    where: str
+    chunk_rows: int
+    wait_seconds: int
+    def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., where: _Optional[str] = ..., chunk_rows: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+
+class BackfillTableResponse(_message.Message):
+    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_READ_FIELD_NUMBER: _ClassVar[int]
+    ROWS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    ROWS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    chunks: int
+    rows_read: int
+    rows_applied: int
+    rows_dropped: int
+    done: bool
+    error: str
+    message: str
+    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...

@@ -174,6 +174,11 @@ class LaredoOAMServiceStub:
                 request_serializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableRequest.SerializeToString,
                 response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableResponse.FromString,
                 _registered_method=True)
+        self.BackfillTable = channel.unary_unary(
+                '/laredo.v1.LaredoOAMService/BackfillTable',
+                request_serializer=laredo__proto_dot_v1_dot_oam__pb2.BackfillTableRequest.SerializeToString,
+                response_deserializer=laredo__proto_dot_v1_dot_oam__pb2.BackfillTableResponse.FromString,
+                _registered_method=True)
 
 
 class LaredoOAMServiceServicer:
@@ -353,6 +358,14 @@ class LaredoOAMServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillTable(self, request, context):
+        """Re-sync one table (or the rows matching a SQL condition) in key-range chunks merged with
+        the stream by watermarks, while every table streams; returns its progress.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LaredoOAMServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -495,6 +508,11 @@ def add_LaredoOAMServiceServicer_to_server(servicer, server):
                     servicer.VerifyTable,
                     request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableRequest.FromString,
                     response_serializer=laredo__proto_dot_v1_dot_oam__pb2.VerifyTableResponse.SerializeToString,
+            ),
+            'BackfillTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillTable,
+                    request_deserializer=laredo__proto_dot_v1_dot_oam__pb2.BackfillTableRequest.FromString,
+                    response_serializer=laredo__proto_dot_v1_dot_oam__pb2.BackfillTableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1253,6 +1271,33 @@ class LaredoOAMService:
             '/laredo.v1.LaredoOAMService/VerifyTable',
             laredo__proto_dot_v1_dot_oam__pb2.VerifyTableRequest.SerializeToString,
             laredo__proto_dot_v1_dot_oam__pb2.VerifyTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.LaredoOAMService/BackfillTable',
+            laredo__proto_dot_v1_dot_oam__pb2.BackfillTableRequest.SerializeToString,
+            laredo__proto_dot_v1_dot_oam__pb2.BackfillTableResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,253 @@
+"""Chunked backfills merged with the live stream by watermarks (DBLog, Andreakis &
+Papapanagiotou 2019), with snapshot brackets instead of written watermarks.
+
+A backfill reads a table in key-range chunks (``WHERE key > last ORDER BY key LIMIT n``), each
+in its own short REPEATABLE READ transaction. With the rows the source returns the
+transaction's snapshot (``pg_current_snapshot()``: ``xmin``, ``xmax``, in-progress ``xip``) and
+a *high mark*: a stream position at or after the commit of every transaction the snapshot
+sees. The stream is never paused; :class:`ChunkMerger` sits where the stream is demultiplexed:
+
+* every change of the table the stream delivers while the backfill runs is remembered as
+  ``(xid, key)`` (old and new key of an UPDATE, so key changes count);
+* a chunk is applied once the stream has passed its high mark (so every change the chunk
+  already holds was delivered before it), at that point of the stream, without the rows whose
+  key a delivered transaction the chunk's snapshot does *not* see touched: those changes are
+  newer than the chunk and were applied already (or come later, after the chunk).
+
+So a chunk row never overwrites a newer change, and no change is lost: the target ends equal
+to the source. Targets need upsert semantics (an UPDATE of a missing key inserts it; a DELETE
+of a missing key does nothing), which every Laredo target has. Remembered changes older than
+every pending snapshot's ``xmin`` are visible to every later chunk and are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..types import ChangeEvent, Position, Row, TableIdentifier
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BackfillProgress",
+    "ChunkMerger",
+    "ChunkRead",
+    "ChunkedSource",
+    "TxSnapshot",
+    "key_of",
+]
+
+_EPOCH = 1 << 32
+_HALF = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class TxSnapshot:
+    """A transaction snapshot (``pg_current_snapshot()``): full 64-bit transaction ids."""
+
+    xmin: int
+    xmax: int
+    xip: frozenset[int] = frozenset()
+
+    @classmethod
+    def parse(cls, text: str) -> TxSnapshot:
+        """``'xmin:xmax:xip,xip'`` (the ``pg_snapshot`` text form)."""
+        xmin, xmax, xip = text.split(":")
+        return cls(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
+
+    def full(self, xid: int) -> int:
+        """A 32-bit stream xid as the 64-bit id nearest this snapshot's ``xmax``."""
+        if xid >= _EPOCH:
+            return xid
+        full = (self.xmax & ~(_EPOCH - 1)) | xid
+        if full - self.xmax > _HALF:
+            full -= _EPOCH
+        elif self.xmax - full > _HALF:
+            full += _EPOCH
+        return full
+
+    def sees(self, xid: int) -> bool:
+        """Does this snapshot see the (committed) transaction ``xid``? ``0`` (unknown): no."""
+        if xid == 0:
+            return False
+        x = self.full(xid)
+        return x < self.xmin or (x < self.xmax and x not in self.xip)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRead:
+    """One chunk as the source read it: rows in key order, the snapshot they were read under,
+    the high mark (a stream position at or after every commit the snapshot sees) and the
+    chunk's last key (``None``: the range was empty, the table is done). With ``names`` the
+    rows are value tuples in that column order (the fast path: no dicts), else row dicts."""
+
+    rows: Sequence[Any]
+    snapshot: TxSnapshot
+    high: Position
+    last_key: tuple[Any, ...] | None
+    names: tuple[str, ...] | None = None
+    unrepresentable: bool = False
+    """Some row may hold an :class:`~laredo.types.Unrepresentable` marker (dead-lettered)."""
+
+    def row_key(self, key: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
+        """``row -> key tuple`` for this chunk's rows."""
+        if self.names is None:
+            return key_of(key)
+        idx = tuple(self.names.index(k) for k in key)
+        return lambda row: tuple(row[i] for i in idx)
+
+
+@runtime_checkable
+class ChunkedSource(Protocol):
+    """A source that can read a table in key-range chunks for a backfill while it streams."""
+
+    def chunk_key(self, table: TableIdentifier) -> list[str] | None:
+        """The key columns chunks are ordered by (``None``: the table has no usable key)."""
+        ...
+
+    def read_chunk(
+        self,
+        table: TableIdentifier,
+        after: tuple[Any, ...] | None,
+        limit: int,
+        where: str | None = None,
+    ) -> ChunkRead:
+        """Up to ``limit`` rows with key ``> after`` (all when ``None``), in key order, in one
+        short transaction; ``where`` an extra SQL condition (validated by the source)."""
+        ...
+
+
+def key_of(columns: Sequence[str]) -> Callable[[Row], tuple[Any, ...]]:
+    """``row -> key tuple`` for these key columns."""
+    cols = tuple(columns)
+    return lambda row: tuple(row[c] for c in cols)
+
+
+def touched_keys(
+    ev: ChangeEvent, key: Callable[[Row], tuple[Any, ...]]
+) -> Iterable[tuple[Any, ...]]:
+    """The keys a change touches: its new row's and its old identity's (a key change: both)."""
+    for row in (ev.new_values, ev.old_values):
+        if row:
+            try:
+                yield key(row)
+            except KeyError:
+                continue
+
+
+@dataclass
+class BackfillProgress:
+    """Per-table progress (shown by status): chunks and rows read, rows applied."""
+
+    table: TableIdentifier
+    chunks: int = 0
+    rows_read: int = 0
+    rows_applied: int = 0
+    rows_dropped: int = 0
+    done: bool = False
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": str(self.table),
+            "chunks": self.chunks,
+            "rows_read": self.rows_read,
+            "rows_applied": self.rows_applied,
+            "rows_dropped": self.rows_dropped,
+            "done": self.done,
+            "error": self.error,
+        }
+
+
+@dataclass
+class _Pending:
+    chunk: ChunkRead
+    number: int
+
+
+@dataclass
+class ChunkMerger:
+    """The watermark merge of one table's backfill (see the module docstring).
+
+    ``observe`` and ``due`` run on the stream's thread, ``offer`` on the backfill's; all three
+    are safe together. ``compare`` orders source positions."""
+
+    table: TableIdentifier
+    key_columns: Sequence[str]
+    compare: Callable[[Position, Position], int]
+    progress: BackfillProgress = field(init=False)
+    _seen: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list, init=False)
+    _pending: list[_Pending] = field(default_factory=list, init=False)
+    key: Callable[[Row], tuple[Any, ...]] = field(init=False)
+    _floor: TxSnapshot | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _space: threading.Condition = field(init=False)
+    _offered: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.key = key_of(self.key_columns)
+        self.progress = BackfillProgress(self.table)
+        self._space = threading.Condition(self._lock)
+
+    def observe(self, events: Iterable[ChangeEvent]) -> None:
+        """The stream delivered these changes of the table (before anything queued after)."""
+        key = self.key
+        with self._lock:
+            seen = self._seen
+            for ev in events:
+                for k in touched_keys(ev, key):
+                    seen.append((ev.xid, k))
+
+    def offer(self, chunk: ChunkRead, max_pending: int = 4, timeout: float | None = None) -> bool:
+        """Queue a chunk read by the backfill; it is applied by a later :meth:`due`. Blocks
+        while ``max_pending`` chunks wait (False when ``timeout`` passed first)."""
+        with self._space:
+            if not self._space.wait_for(lambda: len(self._pending) < max_pending, timeout):
+                return False
+            self._offered += 1
+            self._pending.append(_Pending(chunk, self._offered))
+            self.progress.chunks += 1
+            self.progress.rows_read += len(chunk.rows)
+            self._floor = chunk.snapshot
+            self._prune()
+            return True
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def due(self, position: Position, force: bool = False) -> list[tuple[ChunkRead, list[Any]]]:
+        """The chunks whose high mark the stream passed at ``position`` (everything up to it
+        delivered and observed; every pending one when ``force``), each without the rows a
+        change newer than it touched."""
+        out: list[tuple[ChunkRead, list[Any]]] = []
+        with self._space:
+            while self._pending and (
+                force or self.compare(self._pending[0].chunk.high, position) <= 0
+            ):
+                chunk = self._pending.pop(0).chunk
+                snap = chunk.snapshot
+                newer = {k for xid, k in self._seen if not snap.sees(xid)}
+                key = chunk.row_key(self.key_columns)
+                rows = [r for r in chunk.rows if key(r) not in newer] if newer else list(chunk.rows)
+                self.progress.rows_applied += len(rows)
+                self.progress.rows_dropped += len(chunk.rows) - len(rows)
+                out.append((chunk, rows))
+            if out:
+                self._prune()
+                self._space.notify_all()
+        return out
+
+    def _prune(self) -> None:
+        """Drop remembered changes every pending and future chunk sees (lock held)."""
+        snaps = [p.chunk.snapshot for p in self._pending]
+        if self._floor is not None:
+            snaps.append(self._floor)
+        if not snaps:
+            return
+        low = min(snaps, key=lambda s: s.xmin)
+        self._seen = [(x, k) for x, k in self._seen if x == 0 or low.full(x) >= low.xmin]

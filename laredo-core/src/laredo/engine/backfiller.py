@@ -1,0 +1,384 @@
+"""Running a chunked backfill of one table beside the stream (issue 32).
+
+A :class:`Backfiller` reads the table's key-range chunks on a thread of its own (the source's
+:class:`~laredo.engine.backfill.ChunkedSource` ``read_chunk``) and offers them to its
+:class:`~laredo.engine.backfill.ChunkMerger`; the source reader feeds the merger every change of
+the table and, under its merge lock, hands each due chunk to the table's pipelines as INSERTs at
+the stream's current position (so they pass the pipeline's filters and transforms, and a
+durable target's ACK covers them like any change). Every other table keeps streaming.
+
+* ``initial`` (a chunked start-up baseline): the pipelines stay BASELINING and not ready — so
+  the source acknowledges nothing and a crash re-baselines — until the last chunk is applied;
+  then the target hears ``on_baseline_complete`` and the pipeline streams.
+* on demand (``Engine.backfill``): a streaming pipeline re-syncs rows (upserts) of the whole
+  table or of ``where``; it stays ready, and rows deleted in the source meanwhile are not
+  removed by the backfill (a reload does that).
+
+A chunk waits for the stream to pass its high mark; on an idle stream (no position to pass it)
+it is applied after ``force_after`` seconds at the current position (safe: the merge drops the
+rows newer changes touched; a change the chunk already holds that arrives later is re-applied
+over it, the target still ends equal).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from ..batches import ChangeBatch
+from ..errors import ConfigError, EngineStateError
+from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
+from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
+from .buffer import Call
+from .pipeline_worker import PipelineWorker
+
+logger = logging.getLogger(__name__)
+_NO_TOAST: frozenset[str] = frozenset()
+
+__all__ = [
+    "Backfiller",
+    "attach_chunked",
+    "chunked_pipelines",
+    "joins_chunked",
+    "observe_backfills",
+    "start_backfill",
+    "start_chunked",
+]
+
+
+class Backfiller:
+    """One table's chunked backfill (see the module docstring)."""
+
+    max_pending = 4
+    force_after = 1.0
+
+    def __init__(
+        self,
+        source: ChunkedSource,
+        table: TableIdentifier,
+        key: Sequence[str],
+        pipes: Sequence[PipelineWorker],
+        *,
+        chunk_rows: int,
+        compare: Callable[[Position, Position], int],
+        force_merge: Callable[[bool], None],
+        where: str | None = None,
+        initial: bool = False,
+        on_end: Callable[[Backfiller], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.table = table
+        self.key = list(key)
+        self.pipes = list(pipes)
+        self.chunk_rows = chunk_rows
+        self.where = where
+        self.initial = initial
+        self.merger = ChunkMerger(table, self.key, compare)
+        self._force_merge = force_merge
+        self._on_end = on_end
+        self._read_done = False
+        self._ended = False
+        self._stop = threading.Event()
+        self.finished = threading.Event()
+        self._done_pipes: set[str] = set()
+        self.started = time.monotonic()
+        self.thread: threading.Thread | None = None
+
+    @property
+    def progress(self) -> BackfillProgress:
+        return self.merger.progress
+
+    def start(self) -> None:
+        self.thread = threading.Thread(
+            target=self._run, name=f"laredo-backfill-{self.table}", daemon=True
+        )
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- the backfill thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._read_all()
+        finally:
+            if self._stop.is_set() and not self.finished.is_set():
+                self.progress.error = self.progress.error or "stopped"
+                self._end()
+
+    def _read_all(self) -> None:
+        after: tuple[Any, ...] | None = None
+        try:
+            while not self._stop.is_set():
+                chunk = self.source.read_chunk(self.table, after, self.chunk_rows, self.where)
+                while not self.merger.offer(chunk, self.max_pending, self.force_after):
+                    if self._stop.is_set():
+                        return
+                    self._force_merge(True)  # an idle stream: nothing passes the high mark
+                self._force_merge(False)  # the stream may have passed its high mark already
+                if chunk.last_key is None or len(chunk.rows) < self.chunk_rows:
+                    break
+                after = chunk.last_key
+            self._read_done = True
+            self._force_merge(False)
+            while not self._stop.is_set() and not self.finished.wait(self.force_after):
+                self._force_merge(True)
+        except Exception as exc:
+            if self._stop.is_set():
+                return  # the engine stopped (the source closed its connections)
+            logger.error("backfill of %s failed: %s", self.table, exc)
+            self.progress.error = str(exc)
+            for p in self.pipes:
+                if self.initial and not p.failed:
+                    p.fail(f"chunked baseline of {self.table} failed: {exc}")
+            self._end()
+
+    # -- the stream's thread (under the reader's merge lock) ----------------------------------
+    def merge(self, position: Position, force: bool = False) -> None:
+        """Hand the chunks due at ``position`` (all pending ones when ``force``) to the
+        pipelines; after the last one, the backfill's end (in stream order)."""
+        for chunk, rows in self.merger.due(position, force):
+            if rows:
+                self._deliver(chunk, rows, position)
+        if self._read_done and not self._ended and self.merger.pending() == 0:
+            self._ended = True
+            for p in self.pipes:
+                p.buffer.put(Call(self._completer(p)))
+
+    def _deliver(self, chunk: ChunkRead, rows: list[Any], position: Position) -> None:
+        table = self.table
+        events: Sequence[ChangeEvent]
+        if chunk.names is not None:  # value tuples: one batch, no dicts
+            insert = ChangeAction.INSERT
+            ops = [(insert, r, None, _NO_TOAST) for r in rows]
+            events = ChangeBatch(
+                table, chunk.names, ops, position, unrepresentable=chunk.unrepresentable
+            )
+        else:
+            events = [ChangeEvent(table, ChangeAction.INSERT, position, new_values=r) for r in rows]
+        for p in self.pipes:
+            if not p.failed:
+                p.enqueue(events, self._stop, True)
+
+    def _completer(self, p: PipelineWorker) -> Callable[[], None]:
+        def complete() -> None:  # on the pipeline's thread, after every chunk row
+            # chunk rows count as inserts, also where they replaced a row: recount
+            count = p.expected_rows
+            counter = getattr(p.target, "count", None)
+            if callable(counter):
+                try:
+                    count = int(counter())
+                except Exception:
+                    logger.debug("count() of %s failed", p.id, exc_info=True)
+            if self.initial and not p.failed:
+                p.complete_baseline(None, count, self.started)
+                p.mark_streaming()
+            else:
+                p.expected_rows = count
+            self._done_pipes.add(p.id)
+            if all(q.failed or q.id in self._done_pipes for q in self.pipes):
+                self._end()
+
+        return complete
+
+    def _end(self) -> None:
+        if self.finished.is_set():
+            return
+        self.progress.done = self.progress.error is None
+        logger.info(
+            "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes "
+            "in %.2fs",
+            self.table,
+            self.progress.chunks,
+            self.progress.rows_read,
+            self.progress.rows_applied,
+            self.progress.rows_dropped,
+            time.monotonic() - self.started,
+        )
+        self.finished.set()
+        if self._on_end is not None:
+            self._on_end(self)
+
+
+class _Reader(Protocol):
+    """What the backfill helpers use of a :class:`~laredo.engine.source_reader.SourceReader`."""
+
+    id: str
+    source: Any
+    pipelines: list[PipelineWorker]
+    by_table: dict[TableIdentifier, list[PipelineWorker]]
+    backfills: dict[TableIdentifier, Backfiller]
+    backfills_done: dict[TableIdentifier, BackfillProgress]
+
+    def force_merge(self, force: bool = True) -> None: ...
+
+
+def observe_backfills(
+    backfills: dict[TableIdentifier, Backfiller], events: Sequence[ChangeEvent]
+) -> None:
+    """Tell each running backfill the changes of its table the stream delivers."""
+    if type(events) is ChangeBatch:
+        bf = backfills.get(events.table)
+        if bf is not None:
+            bf.merger.observe(events)
+        return
+    for ev in events:
+        bf = backfills.get(ev.table)
+        if bf is not None:
+            bf.merger.observe((ev,))
+
+
+def chunk_rows_of(source: Any) -> int | None:
+    """The source's configured chunk size when it baselines in chunks (else ``None``)."""
+    if not isinstance(source, ChunkedSource):
+        return None
+    rows = getattr(source, "baseline_chunk_rows", None)
+    return rows() if callable(rows) else None
+
+
+def chunked_pipelines(reader: _Reader, rebaseline: bool) -> list[PipelineWorker]:
+    """The pipelines a (re-)baseline reads in chunks: all of a chunked source's whose table
+    has a key (the others keep the snapshot baseline, logged)."""
+    if chunk_rows_of(reader.source) is None:
+        return []
+    out: list[PipelineWorker] = []
+    keys: dict[TableIdentifier, list[str] | None] = {}
+    for p in reader.pipelines:
+        if p.failed:
+            continue
+        if p.table not in keys:
+            keys[p.table] = reader.source.chunk_key(p.table)
+            if keys[p.table] is None:
+                logger.warning(
+                    "source %s: %s has no primary key: baselined in one snapshot, not in chunks",
+                    reader.id,
+                    p.table,
+                )
+        if keys[p.table] is not None:
+            out.append(p)
+    return out
+
+
+def start_chunked(
+    reader: _Reader, pipes: Sequence[PipelineWorker], position: Position, rebaseline: bool
+) -> None:
+    """Start the chunked baseline of ``pipes`` (their stream starts after ``position``)."""
+    rows = chunk_rows_of(reader.source)
+    assert rows is not None
+    by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
+    for p in pipes:
+        by_table.setdefault(p.table, []).append(p)
+        p.begin_baseline()
+        p.ready = False
+        if rebaseline:
+            p.buffer.clear()
+            p.skip_until = None
+            try:
+                p.target.on_truncate(p.table)
+            except Exception as exc:
+                p.fail(f"truncate before re-baseline failed: {exc}")
+        p.applied = position
+    for table, group in by_table.items():
+        _launch(reader, table, group, rows, None, initial=True)
+
+
+def start_backfill(
+    reader: _Reader,
+    table: TableIdentifier,
+    *,
+    where: str | None = None,
+    chunk_rows: int | None = None,
+) -> Backfiller:
+    """Re-sync one streaming table (or the rows matching ``where``) in chunks."""
+    source = reader.source
+    if not isinstance(source, ChunkedSource):
+        raise ConfigError(f"source {reader.id} cannot read {table} in chunks (no backfill)")
+    pipes = [p for p in reader.by_table.get(table, ()) if not p.failed]
+    if not pipes:
+        raise ConfigError(f"backfill: no running pipeline of {table} in source {reader.id}")
+    if table in reader.backfills:
+        raise ConfigError(f"backfill: a backfill of {table} is already running")
+    if where is not None:
+        check = getattr(source, "check_where", None)
+        if not callable(check):
+            raise ConfigError(f"backfill: source {reader.id} does not take a where condition")
+        where = str(check(table, where))
+    rows = chunk_rows or chunk_rows_of(source) or DEFAULT_CHUNK_ROWS
+    return _launch(reader, table, pipes, rows, where, initial=False)
+
+
+DEFAULT_CHUNK_ROWS = 10_000
+
+
+def _launch(
+    reader: _Reader,
+    table: TableIdentifier,
+    pipes: Sequence[PipelineWorker],
+    rows: int,
+    where: str | None,
+    *,
+    initial: bool,
+) -> Backfiller:
+    source = reader.source
+    key = source.chunk_key(table)
+    if key is None:
+        raise ConfigError(f"backfill: {table} has no primary key to read it in chunks by")
+    old = reader.backfills.get(table)
+    if old is not None:
+        old.stop()
+
+    def ended(bf: Backfiller) -> None:
+        reader.backfills_done[table] = bf.progress  # the last one per table stays visible
+        if reader.backfills.get(table) is bf:
+            reader.backfills = {t: b for t, b in reader.backfills.items() if t != table}
+
+    bf = Backfiller(
+        source,
+        table,
+        key,
+        pipes,
+        chunk_rows=rows,
+        compare=source.compare_positions,
+        force_merge=reader.force_merge,
+        where=where,
+        initial=initial,
+        on_end=ended,
+    )
+    reader.backfills = {**reader.backfills, table: bf}
+    bf.start()
+    return bf
+
+
+def joins_chunked(reader: _Reader, worker: PipelineWorker) -> bool:
+    """Does a pipeline joining a streaming source get a chunked baseline (a chunked source,
+    a table with a key and no pipeline yet)?"""
+    table = worker.table
+    if chunk_rows_of(reader.source) is None or reader.by_table.get(table):
+        return False
+    try:
+        return reader.source.chunk_key(table) is not None
+    except Exception:
+        return False
+
+
+def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | None) -> None:
+    """Hot reload: baseline a pipeline joining a streaming chunked source in chunks (see
+    :func:`joins_chunked`), already routed. Blocks until it streams; raises when the
+    backfill failed or did not finish in ``timeout``."""
+    table = worker.table
+    worker.begin_baseline()
+    worker.ready = False
+    worker.applied = getattr(reader, "current", None)
+    rows = chunk_rows_of(reader.source)
+    assert rows is not None
+    bf = _launch(reader, table, [worker], rows, None, initial=True)
+    if not bf.finished.wait(timeout):
+        bf.stop()
+        raise EngineStateError(f"chunked baseline of {table} did not finish in {timeout}s")
+    if bf.progress.error is not None or worker.failed:
+        raise EngineStateError(
+            f"chunked baseline of {table} failed: {bf.progress.error or worker.error}"
+        )

@@ -1,0 +1,169 @@
+"""Key-range chunks for a chunked baseline or an on-demand backfill (issue 32).
+
+One chunk is one short ``REPEATABLE READ READ ONLY`` transaction on a connection of its own:
+``pg_current_snapshot()`` (the transaction's snapshot), the keyset query ``WHERE (key) > (last)
+[AND row filter] [AND (where)] ORDER BY key LIMIT n`` with the key bounds as parameters, and
+the high mark: ``pg_current_wal_lsn()`` on a primary, ``pg_last_wal_replay_lsn()`` on a hot
+standby — at or after the commit record of every transaction the snapshot sees (with
+``synchronous_commit = off`` a commit can be visible before it is written: such a change may
+then be applied after the chunk that holds it, and the target still ends equal). No
+write anywhere (so it works on a standby, PostgreSQL 13+); the engine merges the chunk with the
+stream (:mod:`laredo.engine.backfill`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from laredo.engine.backfill import ChunkRead, TxSnapshot
+from laredo.errors import ConfigError, SourceError
+from laredo.types import TableIdentifier
+from psycopg import sql
+
+from .baseline import MarkedRows, _load_each
+from .catalog import Catalog, Connections, table_sql
+from .dsn import mask_text
+from .lsn import parse_lsn
+
+__all__ = ["ChunkReader", "check_where"]
+
+
+def check_where(where: str) -> str:
+    """A ``--where`` condition as it may enter the chunk query: one SQL expression, no ``;``
+    and no comment (PostgreSQL parses it inside the query; a syntax error names it)."""
+    text = where.strip()
+    if not text:
+        raise ConfigError('backfill: --where is empty: give a SQL condition, e.g. "id < 1000"')
+    for bad, what in ((";", "a ';'"), ("--", "a '--' comment"), ("/*", "a '/*' comment")):
+        if bad in text:
+            raise ConfigError(
+                f"backfill: --where must be one SQL condition without {what}: {text!r}"
+            )
+    return text
+
+
+class ChunkReader:
+    """Reads one table's key-range chunks (see the module docstring)."""
+
+    def __init__(self, conns: Connections, catalog: Catalog) -> None:
+        self._conns = conns
+        self._catalog = catalog
+        self._conn: psycopg.Connection[Any] | None = None
+        self._standby: bool | None = None
+
+    def key(self, table: TableIdentifier) -> list[str] | None:
+        """The primary key columns in key order (``None``: no primary key)."""
+        cols = self._catalog.columns.get(table)
+        if cols is None:
+            cols = self._catalog.discover([table]).get(table)
+            if cols is None:
+                raise SourceError(f"postgresql source: table {table} not found")
+        pk = sorted((c for c in cols if c.primary_key), key=lambda c: c.primary_key_ordinal)
+        return [c.name for c in pk] or None
+
+    def read(
+        self,
+        table: TableIdentifier,
+        after: Sequence[Any] | None,
+        limit: int,
+        where: str | None = None,
+    ) -> ChunkRead:
+        key = self.key(table)
+        if key is None:
+            raise ConfigError(
+                f"postgresql source: {table} has no primary key: it cannot be read in chunks "
+                "(use baseline.mode = snapshot, or add a primary key)"
+            )
+        names = [c.name for c in self._catalog.columns[table]]
+        conds: list[sql.Composable] = []
+        params: list[Any] = []
+        key_sql = sql.SQL(", ").join(sql.Identifier(k) for k in key)
+        if after is not None:
+            conds.append(
+                sql.SQL("({}) > ({})").format(
+                    key_sql, sql.SQL(", ").join(sql.Placeholder() for _ in key)
+                )
+            )
+            params.extend(after)
+        rf = self._catalog.row_filters.get(table)
+        if rf:
+            conds.append(sql.SQL("({})").format(sql.SQL(rf)))
+        if where:
+            conds.append(sql.SQL("({})").format(sql.SQL(check_where(where))))
+        query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT {}").format(
+            sql.SQL(", ").join(sql.Identifier(n) for n in names),
+            table_sql(table),
+            sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds) if conds else sql.SQL(""),
+            key_sql,
+            sql.Literal(int(limit)),
+        )
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            snap_row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
+            with conn.cursor() as cur:
+                cur.execute(query, params)
+                try:
+                    values: list[Any] = cur.fetchall()
+                except psycopg.DataError:  # a value a loader refuses: infinities, markers
+                    assert cur.pgresult is not None
+                    values = _load_each(cur, cur.pgresult)
+            mark = "pg_last_wal_replay_lsn()" if self._standby else "pg_current_wal_lsn()"
+            high_row = conn.execute(f"SELECT {mark}::text").fetchone()
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise SourceError(
+                f"postgresql source: reading a chunk of {table} failed: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        assert snap_row is not None and high_row is not None
+        idx = [names.index(k) for k in key]
+        last = tuple(values[-1][i] for i in idx) if values else None
+        return ChunkRead(
+            values,
+            TxSnapshot.parse(snap_row[0]),
+            parse_lsn(high_row[0]),
+            last,
+            tuple(names),
+            unrepresentable=type(values) is MarkedRows,
+        )
+
+    def check(self, table: TableIdentifier, where: str) -> str:
+        """``where`` checked by :func:`check_where`, then parsed and planned by PostgreSQL
+        against ``table`` (``LIMIT 0``, read only): ``ConfigError`` naming the problem."""
+        text = check_where(where)
+        query = sql.SQL("SELECT 1 FROM {} WHERE ({}) LIMIT 0").format(
+            table_sql(table), sql.SQL(text)
+        )
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN READ ONLY")
+            conn.execute(query)
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise ConfigError(
+                f"backfill: --where {text!r} is not a valid condition on {table}: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        return text
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = self._conn
+        if conn is None or conn.closed:
+            conn = self._conn = self._conns.connect()
+            row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+            self._standby = bool(row and row[0])
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
