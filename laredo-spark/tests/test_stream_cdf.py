@@ -74,7 +74,9 @@ def test_typed_frame_native_types_change_types_and_order(
         db, "CREATE TABLE t (id int PRIMARY KEY, n numeric, s text, ts timestamptz, b bool)"
     )
     with db.connect() as conn, conn.transaction():
-        conn.execute("INSERT INTO t VALUES (1, 12.50, 'one', '2024-05-01 10:00:00.123456+02', true)")
+        conn.execute(
+            "INSERT INTO t VALUES (1, 12.50, 'one', '2024-05-01 10:00:00.123456+02', true)"
+        )
         conn.execute("INSERT INTO t VALUES (2, NULL, NULL, NULL, NULL)")
         conn.execute("INSERT INTO t VALUES (3, -1e-3, 'three', 'infinity', false)")
     with db.connect() as conn, conn.transaction():
@@ -198,7 +200,7 @@ def test_cdf_rows_fill_unchanged_toast_from_a_full_preimage_and_name_the_rest() 
         (1, None, None, "update_preimage", "5", 5, None, 1, None),
         (1, None, "3", "update_postimage", "5", 5, None, 1, ["doc"]),
     ]
-    with pytest.raises(SourceError, match="column n of public.t at position 7"):
+    with pytest.raises(SourceError, match=r"column n of public\.t at position 7"):
         cdf_rows("public.t", kinds, ["id"], [_ev(ChangeAction.INSERT, 7, {"n": 1.5})], str)
 
 
@@ -210,7 +212,7 @@ def test_options_name_one_frame_and_a_valid_row_bound() -> None:
     from laredo_spark.streaming.reader import LaredoStreamReader
 
     bad = stream_options(table=T, source_type="postgresql", max_rows_per_trigger=-1)
-    with pytest.raises(ConfigError, match="maxRowsPerTrigger must be an integer >= 0"):
+    with pytest.raises(ConfigError, match=r"maxRowsPerTrigger must be an integer >= 0"):
         LaredoStreamReader(bad)
     with pytest.raises(SourceError, match="named like the change frame's own columns"):
         cdf_kinds("public.t", [ColumnDefinition("_seq", "int8", 1)])

@@ -158,8 +158,16 @@ def _tables(options: Mapping[str, str]) -> list[TableIdentifier]:
     return tables
 
 
+def _opt(options: Mapping[str, str], key: str) -> str | None:
+    """An option by its documented name; Spark hands the options over with their keys
+    lower-cased (a case-insensitive dict that ``dict()`` flattens)."""
+    if key in options:
+        return options[key]
+    return options.get(key.lower())
+
+
 def _max_rows(options: Mapping[str, str]) -> int:
-    text = options.get("maxRowsPerTrigger", str(DEFAULT_MAX_ROWS))
+    text = _opt(options, "maxRowsPerTrigger") or str(DEFAULT_MAX_ROWS)
     try:
         n = int(text)
     except ValueError:
@@ -267,9 +275,9 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._keys: list[str] = []
         self._available_now = False
         self._target: Any = _UNSET
-        self.complete_after = float(self.options.get("completeAfter", "1.0"))
-        self.replay_timeout = float(self.options.get("replayTimeout", "120"))
-        self.per_partition = max(1, int(self.options.get("eventsPerPartition", "50000")))
+        self.complete_after = float(_opt(self.options, "completeAfter") or "1.0")
+        self.replay_timeout = float(_opt(self.options, "replayTimeout") or "120")
+        self.per_partition = max(1, int(_opt(self.options, "eventsPerPartition") or "50000"))
         self._cond = threading.Condition()
         self._events: list[tuple[Any, ...]] = []  # (position, table, action, xid, new, old, toast)
         self._last_pos: Any = None
@@ -431,7 +439,7 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- Spark's side --------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
-        start = self.options.get("startingPosition")
+        start = _opt(self.options, "startingPosition")
         if start is None:
             src = self._src()
             with contextlib.suppress(Exception):
@@ -507,7 +515,9 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _cap(self, begin: Any, end: Any, max_rows: int) -> Any:
         """The highest position up to ``end`` whose batch holds at most ``max_rows`` rows (at
         least one whole transaction, however large)."""
-        n = 0
+        total = 0
+        chosen = None  # the last position whose transaction fits
+        pos_rows = 0  # rows of the transaction at `last`
         last = None
         for ev in self._events:
             pos = ev[0]
@@ -515,11 +525,15 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             if self._cmp(pos, end) > 0:
                 break
-            w = self._weight(ev)
-            if n + w > max_rows and last is not None and self._cmp(pos, last) > 0:
-                return last
-            n += w
+            if last is not None and self._cmp(pos, last) > 0:
+                if chosen is not None and total + pos_rows > max_rows:
+                    return chosen
+                total += pos_rows
+                chosen, pos_rows = last, 0
             last = pos
+            pos_rows += self._weight(ev)
+        if last is not None and chosen is not None and total + pos_rows > max_rows:
+            return chosen
         return end
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[EventsPartition]:
