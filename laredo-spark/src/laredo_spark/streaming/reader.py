@@ -5,6 +5,13 @@ change: ``position`` (the source's serialised position, ``position_to_string``),
 within the micro-batch), ``table`` (``schema.table``), ``action`` (INSERT, UPDATE, DELETE,
 TRUNCATE, SCHEMA_CHANGE), ``xid``, ``new_values`` / ``old_values`` (typed JSON of the row, see
 :mod:`laredo.serialization`) and ``unchanged_toast`` (JSON list of column names).
+With the ``table`` option (one table) the frame is instead that table's columns as native
+Spark types plus Delta CDF's ``_change_type``, ``_commit_position``, ``_commit_version``,
+``_commit_timestamp``, ``_seq`` (:mod:`.cdf`).
+
+``maxRowsPerTrigger`` is the default read limit (rows of the frame per micro-batch, whole
+transactions only); ``Trigger.AvailableNow`` and ``reportLatestOffset`` (the lag in
+``StreamingQueryProgress``) are supported.
 
 Offsets are ``{"position": <serialised position or null>}``. A micro-batch holds whole
 transactions only: a position is offered once a later position, a heartbeat at or after it, or
