@@ -55,8 +55,8 @@ _SYSTEM_FIELDS = [
 
 
 def cdf_kinds(table: str, columns: Sequence[ColumnDefinition]) -> dict[str, str]:
-    """The kind of each column of the frame, in the table's order (``ConfigError``-free:
-    a column named like a system column is refused with a ``SourceError``)."""
+    """The kind of each column of the frame, in the table's order (a column named like one of
+    the frame's own columns is refused with a ``SourceError``)."""
     ordered = sorted(columns, key=lambda c: c.ordinal_position)
     clash = [c.name for c in ordered if c.name in SYSTEM_COLUMNS]
     if clash:
