@@ -216,3 +216,40 @@ def test_options_name_one_frame_and_a_valid_row_bound() -> None:
         LaredoStreamReader(bad)
     with pytest.raises(SourceError, match="named like the change frame's own columns"):
         cdf_kinds("public.t", [ColumnDefinition("_seq", "int8", 1)])
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_a_column_added_while_streaming_fails_the_query_naming_the_fix(
+    spark: Any, pg_database: Any, tmp_path: Any
+) -> None:
+    db = pg_database
+    cfg = _prepare(db, "CREATE TABLE t (id int PRIMARY KEY, s text)")
+    db.execute("INSERT INTO t VALUES (1, 'a')")
+    opts = stream_options(table=T, source_type="postgresql", source_config=cfg, complete_after=0.3)
+    seen: list[int] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = df.collect()
+        seen.extend(r["id"] for r in rows)
+
+    q = (
+        spark.readStream.format("laredo")
+        .options(**opts)
+        .load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    try:
+        from laredo.testing import wait_until
+
+        wait_until(lambda: seen == [1], 120, what="the first row", interval=0.1)
+        db.execute("ALTER TABLE t ADD COLUMN x int")
+        db.execute("INSERT INTO t VALUES (2, 'b', 7)")
+        with pytest.raises(Exception, match="restart the query"):
+            q.awaitTermination(120)
+        assert seen == [1]  # the row with the new column never went out without it
+    finally:
+        q.stop()

@@ -75,6 +75,13 @@ def cdf_schema(kinds: Mapping[str, str]) -> Any:
 def _values(table: str, kinds: Mapping[str, str], row: Row | None, position: str) -> list[Any]:
     if row is None:
         return [None] * len(kinds)
+    if not kinds.keys() >= row.keys():
+        extra = sorted(set(row) - set(kinds))
+        raise SourceError(
+            f"laredo stream: a change of {table} at position {position} has column(s) {extra} "
+            "the frame does not have (the table's columns changed since the query started): "
+            "restart the query (the frame's columns are read when it starts)"
+        )
     out = []
     for name, kind in kinds.items():
         try:

@@ -281,6 +281,8 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._kinds: dict[str, str] = {}
         self._keys: list[str] = []
         self._available_now = False
+        self._found: dict[TableIdentifier, Any] | None = None
+        self._initial: dict[str, Any] | None = None
         self._target: Any = _UNSET
         self.complete_after = float(_opt(self.options, "completeAfter") or "1.0")
         self.replay_timeout = float(_opt(self.options, "replayTimeout") or "120")
@@ -329,9 +331,7 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._thread is not None:
             return
         src = self._src()
-        found = _init(src, self.tables)
-        if self.cdf:
-            self._frame_columns(str(self.tables[0]), _table_columns(found, self.tables[0]))
+        self._init_once()
         from_pos = start
         last = None
         with contextlib.suppress(Exception):
@@ -346,6 +346,15 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         self._last_event_at = time.monotonic()
         self._thread.start()
+
+    def _init_once(self) -> None:
+        """The source's ``init`` (once per reader), and the typed frame's columns."""
+        if self._found is not None:
+            return
+        found = _init(self._src(), self.tables)
+        if self.cdf:
+            self._frame_columns(str(self.tables[0]), _table_columns(found, self.tables[0]))
+        self._found = found
 
     def _frame_columns(self, table: str, cols: list[ColumnDefinition]) -> None:
         self._kinds = cdf_kinds(table, cols)
@@ -446,9 +455,18 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- Spark's side --------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
+        """``startingPosition``, else the source's last acknowledged position (asked after its
+        ``init``), else ``None``; the same answer however often Spark asks (it asks more than
+        once, and a batch from one answer to another would read a range twice)."""
+        if self._initial is None:
+            self._initial = self._first_offset()
+        return dict(self._initial)
+
+    def _first_offset(self) -> dict[str, Any]:
         start = _opt(self.options, "startingPosition")
         if start is None:
             src = self._src()
+            self._init_once()
             with contextlib.suppress(Exception):
                 if src.supports_resume():
                     last = src.last_acked_position()
@@ -545,6 +563,8 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[EventsPartition]:
         begin, stop = self._parse(start), self._parse(end)
+        if stop is None:  # (begin, None]: nothing is at or before None
+            return [EventsPartition(())]
         self._ensure_started(begin)
         deadline = time.monotonic() + self.replay_timeout
         with self._cond:
