@@ -103,8 +103,7 @@ def cdf_rows(
     version: Callable[[Any], int | None],
 ) -> list[tuple[Any, ...]]:
     """The frame's rows of ``events`` (``(serialised position, action name, event)`` in stream
-    order, whole
-    transactions only), with ``_seq`` counted per position."""
+    order, whole transactions only), with ``_seq`` counted per position."""
     out: list[tuple[Any, ...]] = []
     seq = 0
     prev: str | None = None
