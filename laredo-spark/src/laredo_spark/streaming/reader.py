@@ -5,6 +5,13 @@ change: ``position`` (the source's serialised position, ``position_to_string``),
 within the micro-batch), ``table`` (``schema.table``), ``action`` (INSERT, UPDATE, DELETE,
 TRUNCATE, SCHEMA_CHANGE), ``xid``, ``new_values`` / ``old_values`` (typed JSON of the row, see
 :mod:`laredo.serialization`) and ``unchanged_toast`` (JSON list of column names).
+With the ``table`` option (one table) the frame is instead that table's columns as native
+Spark types plus Delta CDF's ``_change_type``, ``_commit_position``, ``_commit_version``,
+``_commit_timestamp``, ``_seq`` (:mod:`.cdf`).
+
+``maxRowsPerTrigger`` is the default read limit (rows of the frame per micro-batch, whole
+transactions only); ``Trigger.AvailableNow`` and ``reportLatestOffset`` (the lag in
+``StreamingQueryProgress``) are supported.
 
 Offsets are ``{"position": <serialised position or null>}``. A micro-batch holds whole
 transactions only: a position is offered once a later position, a heartbeat at or after it, or
@@ -55,24 +62,37 @@ from laredo.secrets import mask_secrets
 from laredo.serialization import encode_columns
 from laredo.types import ChangeAction, ColumnDefinition, SourceConfig, TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from ..kinds import compact_json
+from .cdf import cdf_kinds, cdf_rows, cdf_schema
 from .changes import CHANGE_SCHEMA, encode_row
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_MAX_ROWS",
     "EventsPartition",
     "LaredoStreamDataSource",
     "LaredoStreamReader",
     "build_source",
     "stream_options",
+    "table_schema",
 ]
+
+DEFAULT_MAX_ROWS = 1_000_000
+"""The default ``maxRowsPerTrigger``: rows of the frame in one micro-batch."""
 
 
 def stream_options(
     *,
-    tables: Sequence[TableIdentifier | str],
+    tables: Sequence[TableIdentifier | str] = (),
+    table: TableIdentifier | str | None = None,
     source_type: str | None = None,
     source_config: Mapping[str, Any] | None = None,
     factory: str | None = None,
@@ -83,8 +103,15 @@ def stream_options(
     complete_after: float = 1.0,
     replay_timeout: float = 120.0,
     events_per_partition: int = 50_000,
+    max_rows_per_trigger: int | None = None,
 ) -> dict[str, str]:
     """Options for ``spark.readStream.format("laredo")``.
+
+    ``table`` gives the typed change frame of that one table (:mod:`.cdf`, shaped like Delta's
+    change data feed); ``tables`` the typed-JSON change frame of several tables that
+    ``TargetSink``, ``SnapshotSink`` and ``FileSink`` take. ``max_rows_per_trigger`` bounds a
+    micro-batch (whole transactions only: a larger transaction is never split; 0: no bound;
+    default 1,000,000).
 
     The source is ``laredo.source(source_type, **source_config)`` or
     ``factory(**factory_args)`` (``"package.module:function"``, importable where Spark runs
@@ -101,8 +128,14 @@ def stream_options(
         raise ConfigError("laredo stream: give source_config or source_config_file, not both")
     if factory_args is not None and factory_args_file is not None:
         raise ConfigError("laredo stream: give factory_args or factory_args_file, not both")
+    if (table is None) == (not tables):
+        raise ConfigError(
+            "laredo stream: give exactly one of table (the typed change frame of one table) "
+            "or tables (the typed-JSON frame of several)"
+        )
     opts = {
-        "tables": ",".join(str(t) for t in tables),
+        **({"table": str(table)} if table is not None else {}),
+        **({"tables": ",".join(str(t) for t in tables)} if tables else {}),
         "completeAfter": str(complete_after),
         "replayTimeout": str(replay_timeout),
         "eventsPerPartition": str(events_per_partition),
@@ -116,6 +149,8 @@ def stream_options(
         opts.update(_carry("source.args", factory_args, factory_args_file))
     if starting_position is not None:
         opts["startingPosition"] = starting_position
+    if max_rows_per_trigger is not None:
+        opts["maxRowsPerTrigger"] = str(max_rows_per_trigger)
     return opts
 
 
@@ -143,7 +178,7 @@ def _private_file(data: Mapping[str, Any]) -> str:
 
 def _json_option(options: Mapping[str, str], key: str) -> dict[str, Any]:
     """The JSON object of option ``key``, or of the file option ``<key>File`` names."""
-    path = options.get(f"{key}File")
+    path = _opt(options, f"{key}File")  # Spark hands the keys over lower-cased
     if path is None:
         return dict(json.loads(options.get(key) or "{}"))
     try:
@@ -170,11 +205,75 @@ def build_source(options: Mapping[str, str]) -> Any:
 
 
 def _tables(options: Mapping[str, str]) -> list[TableIdentifier]:
+    one = (options.get("table") or "").strip()
+    if one:
+        if (options.get("tables") or "").strip():
+            raise ConfigError(
+                "laredo stream: set the 'table' option (typed change frame of one table) or "
+                "'tables' (typed-JSON frame of several), not both"
+            )
+        return [TableIdentifier.parse(one)]
     text = options.get("tables") or ""
     tables = [TableIdentifier.parse(t.strip()) for t in text.split(",") if t.strip()]
     if not tables:
-        raise ConfigError("laredo stream: the 'tables' option names no table ('schema.table,...')")
+        raise ConfigError(
+            "laredo stream: set the 'table' option ('schema.table') or 'tables' "
+            "('schema.table,...')"
+        )
     return tables
+
+
+def _opt(options: Mapping[str, str], key: str) -> str | None:
+    """An option by its documented name; Spark hands the options over with their keys
+    lower-cased (a case-insensitive dict that ``dict()`` flattens)."""
+    if key in options:
+        return options[key]
+    return options.get(key.lower())
+
+
+def _max_rows(options: Mapping[str, str]) -> int:
+    text = _opt(options, "maxRowsPerTrigger") or str(DEFAULT_MAX_ROWS)
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ConfigError(
+            f"laredo stream: maxRowsPerTrigger must be an integer >= 0 (0: no bound), not {text!r}"
+        )
+    return n
+
+
+def _init(src: Any, tables: list[TableIdentifier]) -> dict[TableIdentifier, Any]:
+    found = src.init(SourceConfig(list(tables)))
+    problems = [str(p) for p in src.validate_tables(tables)]
+    if problems:
+        raise ConfigError([f"laredo stream: {p}" for p in problems])
+    return dict(found or {})
+
+
+def _table_columns(found: Mapping[TableIdentifier, Any], table: TableIdentifier) -> list[Any]:
+    cols = list(found.get(table) or ())
+    if not cols:
+        raise ConfigError(f"laredo stream: the source reports no columns for table {table}")
+    return cols
+
+
+def table_schema(options: Mapping[str, str]) -> Any:
+    """The Spark schema of the ``table`` option's frame (the source's ``init`` gives the
+    columns; the source is closed again)."""
+    table = _tables(options)[0]
+    src = build_source(options)
+    try:
+        return cdf_schema(cdf_kinds(str(table), _table_columns(_init(src, [table]), table)))
+    finally:
+        with contextlib.suppress(Exception):
+            src.close()
+
+
+def _version(position: Any) -> int | None:
+    """A position as ``_commit_version``: itself when it is an integer (a PostgreSQL LSN)."""
+    return position if type(position) is int else None
 
 
 @dataclass(frozen=True)
@@ -182,6 +281,14 @@ class EventsPartition(InputPartition):
     """Changes shipped to an executor, already encoded as output tuples."""
 
     rows: tuple[tuple[Any, ...], ...]
+
+
+_UNSET: Any = object()
+
+
+def _action(ev: Any) -> str:
+    action = ev.action
+    return action.name if isinstance(action, ChangeAction) else str(action)
 
 
 class _Handler:
@@ -205,6 +312,9 @@ class _Handler:
         new_columns: Sequence[ColumnDefinition],
         position: Any,
     ) -> None:
+        if self.reader.cdf:
+            self.reader._schema_changed(table, new_columns, position)
+            return
         ev = (
             position,
             str(table),
@@ -217,15 +327,24 @@ class _Handler:
         self.reader._add_raw([ev])
 
 
-class LaredoStreamReader(DataSourceStreamReader):
+class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """See the module docstring. One instance per query run, in Spark's stream-reader process."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Any = None) -> None:
         self.options = dict(options)
         self.tables = _tables(self.options)
-        self.complete_after = float(self.options.get("completeAfter", "1.0"))
-        self.replay_timeout = float(self.options.get("replayTimeout", "120"))
-        self.per_partition = max(1, int(self.options.get("eventsPerPartition", "50000")))
+        self.cdf = bool((self.options.get("table") or "").strip())
+        self.max_rows = _max_rows(self.options)
+        self._schema = schema  # the frame's schema Spark planned with (cdf only)
+        self._kinds: dict[str, str] = {}
+        self._keys: list[str] = []
+        self._available_now = False
+        self._found: dict[TableIdentifier, Any] | None = None
+        self._initial: dict[str, Any] | None = None
+        self._target: Any = _UNSET
+        self.complete_after = float(_opt(self.options, "completeAfter") or "1.0")
+        self.replay_timeout = float(_opt(self.options, "replayTimeout") or "120")
+        self.per_partition = max(1, int(_opt(self.options, "eventsPerPartition") or "50000"))
         self._cond = threading.Condition()
         self._events: list[tuple[Any, ...]] = []  # (position, table, action, xid, new, old, toast)
         self._last_pos: Any = None
@@ -270,10 +389,7 @@ class LaredoStreamReader(DataSourceStreamReader):
         if self._thread is not None:
             return
         src = self._src()
-        src.init(SourceConfig(list(self.tables)))
-        problems = [str(p) for p in src.validate_tables(self.tables)]
-        if problems:
-            raise ConfigError([f"laredo stream: {p}" for p in problems])
+        self._init_once()
         from_pos = start
         last = None
         with contextlib.suppress(Exception):
@@ -286,7 +402,45 @@ class LaredoStreamReader(DataSourceStreamReader):
         self._thread = threading.Thread(
             target=self._run, args=(from_pos,), name="laredo-spark-stream", daemon=True
         )
+        self._last_event_at = time.monotonic()
         self._thread.start()
+
+    def _init_once(self) -> None:
+        """The source's ``init`` (once per reader), and the typed frame's columns."""
+        if self._found is not None:
+            return
+        found = _init(self._src(), self.tables)
+        if self.cdf:
+            self._frame_columns(str(self.tables[0]), _table_columns(found, self.tables[0]))
+        self._found = found
+
+    def _frame_columns(self, table: str, cols: list[ColumnDefinition]) -> None:
+        self._kinds = cdf_kinds(table, cols)
+        self._keys = [
+            c.name for c in sorted(cols, key=lambda c: c.primary_key_ordinal) if c.primary_key
+        ]
+        if self._schema is not None and cdf_schema(self._kinds) != self._schema:
+            raise SourceError(
+                f"laredo stream: the columns of {table} are now {self._kinds}, not those of the "
+                "frame the query was planned with: restart the query (or give no .schema())"
+            )
+
+    def _schema_changed(self, table: TableIdentifier, cols: Sequence[Any], position: Any) -> None:
+        """A schema change of the frame's table: nothing to do when its frame is the same,
+        else an error from the batch that reaches it (the frame's columns are fixed)."""
+        try:
+            same = cdf_kinds(str(table), list(cols)) == self._kinds
+        except SourceError:
+            same = False
+        msg = None
+        if not same:
+            names = [c.name for c in cols]
+            msg = (
+                f"laredo stream: the columns of {table} changed at position "
+                f"{self._src().position_to_string(position)} (now {names}); the typed frame's "
+                "columns are read when the query starts: restart the query"
+            )
+        self._add_raw([(position, str(table), "SCHEMA_CHANGE", msg)])
 
     def _run(self, from_pos: Any) -> None:
         try:
@@ -299,14 +453,16 @@ class LaredoStreamReader(DataSourceStreamReader):
                     self._cond.notify_all()
 
     def _add(self, events: Sequence[Any]) -> None:
+        if self.cdf:
+            self._add_raw([(ev.position, str(ev.table), _action(ev), ev) for ev in events])
+            return
         raw = []
         for ev in events:
-            action = ev.action
             raw.append(
                 (
                     ev.position,
                     str(ev.table),
-                    action.name if isinstance(action, ChangeAction) else str(action),
+                    _action(ev),
                     int(ev.xid or 0),
                     encode_row(ev.new_values),
                     encode_row(ev.old_values),
@@ -357,9 +513,18 @@ class LaredoStreamReader(DataSourceStreamReader):
 
     # -- Spark's side --------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
-        start = self.options.get("startingPosition")
+        """``startingPosition``, else the source's last acknowledged position (asked after its
+        ``init``), else ``None``; the same answer however often Spark asks (it asks more than
+        once, and a batch from one answer to another would read a range twice)."""
+        if self._initial is None:
+            self._initial = self._first_offset()
+        return dict(self._initial)
+
+    def _first_offset(self) -> dict[str, Any]:
+        start = _opt(self.options, "startingPosition")
         if start is None:
             src = self._src()
+            self._init_once()
             with contextlib.suppress(Exception):
                 if src.supports_resume():
                     last = src.last_acked_position()
@@ -369,21 +534,73 @@ class LaredoStreamReader(DataSourceStreamReader):
         self._src().position_from_string(start)  # validate now
         return {"position": start}
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``ReadMaxRows(maxRowsPerTrigger)`` (default 1,000,000), or all available for 0."""
+        return ReadMaxRows(self.max_rows) if self.max_rows > 0 else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``Trigger.AvailableNow``: the query ends at the newest complete position delivered
+        when the source first sends a heartbeat (PostgreSQL: the server's position, with
+        every change before it delivered), or, for a source without heartbeats, once it has
+        delivered something and then been quiet for ``completeAfter`` seconds (at most
+        ``replayTimeout`` seconds). Changes committed later are left to the next run."""
+        self._available_now = True
+        self._target = _UNSET
+
+    def _available_target(self) -> Any:
+        """The end of an ``AvailableNow`` run (call with the lock)."""
+        deadline = time.monotonic() + self.replay_timeout
+        while True:
+            self._check()
+            now = time.monotonic()
+            quiet = now - self._last_event_at
+            if (
+                self._heartbeat_pos is not None
+                or (self._last_pos is not None and quiet >= self.complete_after)
+                or now >= deadline
+            ):
+                return self._complete()
+            self._cond.wait(min(0.2, deadline - now) + 0.01)
+
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         begin = self._parse(start)
         self._ensure_started(begin)
         max_rows = getattr(limit, "max_rows", None)
         with self._cond:
             self._check()
+            if self._available_now and self._target is _UNSET:
+                self._target = self._available_target()
             end = self._complete()
+            if self._available_now and (
+                self._target is None or (end is not None and self._cmp(end, self._target) > 0)
+            ):
+                end = self._target
             if end is None or self._cmp(end, begin) <= 0:
                 return dict(start)
             if isinstance(max_rows, int) and max_rows > 0:
                 end = self._cap(begin, end, max_rows)
             return self._offset(end)
 
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The newest complete position the source has delivered (Spark reports it as the
+        source's ``latestOffset`` in ``StreamingQueryProgress``: the lag is its distance to
+        ``endOffset``); ``None`` before the source has delivered anything."""
+        with self._cond:
+            done = self._complete()
+        return None if done is None else self._offset(done)
+
+    def _weight(self, ev: tuple[Any, ...]) -> int:
+        """Rows of the frame one stored event becomes."""
+        if not self.cdf:
+            return 1
+        return {"UPDATE": 2, "SCHEMA_CHANGE": 0}.get(ev[2], 1)
+
     def _cap(self, begin: Any, end: Any, max_rows: int) -> Any:
-        n = 0
+        """The highest position up to ``end`` whose batch holds at most ``max_rows`` rows (at
+        least one whole transaction, however large)."""
+        total = 0
+        chosen = None  # the last position whose transaction fits
+        pos_rows = 0  # rows of the transaction at `last`
         last = None
         for ev in self._events:
             pos = ev[0]
@@ -391,14 +608,21 @@ class LaredoStreamReader(DataSourceStreamReader):
                 continue
             if self._cmp(pos, end) > 0:
                 break
-            if n >= max_rows and last is not None and self._cmp(pos, last) > 0:
-                return last
-            n += 1
+            if last is not None and self._cmp(pos, last) > 0:
+                if chosen is not None and total + pos_rows > max_rows:
+                    return chosen
+                total += pos_rows
+                chosen, pos_rows = last, 0
             last = pos
+            pos_rows += self._weight(ev)
+        if last is not None and chosen is not None and total + pos_rows > max_rows:
+            return chosen
         return end
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[EventsPartition]:
         begin, stop = self._parse(start), self._parse(end)
+        if stop is None:  # (begin, None]: nothing is at or before None
+            return [EventsPartition(())]
         self._ensure_started(begin)
         deadline = time.monotonic() + self.replay_timeout
         with self._cond:
@@ -417,18 +641,34 @@ class LaredoStreamReader(DataSourceStreamReader):
                 self._cond.wait(min(left, 0.2))
             rows: list[tuple[Any, ...]] = []
             src = self._src()
+            picked = []
             for ev in self._events:
                 pos = ev[0]
                 if begin is not None and self._cmp(pos, begin) <= 0:
                     continue
                 if stop is not None and self._cmp(pos, stop) > 0:
                     break
-                rows.append((src.position_to_string(pos), len(rows), *ev[1:]))
+                picked.append(ev)
+            if self.cdf:
+                rows = self._cdf_rows(picked)
+            else:
+                rows = [(src.position_to_string(ev[0]), i, *ev[1:]) for i, ev in enumerate(picked)]
         chunks = [
             EventsPartition(tuple(rows[i : i + self.per_partition]))
             for i in range(0, len(rows), self.per_partition)
         ]
         return chunks or [EventsPartition(())]
+
+    def _cdf_rows(self, picked: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        src = self._src()
+        events = []
+        for pos, _table, action, ev in picked:
+            if action == "SCHEMA_CHANGE":
+                if ev is not None:
+                    raise SourceError(ev)
+                continue
+            events.append((src.position_to_string(pos), action, ev))
+        return cdf_rows(str(self.tables[0]), self._kinds, self._keys, events, _version)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, EventsPartition)
@@ -465,8 +705,11 @@ class LaredoStreamDataSource(DataSource):
     def name(cls) -> str:
         return "laredo"
 
-    def schema(self) -> str:
+    def schema(self) -> Any:
+        if (self.options.get("table") or "").strip():
+            return table_schema(self.options)
         return CHANGE_SCHEMA
 
     def streamReader(self, schema: Any) -> LaredoStreamReader:
-        return LaredoStreamReader(self.options)
+        cdf = bool((self.options.get("table") or "").strip())
+        return LaredoStreamReader(self.options, schema if cdf else None)
