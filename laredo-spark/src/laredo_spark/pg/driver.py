@@ -146,10 +146,6 @@ def run_pg_baseline(
         p.table = t
         if t not in tables:
             tables.append(t)
-    slices_source = slices_data_source(opts)  # tasks connect with the source's own options
-    for ds in (slices_source, *sink.data_sources):  # also for sessions built elsewhere
-        spark.dataSource.register(ds)
-    n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
     phases: dict[str, float] = {}
     mark = time.monotonic()
 
@@ -168,6 +164,11 @@ def run_pg_baseline(
     finally:
         src.close()
     phase("init")
+    # Spark is used only once the checks passed
+    slices_source = slices_data_source(opts)  # tasks connect with the source's own options
+    for ds in (slices_source, *sink.data_sources):  # also for sessions built elsewhere
+        spark.dataSource.register(ds)
+    n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
     row_filters = {
         TableIdentifier.parse(k): v.row_filter
         for k, v in opts.publication.tables.items()
