@@ -116,6 +116,60 @@ def check_sizes(label: str, partitions: int | None, fetch_size: int, max_slice_p
     _check_positive(label, "max_slice_pages", max_slice_pages)
 
 
+class _Phases:
+    """Seconds per named phase, each measured from the end of the one before."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def end(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._mark
+        self._mark = now
+
+
+def _tables(pipes: Sequence[Pipeline]) -> list[TableIdentifier]:
+    """The pipelines' tables, each once, in order (each ``p.table`` becomes a
+    ``TableIdentifier``)."""
+    tables: list[TableIdentifier] = []
+    for p in pipes:
+        t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
+        p.table = t
+        if t not in tables:
+            tables.append(t)
+    return tables
+
+
+def _init_source(
+    src: Any,
+    pipes: Sequence[Pipeline],
+    tables: Sequence[TableIdentifier],
+    sink: BaselineSink,
+    source_id: str,
+) -> dict[TableIdentifier, Any]:
+    """The sink's checks, then the source's ``init`` (publication, columns) and table
+    validation; closes the source."""
+    label = sink.label
+    try:
+        sink.check(pipes, source_id)
+        columns: dict[TableIdentifier, Any] = src.init(SourceConfig(list(tables)))
+        problems = [str(e) for e in src.validate_tables(tables)]
+        if problems:
+            raise ConfigError([f"{label}: {p}" for p in problems])
+    finally:
+        src.close()
+    return columns
+
+
+def _frame(spark: Any, source_name: str, plan: dict[str, Any], p: Pipeline) -> LaredoFrame:
+    """The frame that reads ``plan``'s slices in tasks, with ``p``'s filters and transforms."""
+    table = p.table
+    assert isinstance(table, TableIdentifier)
+    df = spark.read.format(source_name).option("plan", json.dumps(plan))
+    return apply_chain(LaredoFrame(df.load(), plan["kinds"], table), p.filters, p.transforms)
+
+
 def run_pg_baseline(
     spark: Any,
     source: Any,
@@ -131,7 +185,7 @@ def run_pg_baseline(
     ``slot_mode = stateful``) into ``sink`` (see the module docstring). ``partitions`` (default:
     Spark's default parallelism) is the least number of ctid slices per table; big tables get
     more so that no slice exceeds ``max_slice_pages`` pages. The existing slot, if any, is
-    dropped and re-created (it must not be in use)."""
+    dropped and re-created (it must not be in use). Spark is used only once the checks pass."""
     label = sink.label
     check_sizes(label, partitions, fetch_size, max_slice_pages)
     src = source_from(source, label)
@@ -140,31 +194,10 @@ def run_pg_baseline(
     if not pipes:
         raise ConfigError(f"{label}: no pipelines given")
     sid = source_id or pipes[0].source_id
-    tables: list[TableIdentifier] = []
-    for p in pipes:
-        t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
-        p.table = t
-        if t not in tables:
-            tables.append(t)
-    phases: dict[str, float] = {}
-    mark = time.monotonic()
-
-    def phase(name: str) -> None:
-        nonlocal mark
-        now = time.monotonic()
-        phases[name] = phases.get(name, 0.0) + now - mark
-        mark = now
-
-    try:
-        sink.check(pipes, sid)
-        columns = src.init(SourceConfig(list(tables)))
-        problems = [str(e) for e in src.validate_tables(tables)]
-        if problems:
-            raise ConfigError([f"{label}: {p}" for p in problems])
-    finally:
-        src.close()
-    phase("init")
-    # Spark is used only once the checks passed
+    tables = _tables(pipes)
+    phases = _Phases()
+    columns = _init_source(src, pipes, tables, sink, sid)
+    phases.end("init")
     slices_source = slices_data_source(opts)  # tasks connect with the source's own options
     for ds in (slices_source, *sink.data_sources):  # also for sessions built elsewhere
         spark.dataSource.register(ds)
@@ -178,42 +211,32 @@ def run_pg_baseline(
     try:
         with slot as snap:
             slices, zone = plan_slices(opts, snap.snapshot_name, tables, n_parts, max_slice_pages)
-            phase("slot")
+            phases.end("slot")
             for i, p in enumerate(pipes):
                 table = p.table
                 assert isinstance(table, TableIdentifier)
                 cols = tuple(columns.get(table, ()))
-                kinds = {c.name: kind_of_column(c, zone) for c in cols}
                 plan = {
                     "snapshot": snap.snapshot_name,
                     "schema": table.schema,
                     "table": table.table,
-                    "kinds": kinds,
+                    "kinds": {c.name: kind_of_column(c, zone) for c in cols},
                     "slices": slices[table],
                     "row_filter": row_filters.get(table),
                     "fetch_size": fetch_size,
                 }
-                df = spark.read.format(slices_source.name()).option("plan", json.dumps(plan))
-                frame = apply_chain(LaredoFrame(df.load(), kinds, table), p.filters, p.transforms)
-                sink.write(
-                    spark,
-                    PipelineFrame(
-                        i,
-                        p,
-                        table,
-                        cols,
-                        frame,
-                        len(slices[table]),
-                        snap.position,
-                        snap.consistent_point,
-                    ),
+                frame = _frame(spark, slices_source.name(), plan, p)
+                n_slices = len(slices[table])
+                job = PipelineFrame(
+                    i, p, table, cols, frame, n_slices, snap.position, snap.consistent_point
                 )
+                sink.write(spark, job)
             position = snap.position
-        phase("write")
+        phases.end("write")
         sink.commit(sid, position)
-        phase("commit")
+        phases.end("commit")
     except BaseException:
         sink.abort()
         slot.drop()
         raise
-    return PlannedBaseline(position, phases)
+    return PlannedBaseline(position, phases.seconds)
