@@ -19,22 +19,20 @@ from laredo_source_pg import (
     import_snapshot,
     parse_lsn,
 )
+from laredo_source_pg.catalog import slot_row
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.testing import wait_until
 
 pytestmark = pytest.mark.integration
 
 
-def _slot(db: PgTestDb, name: str) -> tuple[Any, ...] | None:
-    rows = db.execute(
-        "SELECT temporary, active_pid IS NOT NULL, confirmed_flush_lsn::text "
-        "FROM pg_replication_slots WHERE slot_name = %s",
-        (name,),
-    )
-    if not rows:
+def _slot(db: PgTestDb, name: str) -> tuple[bool, bool, int] | None:
+    """(temporary, active, confirmed position) of slot ``name``, or None."""
+    with db.connect(autocommit=True) as conn:
+        row = slot_row(conn, name)
+    if row is None:
         return None
-    temporary, active, confirmed = rows[0]
-    return temporary, active, parse_lsn(confirmed)
+    return row.temporary, row.active, parse_lsn(row.confirmed or "0/0")
 
 
 def test_an_exported_snapshot_is_what_importers_read_and_its_slot_outlives_the_block(
