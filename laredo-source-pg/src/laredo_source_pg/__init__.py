@@ -3,8 +3,10 @@
 ``PostgresSource`` (plugin name ``postgresql``) with its options models, LSN helpers, and an
 embedded PostgreSQL launcher (:mod:`laredo_source_pg.embedded`) used by tests and benchmarks.
 ``connect(options, replication=...)`` opens a connection the way the source does (for runners
-such as Spark). The source, its options and ``connect`` import psycopg lazily (on first
-attribute access).
+such as Spark); the slot API (``ExportedSnapshot``/``export_snapshot``, ``create_slot``,
+``import_snapshot``, ``drop_if_inactive``: :mod:`laredo_source_pg.slot`) is the one place slots and
+their snapshots are made, imported and dropped. These import psycopg lazily (on first attribute
+access).
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ if TYPE_CHECKING:
         PublicationTableOptions,
         ReconnectOptions,
     )
+    from .slot import (
+        ExportedSnapshot,
+        create_slot,
+        drop_if_inactive,
+        export_snapshot,
+        import_snapshot,
+    )
     from .source import PostgresSource
 
 __version__ = "0.1.0"
@@ -30,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "EmbeddedPostgres",
     "EmbeddedPostgresError",
+    "ExportedSnapshot",
     "PostgresNotFoundError",
     "PostgresSource",
     "PostgresSourceOptions",
@@ -38,8 +48,12 @@ __all__ = [
     "ReconnectOptions",
     "__version__",
     "connect",
+    "create_slot",
+    "drop_if_inactive",
+    "export_snapshot",
     "find_bindir",
     "format_lsn",
+    "import_snapshot",
     "parse_lsn",
 ]
 
@@ -50,6 +64,11 @@ _LAZY = {
     "PublicationOptions": "options",
     "PublicationTableOptions": "options",
     "ReconnectOptions": "options",
+    "ExportedSnapshot": "slot",
+    "create_slot": "slot",
+    "drop_if_inactive": "slot",
+    "export_snapshot": "slot",
+    "import_snapshot": "slot",
 }
 
 

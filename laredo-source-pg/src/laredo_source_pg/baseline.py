@@ -32,13 +32,13 @@ from psycopg import pq, sql
 from psycopg.types.string import TextLoader
 
 from .binary import binary_plan, check_raw_range, rejected_row
-from .catalog import Catalog, Connections, quote_ident, quote_literal, table_sql
+from .catalog import Catalog, Connections, table_sql
 from .dsn import mask_text
 from .failover import standby
-from .lsn import format_lsn, parse_lsn
+from .lsn import format_lsn
 from .options import PostgresSourceOptions
 from .partitions import partition_fingerprints
-from .slot import SlotManager, log_standby_wait
+from .slot import ExportedSnapshot, SlotManager, import_snapshot, log_standby_wait
 from .values import load_or_mark
 
 logger = logging.getLogger(__name__)
@@ -191,6 +191,7 @@ class BaselineReader:
         self._conns = conns
         self._catalog = catalog
         self._slots = slots
+        self._options = options
         self._slot_name = options.slot_name
         self._stateful = options.stateful
         self._batch_size = options.batch_size
@@ -216,7 +217,7 @@ class BaselineReader:
         slots = self._slots
         snapshot: str | None = None
         position: int | None = None
-        helper: psycopg.Connection[Any] | None = None
+        helper: ExportedSnapshot | None = None
         copy_from: str | None = None
         if new_slot and not self._stateful:
             if slots.exists:
@@ -239,8 +240,7 @@ class BaselineReader:
         total = 0
         try:
             assert snapshot is not None and position is not None
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            conn.execute(f"SET TRANSACTION SNAPSHOT {quote_literal(snapshot)}")
+            import_snapshot(conn, snapshot)
             # the partitions this baseline reads (a later change of them means a re-baseline)
             catalog.partitions.update(partition_fingerprints(conn, tables))
             if helper is not None and copy_from is None:
@@ -283,8 +283,7 @@ class BaselineReader:
         try:
             conn = self._conns.connect()
             try:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                conn.execute(f"SET TRANSACTION SNAPSHOT {quote_literal(snapshot)}")
+                import_snapshot(conn, snapshot)
                 query = sql.SQL("SELECT count(*) FROM {}").format(table_sql(table))
                 rf = self._catalog.row_filters.get(table)
                 if rf:
@@ -301,25 +300,22 @@ class BaselineReader:
             helper.close()
         return (int(row[0]) if row is not None else 0), position
 
-    def helper_snapshot(self) -> tuple[psycopg.Connection[Any], int, str, str]:
+    def helper_snapshot(self) -> tuple[ExportedSnapshot, int, str, str]:
         """A temporary slot on a new replication connection, exporting a snapshot.
 
-        Returns (the connection: the snapshot lives while it is open, the consistent point,
+        Returns (the open slot: the snapshot lives until it is closed, the consistent point,
         the snapshot name, the temporary slot's name)."""
-        helper = self._conns.connect(replication=True)
         name = f"{self._slot_name[:40]}_r{os.getpid()}_{int(time.time() * 1000) % 10**8}"
         if standby(self._conns.query()):
             log_standby_wait(name)
-        try:
-            row = helper.execute(
-                f"CREATE_REPLICATION_SLOT {quote_ident(name)} TEMPORARY LOGICAL pgoutput "
-                "EXPORT_SNAPSHOT"
-            ).fetchone()
-        except BaseException:
-            helper.close()
-            raise
-        assert row is not None
-        return helper, parse_lsn(row[1]), str(row[2]), name
+        helper = ExportedSnapshot(
+            self._options,
+            name,
+            temporary=True,
+            replace=False,
+            repl=lambda: self._conns.connect(replication=True),
+        ).__enter__()
+        return helper, helper.consistent_point, helper.snapshot_name, name
 
     def copy_table(
         self,

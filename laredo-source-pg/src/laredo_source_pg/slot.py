@@ -6,6 +6,11 @@ ephemeral source's slot is ``TEMPORARY`` and goes with its connection. A statefu
 PostgreSQL invalidated (``wal_status = lost``) is dropped and re-created (with a re-baseline)
 or reported, per ``on_slot_invalidated``.
 
+Every statement that creates, drops or imports a slot's snapshot is spelled here once, for the
+source, its reload helper and runners such as Spark: :func:`create_slot` (waits for a temporary
+slot of the same name to go), :func:`import_snapshot`, :func:`drop_if_inactive` and
+:class:`ExportedSnapshot` (:func:`export_snapshot`).
+
 The lease is a session-level advisory lock keyed by the slot name, held on its own connection
 for the life of the source: a second process waits in ``init`` and takes over when the holder
 goes away.
@@ -18,12 +23,14 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from laredo.errors import ConfigError, SourceError
+from laredo.errors import ConfigError, LaredoError, SourceError
+from psycopg import sql
 
-from .catalog import Connections, SlotRow, quote_ident, quote_literal, slot_row
+from .catalog import Connections, SlotRow, connect, quote_ident, quote_literal, slot_row
 from .dsn import mask_text
 from .failover import standby
 from .lsn import format_lsn, parse_lsn
@@ -31,9 +38,78 @@ from .options import PostgresSourceOptions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Lease", "SlotManager", "log_standby_wait"]
+__all__ = [
+    "ExportedSnapshot",
+    "Lease",
+    "SlotManager",
+    "create_slot",
+    "drop_if_inactive",
+    "export_snapshot",
+    "import_snapshot",
+    "log_standby_wait",
+]
 
 _PG17 = 170000
+_TEMP_SLOT_WAIT = 10.0
+"""Seconds a new temporary slot waits for an old one of its name to go (see create_slot)."""
+
+
+def create_slot(
+    repl: Callable[[], psycopg.Connection[Any]],
+    name: str,
+    *,
+    temporary: bool,
+    export: bool,
+    failover: bool = False,
+) -> tuple[int, str | None]:
+    """``CREATE_REPLICATION_SLOT name [TEMPORARY] LOGICAL pgoutput`` on the replication
+    connection ``repl()`` returns; returns (consistent point, exported snapshot or None).
+
+    ``failover`` uses PostgreSQL 17's option list. A temporary slot lives until its old
+    session has fully exited on the server, which can trail the client's close: a temporary
+    slot whose name is still taken is retried for up to 10 s. psycopg errors propagate."""
+    snap = " EXPORT_SNAPSHOT" if export else " NOEXPORT_SNAPSHOT"
+    if failover:
+        snap = f" (SNAPSHOT '{'export' if export else 'nothing'}', FAILOVER true)"
+    query = sql.SQL("CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput{}").format(
+        sql.Identifier(name), sql.SQL(" TEMPORARY" if temporary else ""), sql.SQL(snap)
+    )
+    deadline = time.monotonic() + _TEMP_SLOT_WAIT
+    while True:
+        try:
+            row = repl().execute(query).fetchone()
+            break
+        except psycopg.errors.DuplicateObject:
+            if not temporary or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    assert row is not None
+    return parse_lsn(str(row[1])), (str(row[2]) if export else None)
+
+
+def import_snapshot(conn: psycopg.Connection[Any], snapshot: str) -> None:
+    """Begin a ``REPEATABLE READ READ ONLY`` transaction on ``conn`` (autocommit) that sees
+    the exported ``snapshot``; the caller commits or rolls back."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+
+
+def drop_if_inactive(conn: psycopg.Connection[Any], name: str) -> bool | None:
+    """Drop slot ``name`` unless a session holds it: True (dropped), False (active: left
+    alone), None (no such slot)."""
+    row = conn.execute(
+        "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (name,)
+    ).fetchone()
+    if row is None:
+        return None
+    if row[0] is not None:
+        return False
+    conn.execute(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+        "WHERE slot_name = %s AND active_pid IS NULL",
+        (name,),
+    )
+    return True
 
 
 class SlotManager:
@@ -163,21 +239,12 @@ class SlotManager:
         """Drop the slot (waiting for our own walsender to let go of it)."""
         conn = self._conns.query()
         for _ in range(100):
-            row = conn.execute(
-                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s",
-                (self.name,),
-            ).fetchone()
-            if row is None:
+            if drop_if_inactive(conn, self.name) is not False:
                 break
-            if row[0] is not None:
-                if self._conns.repl_open:
-                    # Our own walsender: closing our replication connection frees the slot.
-                    self._conns.close_repl()
-                time.sleep(0.05)
-                continue
-            with contextlib.suppress(psycopg.errors.UndefinedObject):
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (self.name,))
-            break
+            if self._conns.repl_open:
+                # Our own walsender: closing our replication connection frees the slot.
+                self._conns.close_repl()
+            time.sleep(0.05)
         else:
             raise SourceError(
                 f"replication slot {self.name!r} stays active in another session; stop "
@@ -190,37 +257,22 @@ class SlotManager:
         """``CREATE_REPLICATION_SLOT`` on the replication connection.
 
         Returns (consistent point, exported snapshot name or None)."""
-        temp = "" if self.stateful else " TEMPORARY"
-        snap = " EXPORT_SNAPSHOT" if export else " NOEXPORT_SNAPSHOT"
         failover = self.stateful and self._failover_possible()
-        if failover:  # PostgreSQL 17's option list
-            snap = f" (SNAPSHOT '{'export' if export else 'nothing'}', FAILOVER true)"
         if standby(self._conns.query()):
             log_standby_wait(self.name)
-        deadline = time.monotonic() + 10.0
-        while True:
-            repl = self._conns.repl()
-            try:
-                row = repl.execute(
-                    f"CREATE_REPLICATION_SLOT {quote_ident(self.name)}{temp} LOGICAL pgoutput{snap}"
-                ).fetchone()
-                break
-            except psycopg.errors.DuplicateObject as exc:
-                # A temporary slot lives until its old session has fully exited on the
-                # server, which can trail our close() of that connection: wait for it.
-                if self.stateful or time.monotonic() > deadline:
-                    raise SourceError(
-                        f"postgresql source: could not create replication slot "
-                        f"{self.name!r}: {mask_text(str(exc)).strip()}"
-                    ) from None
-                time.sleep(0.05)
-            except psycopg.Error as exc:
-                raise SourceError(
-                    f"postgresql source: could not create replication slot {self.name!r}: "
-                    f"{mask_text(str(exc)).strip()}"
-                ) from None
-        assert row is not None
-        lsn = parse_lsn(row[1])
+        try:
+            lsn, snapshot = create_slot(
+                self._conns.repl,
+                self.name,
+                temporary=not self.stateful,
+                export=export,
+                failover=failover,
+            )
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source: could not create replication slot {self.name!r}: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
         self._adopt(lsn)
         self.failover = failover
         logger.info(
@@ -229,7 +281,7 @@ class SlotManager:
             self.name,
             format_lsn(lsn),
         )
-        return lsn, (row[2] if export else None)
+        return lsn, snapshot
 
     def copy_from(self, conn: psycopg.Connection[Any], source_slot: str, position: int) -> None:
         """Create the slot as a copy of ``source_slot`` (a temporary slot whose consistent point
@@ -321,3 +373,112 @@ class Lease:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+
+class ExportedSnapshot:
+    """A logical slot created with an exported snapshot, kept importable while open.
+
+    ``with ExportedSnapshot(options, "slot") as snap:`` (``options``: the source's
+    ``PostgresSourceOptions``) creates the slot (dropping an inactive slot of that name first
+    when ``replace``) and holds its replication connection open until the block ends (or
+    :meth:`close`): ``snap.snapshot_name`` is what :func:`import_snapshot` takes and
+    ``snap.consistent_point`` (an LSN int) is where the slot's stream starts, no gap and no
+    duplicate. The slot outlives the block unless ``temporary``. ``repl`` opens the replication
+    connection (default: :func:`~laredo_source_pg.connect` with ``options``).
+    """
+
+    def __init__(
+        self,
+        options: PostgresSourceOptions,
+        slot_name: str,
+        *,
+        temporary: bool = False,
+        replace: bool = True,
+        repl: Callable[[], psycopg.Connection[Any]] | None = None,
+    ) -> None:
+        self.options = options
+        self.slot_name = slot_name
+        self.temporary = temporary
+        self.replace = replace
+        self.snapshot_name = ""
+        self.consistent_point = 0
+        self.created = False
+        self._open_repl = repl or (lambda: connect(options, replication=True))
+        self._repl: psycopg.Connection[Any] | None = None
+
+    @property
+    def position(self) -> str:
+        """The consistent point as text (``X/XXXXXXXX``)."""
+        return format_lsn(self.consistent_point)
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._repl is None:
+            self._repl = self._open_repl()
+        return self._repl
+
+    def __enter__(self) -> ExportedSnapshot:
+        if self.replace:
+            self._drop_existing()
+        try:
+            lsn, snapshot = create_slot(
+                self._connection, self.slot_name, temporary=self.temporary, export=True
+            )
+        except (psycopg.Error, LaredoError) as exc:
+            self.close()
+            raise SourceError(
+                f"cannot create replication slot {self.slot_name!r} with an exported snapshot: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        self.created = True
+        self.consistent_point = lsn
+        self.snapshot_name = str(snapshot)
+        logger.info(
+            "created slot %s at %s, exported snapshot %s",
+            self.slot_name,
+            self.position,
+            self.snapshot_name,
+        )
+        return self
+
+    def _drop_existing(self) -> None:
+        with connect(self.options) as conn:
+            dropped = drop_if_inactive(conn, self.slot_name)
+        if dropped is False:
+            raise SourceError(
+                f"replication slot {self.slot_name!r} is in use by another consumer; stop it "
+                "before a baseline re-creates the slot"
+            )
+        if dropped:
+            logger.info("dropped existing replication slot %s for a new baseline", self.slot_name)
+
+    def drop(self) -> None:
+        """Drop the slot this created, if inactive (best effort, logged): after a failure."""
+        if not self.created:
+            return
+        self.close()
+        try:
+            with connect(self.options) as conn:
+                drop_if_inactive(conn, self.slot_name)
+            logger.info("dropped replication slot %s of the failed baseline", self.slot_name)
+        except Exception as exc:
+            logger.warning(
+                "could not drop replication slot %s: %s", self.slot_name, mask_text(str(exc))
+            )
+
+    def close(self) -> None:
+        """Close the replication connection (the snapshot is no longer importable)."""
+        repl, self._repl = self._repl, None
+        if repl is not None:
+            with contextlib.suppress(Exception):
+                repl.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def export_snapshot(
+    options: PostgresSourceOptions, slot_name: str, *, temporary: bool = False
+) -> ExportedSnapshot:
+    """A slot ``slot_name`` with an exported snapshot (an inactive slot of that name is
+    replaced), open: close it (or use it as a context manager) once every reader imported it."""
+    return ExportedSnapshot(options, slot_name, temporary=temporary).__enter__()

@@ -1,8 +1,10 @@
 """Parallel baseline of PostgreSQL tables into ``delta`` targets: executors write the Parquet
 files of the table's first version, the driver commits them to the Delta log.
 
-1. As :func:`laredo_spark.spark_baseline`: the driver initialises the source, creates the
-   replication slot with an exported snapshot and cuts each table into ctid slices.
+1. As :func:`laredo_spark.spark_baseline` (the same driver,
+   :func:`laredo_spark.pg.driver.run_pg_baseline`; :class:`DeltaVersionSink` only writes): the
+   driver initialises the source, creates the replication slot with an exported snapshot and
+   cuts each table into ctid slices.
 2. One Spark job per pipeline: each task reads its slice under the exported snapshot, runs
    the pipeline's filters and transforms, encodes the rows exactly as the ``delta`` target does
    (:mod:`laredo_target_delta.columns`) and writes one Parquet file into the table's directory.
@@ -29,25 +31,20 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from laredo.errors import ConfigError, TargetError
 from laredo.pipeline import Pipeline
-from laredo.plugins import source as build_source
-from laredo.types import ColumnDefinition, SourceConfig, TableIdentifier
+from laredo.types import ColumnDefinition, TableIdentifier
 
-from .compile import apply_chain
 from .errors import task_failure
-from .frame import LaredoFrame
-from .kinds import kind_of_column
 from .parts import frame_for_serializer
-from .pg.slices import plan_slices, slices_data_source
-from .pg.slot import ExportedSnapshot, drop_slot
+from .pg.driver import PipelineFrame, run_pg_baseline
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DeltaBaselineResult", "is_delta_pipeline", "spark_delta_baseline"]
+__all__ = ["DeltaBaselineResult", "DeltaVersionSink", "is_delta_pipeline", "spark_delta_baseline"]
 
 _RESULT_SCHEMA = "path string, size long, rows long, mtime long"
 
@@ -202,12 +199,62 @@ def _check_targets(pipes: Sequence[Pipeline], source_id: str) -> None:
         DeltaWriter(options, p.table, source_id).open_existing()  # type: ignore[arg-type]
 
 
-def _source_from(source: Any) -> Any:
-    if isinstance(source, Mapping):
-        cfg = {k: v for k, v in source.items() if k != "type"}
-        cfg["lease"] = False
-        return build_source("postgresql", **cfg)
-    return source
+@dataclasses.dataclass
+class DeltaVersionSink:
+    """Writes each pipeline's rows as the Parquet files of one Delta version of its table and
+    commits that version (commit info: the slot's consistent point) once its files are
+    written. The sink of :func:`spark_delta_baseline` (driver:
+    :func:`~laredo_spark.pg.driver.run_pg_baseline`)."""
+
+    places: dict[str, _Location]
+    label: str = "spark delta baseline"
+    data_sources: tuple[Any, ...] = ()
+    source_id: str = ""
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    versions: list[str] = dataclasses.field(default_factory=list)
+
+    def check(self, pipelines: Sequence[Pipeline], source_id: str) -> None:
+        self.source_id = source_id
+        _check_targets(pipelines, source_id)
+
+    def write(self, spark: Any, job: PipelineFrame) -> None:
+        from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
+            commit_metadata,
+        )
+
+        table, pid = job.table, job.pipeline.pipeline_id()
+        where = self.places[pid]
+        if where.local:
+            os.makedirs(where.uri, exist_ok=True)
+        out, encoded = frame_for_serializer(job.frame, "parquet")
+        try:
+            files = out.mapInArrow(
+                _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
+            ).collect()  # one small row per task: file name, size, row count
+            meta = commit_metadata(
+                job.position, job.consistent_point, self.source_id, str(table), "baseline"
+            )
+            version = _commit(where, table, job.columns, files, meta)
+        except Exception as exc:
+            raise task_failure(
+                exc, f"spark delta baseline of {table} ({pid})", TargetError
+            ) from None
+        self.counts[pid] = sum(int(f.rows) for f in files)
+        self.versions.append(f"{where}@v{version}")
+        logger.info(
+            "spark delta baseline of %s: %d rows in %d files, version %d at %s",
+            table,
+            self.counts[pid],
+            len(files),
+            version,
+            job.position,
+        )
+
+    def commit(self, source_id: str, position: str) -> None:
+        """Nothing left: each version was committed when its files were written."""
+
+    def abort(self) -> None:
+        """Nothing to remove: files of an uncommitted version are never read (vacuum)."""
 
 
 def spark_delta_baseline(
@@ -223,18 +270,7 @@ def spark_delta_baseline(
     """Baseline ``pipelines`` (each with a ``delta`` target) on Spark: see the module
     docstring. The slot is (re-)created; on failure the slot this call created is dropped and
     nothing is committed."""
-    from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
-        commit_metadata,
-    )
-
     started = time.monotonic()
-    src = _source_from(source)
-    opts = getattr(src, "options", None)
-    if opts is None or getattr(opts, "slot_mode", None) != "stateful":
-        raise ConfigError(
-            "spark delta baseline: needs a postgresql source with slot_mode = stateful (the "
-            "stream continues from the slot the baseline creates)"
-        )
     pipes = list(pipelines)
     bad = [p.pipeline_id() for p in pipes if not is_delta_pipeline(p)]
     if not pipes or bad:
@@ -243,86 +279,20 @@ def spark_delta_baseline(
             "Spark baseline creates the slot once, so a source's pipelines must all be delta "
             "targets (or none); baseline the others with laredo serve or another source"
         )
-    places = {p.pipeline_id(): _location(p) for p in pipes}
-    sid = source_id or pipes[0].source_id
-    tables = []
-    for p in pipes:
-        t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
-        p.table = t
-        if t not in tables:
-            tables.append(t)
-    try:
-        _check_targets(pipes, sid)
-        columns = src.init(SourceConfig(list(tables)))
-        problems = [str(e) for e in src.validate_tables(tables)]
-        if problems:
-            raise ConfigError([f"spark delta baseline: {p}" for p in problems])
-    finally:
-        src.close()
-    slices_source = slices_data_source(opts)  # tasks connect with the source's own options
-    spark.dataSource.register(slices_source)
-    n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
-    row_filters = {
-        TableIdentifier.parse(k): v.row_filter
-        for k, v in opts.publication.tables.items()
-        if v.row_filter
-    }
-    slot = ExportedSnapshot(opts, src.slot_name)
-    counts: dict[str, int] = {}
-    versions: list[str] = []
-    try:
-        with slot as snap:
-            slices, zone = plan_slices(opts, snap.snapshot_name, tables, n_parts, max_slice_pages)
-            position_text = str(snap.position)  # the slot's consistent point, as LSN text
-            for p in pipes:
-                table = p.table
-                assert isinstance(table, TableIdentifier)
-                cols = tuple(columns.get(table, ()))
-                where = places[p.pipeline_id()]
-                if where.local:
-                    os.makedirs(where.uri, exist_ok=True)
-                kinds = {c.name: kind_of_column(c, zone) for c in cols}
-                plan = {
-                    "snapshot": snap.snapshot_name,
-                    "schema": table.schema,
-                    "table": table.table,
-                    "kinds": kinds,
-                    "slices": slices[table],
-                    "row_filter": row_filters.get(table),
-                    "fetch_size": fetch_size,
-                }
-                df = spark.read.format(slices_source.name()).option("plan", json.dumps(plan))
-                frame = apply_chain(LaredoFrame(df.load(), kinds, table), p.filters, p.transforms)
-                out, encoded = frame_for_serializer(frame, "parquet")
-                try:
-                    files = out.mapInArrow(
-                        _WriteFiles(where, cols, dict(encoded)), _RESULT_SCHEMA
-                    ).collect()  # one small row per task: file name, size, row count
-                    meta = commit_metadata(
-                        position_text, snap.position, sid, str(table), "baseline"
-                    )
-                    version = _commit(where, table, cols, files, meta)
-                except Exception as exc:
-                    raise task_failure(
-                        exc, f"spark delta baseline of {table} ({p.pipeline_id()})", TargetError
-                    ) from None
-                counts[p.pipeline_id()] = sum(int(f.rows) for f in files)
-                versions.append(f"{where}@v{version}")
-                logger.info(
-                    "spark delta baseline of %s: %d rows in %d files, version %d at %s",
-                    table,
-                    counts[p.pipeline_id()],
-                    len(files),
-                    version,
-                    position_text,
-                )
-    except BaseException:
-        if slot.created:
-            drop_slot(opts, src.slot_name)
-        raise
+    sink = DeltaVersionSink({p.pipeline_id(): _location(p) for p in pipes})
+    done = run_pg_baseline(
+        spark,
+        source,
+        pipes,
+        sink,
+        source_id=source_id,
+        partitions=partitions,
+        fetch_size=fetch_size,
+        max_slice_pages=max_slice_pages,
+    )
     return DeltaBaselineResult(
-        snapshot_id="delta " + ", ".join(versions),
-        position=position_text,
-        row_counts=counts,
+        snapshot_id="delta " + ", ".join(sink.versions),
+        position=done.position,
+        row_counts=sink.counts,
         seconds=time.monotonic() - started,
     )

@@ -19,6 +19,9 @@ the driver only plans and commits.
    source on the same slot restores the snapshot and streams from that point: no gap, no
    duplicate.
 
+Steps 1, 2's reading and the drop on failure are :func:`laredo_spark.pg.driver.run_pg_baseline`'s
+(shared with the Delta baseline); :class:`SnapshotPartsSink` writes the parts and commits.
+
 No row passes through the driver's Python process: it handles metadata (columns, slices,
 commit messages of a few hundred bytes per task, the manifest) only.
 
@@ -33,7 +36,6 @@ UI or the event log.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -44,22 +46,17 @@ from typing import Any
 
 from laredo.errors import ConfigError, SnapshotError
 from laredo.pipeline import Pipeline
-from laredo.plugins import source as build_source
 from laredo.snapshots.layout import ManifestSnapshotStore, check_snapshot_id
 from laredo.snapshots.manifest import SnapshotArtifact
 from laredo.snapshots.parquet import ParquetSerializer
 from laredo.types import (
     SnapshotDescriptor,
     SnapshotMetadata,
-    SourceConfig,
     TableIdentifier,
     TableSnapshotInfo,
 )
 
-from ..compile import apply_chain
 from ..errors import task_failure
-from ..frame import LaredoFrame
-from ..kinds import kind_of_column
 from ..parts import (
     PartsJob,
     SnapshotPartsDataSource,
@@ -68,12 +65,11 @@ from ..parts import (
     part_partition,
     write_parts,
 )
-from .slices import plan_slices, slices_data_source
-from .slot import ExportedSnapshot, drop_slot
+from .driver import PipelineFrame, run_pg_baseline
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BaselineResult", "spark_baseline"]
+__all__ = ["BaselineResult", "SnapshotPartsSink", "spark_baseline"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,23 +147,97 @@ class _JobProgress:
         self.sc.setLocalProperty("spark.job.description", None)
 
 
-def _source_from(source: Any) -> Any:
-    if isinstance(source, Mapping):
-        cfg = {k: v for k, v in source.items() if k != "type"}
-        kind = str(source.get("type", "postgresql"))
-        if kind not in ("postgresql", "pg"):
+@dataclasses.dataclass
+class SnapshotPartsSink:
+    """Writes each pipeline's rows as parts of one snapshot (:mod:`laredo_spark.parts`) and
+    commits its manifest, listing the slot's consistent point, last; aborts the staged parts
+    on failure. The sink of :func:`spark_baseline` (driver: :func:`run_pg_baseline`)."""
+
+    snapshot_store: Any
+    serializer: Any
+    snapshot_id: str
+    user_meta: Mapping[str, Any]
+    observer: Any = None
+    label: str = "spark baseline"
+    data_sources: tuple[Any, ...] = (SnapshotPartsDataSource,)
+    infos: list[TableSnapshotInfo] = dataclasses.field(default_factory=list)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    artifacts: list[SnapshotArtifact] = dataclasses.field(default_factory=list)
+    keys: set[TableIdentifier] = dataclasses.field(default_factory=set)
+    descriptor: SnapshotDescriptor | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.snapshot_store, ManifestSnapshotStore):
             raise ConfigError(
-                f"spark baseline: source type {kind!r} is not supported; the parallel baseline "
-                "needs a 'postgresql' source (other sources: run the local baseline)"
+                f"spark baseline: snapshot store {self.snapshot_store!r} cannot take parts "
+                "written by Spark tasks: use a layout-2 store (local, s3)"
             )
-        cfg["lease"] = False
-        return build_source("postgresql", **cfg)
-    return source
+        check_snapshot_id(self.snapshot_id)
 
+    def check(self, pipelines: Sequence[Pipeline], source_id: str) -> None:
+        self.snapshot_store.check_writable(self.snapshot_id)
 
-def _check_positive(name: str, value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise ConfigError(f"spark baseline: {name} must be an integer >= 1 (got {value!r})")
+    def write(self, spark: Any, job: PipelineFrame) -> None:
+        table, p, snap_id = job.table, job.pipeline, self.snapshot_id
+        key = table
+        if key in self.keys:  # a second pipeline on the same table (as the engine names it)
+            key = TableIdentifier(table.schema, f"{table.table}~{len(self.keys)}")
+        self.keys.add(key)
+        pid = p.pipeline_id()
+        info = TableSnapshotInfo(
+            table=key,
+            row_count=0,
+            columns=job.columns,
+            target_type=p.resolved_target_type(),
+            position=job.position,
+            pipeline_id=pid,
+        )
+        if self.observer is not None:
+            self.observer.on_baseline_started(pid, table)
+        t0 = time.monotonic()
+        frame = job.frame
+        out, encoded = frame_for_serializer(frame, self.serializer.format_id())
+        record = f"pipeline-{job.index:04d}"
+        zones = frame_zones(frame) if out is frame.df else {}
+        parts = PartsJob(
+            self.snapshot_store, snap_id, key, info, self.serializer, record, encoded, zones
+        )
+        try:
+            with _JobProgress(spark, pid, job.slices):
+                write_parts(out, parts)
+        except Exception as exc:
+            raise task_failure(exc, f"spark baseline of {table} ({pid})", SnapshotError) from None
+        artifact = self.snapshot_store.staged_artifacts(snap_id).get(record)
+        if artifact is None:
+            raise SnapshotError(
+                f"spark baseline of {table} ({pid}): the write job committed no parts"
+            )
+        self.artifacts.append(artifact)
+        rows = self.counts[pid] = artifact.rows
+        self.infos.append(dataclasses.replace(info, row_count=rows))
+        _report(self.observer, pid, table=table, artifact=artifact, slices=job.slices, t0=t0)
+        logger.info(
+            "spark baseline of %s (%s): %d rows in %d parts from %d slices",
+            table,
+            pid,
+            rows,
+            len(artifact.parts),
+            job.slices,
+        )
+
+    def commit(self, source_id: str, position: str) -> None:
+        meta = SnapshotMetadata(
+            snapshot_id=self.snapshot_id,
+            created_at=datetime.now(UTC),
+            source_positions={source_id: position},
+            tables=tuple(self.infos),
+            format=self.serializer.format_id(),
+            user_meta={"runner": "spark", "trigger": "spark-baseline", **dict(self.user_meta)},
+        )
+        self.descriptor = self.snapshot_store.commit(self.snapshot_id, meta, self.artifacts)
+
+    def abort(self) -> None:
+        self.snapshot_store.abort(self.snapshot_id)
 
 
 def spark_baseline(
@@ -203,176 +273,31 @@ def spark_baseline(
     rows, parts_done, partitions)`` once per written part after the job.
     """
     started = time.monotonic()
-    if partitions is not None:
-        _check_positive("partitions", partitions)
-    _check_positive("fetch_size", fetch_size)
-    _check_positive("max_slice_pages", max_slice_pages)
-    src = _source_from(source)
-    opts = getattr(src, "options", None)
-    if opts is None or not hasattr(opts, "connection"):
-        raise ConfigError("spark baseline: source must be a postgresql source or its config")
-    if opts.slot_mode != "stateful":
-        raise ConfigError(
-            "spark baseline: the postgresql source needs slot_mode = stateful: the stream "
-            "continues from the slot the baseline creates, and a temporary slot would vanish"
-        )
-    if not isinstance(snapshot_store, ManifestSnapshotStore):
-        raise ConfigError(
-            f"spark baseline: snapshot store {snapshot_store!r} cannot take parts written by "
-            "Spark tasks: use a layout-2 store (local, s3)"
-        )
-    pipes = list(pipelines)
-    if not pipes:
-        raise ConfigError("spark baseline: no pipelines given")
-    sid = source_id or pipes[0].source_id
-    tables: list[TableIdentifier] = []
-    for p in pipes:
-        t = p.table if isinstance(p.table, TableIdentifier) else TableIdentifier.parse(p.table)
-        p.table = t
-        if t not in tables:
-            tables.append(t)
-    n_parts = int(partitions or spark.sparkContext.defaultParallelism or 1)
-    serializer = serializer if serializer is not None else ParquetSerializer()
-    snap_id = (
-        snapshot_id or datetime.now(UTC).strftime("spark-%Y%m%dT%H%M%S%fZ-") + uuid.uuid4().hex[:6]
+    sink = SnapshotPartsSink(
+        snapshot_store,
+        serializer if serializer is not None else ParquetSerializer(),
+        snapshot_id or datetime.now(UTC).strftime("spark-%Y%m%dT%H%M%S%fZ-") + uuid.uuid4().hex[:6],
+        user_meta or {},
+        observer,
     )
-    check_snapshot_id(snap_id)
-    slices_source = slices_data_source(opts)
-    for ds in (slices_source, SnapshotPartsDataSource):  # also for sessions built elsewhere
-        spark.dataSource.register(ds)
-    phases: dict[str, float] = {}
-    mark = time.monotonic()
-
-    def phase(name: str) -> None:
-        nonlocal mark
-        now = time.monotonic()
-        phases[name] = phases.get(name, 0.0) + now - mark
-        mark = now
-
-    try:
-        columns = src.init(SourceConfig(list(tables)))
-        problems = [str(e) for e in src.validate_tables(tables)]
-        if problems:
-            raise ConfigError([f"spark baseline: {p}" for p in problems])
-    finally:
-        src.close()
-    snapshot_store.check_writable(snap_id)
-    phase("init")
-    row_filters = {
-        TableIdentifier.parse(k): v.row_filter
-        for k, v in opts.publication.tables.items()
-        if v.row_filter
-    }
-    slot = ExportedSnapshot(opts, src.slot_name)
-    try:
-        with slot as snap:
-            slices, zone = plan_slices(opts, snap.snapshot_name, tables, n_parts, max_slice_pages)
-            phase("slot")
-            infos: list[TableSnapshotInfo] = []
-            counts: dict[str, int] = {}
-            artifacts: list[SnapshotArtifact] = []
-            keys: set[TableIdentifier] = set()
-            for i, p in enumerate(pipes):
-                table = p.table
-                assert isinstance(table, TableIdentifier)
-                key = table
-                if key in keys:  # a second pipeline on the same table (as the engine names it)
-                    key = TableIdentifier(table.schema, f"{table.table}~{len(keys)}")
-                keys.add(key)
-                cols = tuple(columns.get(table, ()))
-                pid = p.pipeline_id()
-                info = TableSnapshotInfo(
-                    table=key,
-                    row_count=0,
-                    columns=cols,
-                    target_type=p.resolved_target_type(),
-                    position=snap.position,
-                    pipeline_id=pid,
-                )
-                kinds = {c.name: kind_of_column(c, zone) for c in cols}
-                plan = {
-                    "snapshot": snap.snapshot_name,
-                    "schema": table.schema,
-                    "table": table.table,
-                    "kinds": kinds,
-                    "slices": slices[table],
-                    "row_filter": row_filters.get(table),
-                    "fetch_size": fetch_size,
-                }
-                if observer is not None:
-                    observer.on_baseline_started(pid, table)
-                t0 = time.monotonic()
-                df = spark.read.format(slices_source.name()).option("plan", json.dumps(plan))
-                frame = apply_chain(LaredoFrame(df.load(), kinds, table), p.filters, p.transforms)
-                out, encoded = frame_for_serializer(frame, serializer.format_id())
-                record = f"pipeline-{i:04d}"
-                job = PartsJob(
-                    snapshot_store,
-                    snap_id,
-                    key,
-                    info,
-                    serializer,
-                    record,
-                    encoded,
-                    frame_zones(frame) if out is frame.df else {},
-                )
-                try:
-                    with _JobProgress(spark, pid, len(slices[table])):
-                        write_parts(out, job)
-                except Exception as exc:
-                    raise task_failure(
-                        exc, f"spark baseline of {table} ({pid})", SnapshotError
-                    ) from None
-                artifact = snapshot_store.staged_artifacts(snap_id).get(record)
-                if artifact is None:
-                    raise SnapshotError(
-                        f"spark baseline of {table} ({pid}): the write job committed no parts"
-                    )
-                artifacts.append(artifact)
-                rows = artifact.rows
-                counts[pid] = rows
-                infos.append(dataclasses.replace(info, row_count=rows))
-                _report(
-                    observer,
-                    pid,
-                    table=table,
-                    artifact=artifact,
-                    slices=len(slices[table]),
-                    rows=rows,
-                    t0=t0,
-                )
-                logger.info(
-                    "spark baseline of %s (%s): %d rows in %d parts from %d slices",
-                    table,
-                    pid,
-                    rows,
-                    len(artifact.parts),
-                    len(slices[table]),
-                )
-            position = snap.position
-        phase("write")
-        meta = SnapshotMetadata(
-            snapshot_id=snap_id,
-            created_at=datetime.now(UTC),
-            source_positions={sid: position},
-            tables=tuple(infos),
-            format=serializer.format_id(),
-            user_meta={"runner": "spark", "trigger": "spark-baseline", **dict(user_meta or {})},
-        )
-        desc = snapshot_store.commit(snap_id, meta, artifacts)
-        phase("commit")
-    except BaseException:
-        snapshot_store.abort(snap_id)
-        if slot.created:
-            drop_slot(opts, src.slot_name)
-        raise
+    done = run_pg_baseline(
+        spark,
+        source,
+        pipelines,
+        sink,
+        source_id=source_id,
+        partitions=partitions,
+        fetch_size=fetch_size,
+        max_slice_pages=max_slice_pages,
+    )
+    assert sink.descriptor is not None
     return BaselineResult(
-        snapshot_id=snap_id,
-        position=position,
-        row_counts=counts,
-        descriptor=desc,
+        snapshot_id=sink.snapshot_id,
+        position=done.position,
+        row_counts=sink.counts,
+        descriptor=sink.descriptor,
         seconds=time.monotonic() - started,
-        phases=phases,
+        phases=done.phases,
     )
 
 
@@ -383,11 +308,11 @@ def _report(
     table: TableIdentifier,
     artifact: SnapshotArtifact,
     slices: int,
-    rows: int,
     t0: float,
 ) -> None:
     if observer is None:
         return
+    rows = artifact.rows
     hook = getattr(observer, "on_spark_partition_done", None)
     if callable(hook):
         for done, part in enumerate(artifact.parts, start=1):

@@ -35,7 +35,7 @@ from ..kinds import arrow_type, base_kind, encode_json, spark_schema, zone_name
 from .slot import require_psycopg
 
 try:  # the laredo-spark[postgresql] extra
-    from laredo_source_pg.catalog import connect
+    from laredo_source_pg import connect, import_snapshot
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
 except ImportError:  # pragma: no cover - depends on the installed extras
@@ -99,8 +99,7 @@ def plan_slices(
     slices: dict[TableIdentifier, list[tuple[int | None, int | None]]] = {}
     try:
         with connect(options) as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
+            import_snapshot(conn, snapshot_name)
             for t in tables:
                 slices[t] = ctid_slices(conn, t, partitions, max_pages)
             conn.execute("COMMIT")
@@ -184,10 +183,7 @@ def read_slice(
         ) from None
     try:
         with conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            conn.execute(
-                sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(plan["snapshot"]))
-            )
+            import_snapshot(conn, plan["snapshot"])
             with conn.cursor(name="laredo_spark_slice") as cur:
                 cur.itersize = fetch
                 cur.execute(query)
