@@ -175,6 +175,14 @@ def test_the_provider_is_asked_again_at_each_reconnect_so_a_rotated_password_wor
         assert "first-pw" not in repr(src) and "second-pw" not in repr(src)
     finally:
         eng.stop()
+        # the walsender may hold the slot a moment after the engine stopped
+        wait_until(
+            lambda: not pg.execute(
+                "SELECT 1 FROM pg_replication_slots WHERE slot_name = 'rotating' AND active"
+            ),
+            30,
+            "the slot 'rotating' released",
+        )
         pg.execute("SELECT pg_drop_replication_slot('rotating')")
 
 
