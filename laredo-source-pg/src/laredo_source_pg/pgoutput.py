@@ -633,12 +633,12 @@ def _compile_row_decoder(
     kept: list[str] = []
     for i, name in enumerate(rel.names):
         if key_only and not rel.key_mask[i]:
-            lines += [
+            lines += [  # a key tuple sends its other columns as nulls: test that first
                 "    k = buf[pos]",
-                "    if k == 116:",
-                "        pos += 5 + i32(buf, pos + 1)[0]",
-                "    elif k == 110:",
+                "    if k == 110:",
                 "        pos += 1",
+                "    elif k == 116:",
+                "        pos += 5 + i32(buf, pos + 1)[0]",
                 "    else:",
                 f"        return slow(buf, start, rel, {key_only})",
             ]
