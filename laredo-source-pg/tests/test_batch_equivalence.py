@@ -122,10 +122,13 @@ def _messages(txs: list[list[Any]]) -> list[bytes]:
 
 
 def _decode(messages: list[bytes], batches: bool) -> list[Any]:
+    """The reference path fed each message alone; the batch path fed each inside an XLogData
+    frame, as the stream's reader passes it (``feed(frame, 25)``)."""
     d = PgOutputDecoder(lambda oid: LOADERS[oid], lambda s, n: T, batches=batches)
     out = []
+    header = b"w" + bytes(range(1, 25))
     for m in messages:
-        tx = d.feed(m)
+        tx = d.feed(header + m, 25) if batches else d.feed(m)
         if tx is not None:
             out.append(tx)
     return out

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from laredo.types import ChangeEvent, TableIdentifier, Unrepresentable
-from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder
+from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder, SchemaItem
 from psycopg import pq
 from psycopg.adapt import Transformer
 
@@ -111,6 +111,59 @@ def test_feed_raises_only_decode_error(messages: list[bytes]) -> None:
             d.feed(m)
         except DecodeError:
             d.reset_session()  # what the stream does: a new session re-sends relations
+
+
+def _outcome(d: Any, buf: bytes, start: int) -> Any:
+    """What feeding one message did, comparable between two decoders."""
+    try:
+        tx = d.feed(buf, start)
+    except DecodeError as exc:
+        d.reset_session()
+        return ("DecodeError", str(exc).split(":", 1)[0])  # the cause's offsets differ
+    if tx is None:
+        return None
+    items = [
+        repr(it.relation.columns) if isinstance(it, SchemaItem) else repr(it) for it in tx.items
+    ]
+    return (tx.xid, tx.final_lsn, tx.end_lsn, tx.committed, tx.unrepresentable, items)
+
+
+_REL_T = (
+    b"R"
+    + struct.pack(">I", 1)
+    + _s("public")
+    + _s("t")
+    + b"d"
+    + struct.pack(">h", 2)
+    + b"\1"
+    + _s("id")
+    + struct.pack(">Ii", 23, -1)
+    + b"\0"
+    + _s("body")
+    + struct.pack(">Ii", 25, -1)
+)
+_ROW = struct.pack(">h", 2) + b"t" + struct.pack(">I", 2) + b"42" + b"n"
+_KEY = struct.pack(">h", 2) + b"t" + struct.pack(">I", 2) + b"42" + b"n"
+_WELL_FORMED = [
+    b"B" + struct.pack(">QqI", 10, 0, 7),
+    _REL_T,
+    b"I" + struct.pack(">I", 1) + b"N" + _ROW,
+    b"U" + struct.pack(">I", 1) + b"K" + _KEY + b"N" + _ROW,
+    b"D" + struct.pack(">I", 1) + b"K" + _KEY,
+    b"T" + struct.pack(">IbI", 1, 0, 1),
+    b"C" + struct.pack(">bQQq", 0, 10, 20, 0),
+]
+
+
+@settings.get_profile("laredo-fuzz")
+@given(st.lists(message, min_size=1, max_size=12), st.binary(min_size=25, max_size=25))
+@example(_WELL_FORMED, b"w" + bytes(range(1, 25)))
+def test_a_framed_message_decodes_as_its_copy(messages: list[bytes], header: bytes) -> None:
+    """The reader passes the whole XLogData frame and the offset of its message (no copy of the
+    tail): the same events, transactions and errors as the message alone."""
+    alone, framed = _decoder(), _decoder()
+    for m in messages:
+        assert _outcome(framed, header + m, 25) == _outcome(alone, m, 0)
 
 
 # -- the stream's value loaders: psycopg's own text loaders on any text (issue 29) ---------------

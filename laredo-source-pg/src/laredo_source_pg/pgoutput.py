@@ -61,6 +61,7 @@ _COMMIT = struct.Struct(">bQQq")
 _I32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _REL_COL = struct.Struct(">Ii")
+_i32 = _I32.unpack_from
 
 INSERT = ChangeAction.INSERT
 UPDATE = ChangeAction.UPDATE
@@ -290,198 +291,199 @@ class PgOutputDecoder:
         return self.tx is not None
 
     # -- decoding ------------------------------------------------------------------------
-    def feed(self, buf: bytes) -> Transaction | None:
-        """Decode one pgoutput message; returns the transaction when this is its Commit.
-        A message it cannot parse (truncated, bad framing, bad UTF-8 in a name) raises
-        ``DecodeError``, never another exception type; a value its column's loader rejects is
-        no such error (see the module docstring)."""
+    def feed(self, buf: bytes, start: int = 0) -> Transaction | None:
+        """Decode one pgoutput message, ``buf[start:]`` (``start``: the reader passes a whole
+        XLogData frame with its 25-byte header, not a copy of its tail); returns the transaction
+        when this is its Commit. A message it cannot parse (truncated, bad framing, bad UTF-8 in
+        a name) raises ``DecodeError``, never another exception type; a value its column's
+        loader rejects is no such error (see the module docstring)."""
+        o = start
         try:
-            return self._feed(buf)
-        except DecodeError:
-            raise
-        except Exception as exc:
-            kind = chr(buf[0]) if buf else "empty"
-            raise DecodeError(
-                f"malformed pgoutput message {kind!r} ({len(buf)} bytes): "
-                f"{type(exc).__name__}: {str(exc)[:200]}"
-            ) from exc
-
-    def _feed(self, buf: bytes) -> Transaction | None:
-        kind = buf[0]
-        tx = self.tx
-        if kind == 73:  # 'I'
-            if tx is None:
-                raise DecodeError("Insert outside a transaction")
-            rel = self.relations.get(_I32.unpack_from(buf, 1)[0]) or self._relation(buf)
-            if rel.tracked:
-                tx.changes += 1
-                if self._skip:
-                    self._skip -= 1
-                    return None
-                if buf[5] != 78:  # 'N'
-                    raise DecodeError(f"Insert: expected 'N' tuple, got {chr(buf[5])!r}")
-                if self.batches:
-                    vals, unch, _ = rel.decode_values(buf, 6)  # type: ignore[misc]
-                    items = tx.items
-                    items.append((INSERT, vals, None, unch, rel))
-                    if len(items) > self._chunk:
-                        return tx
-                    return None
-                new, _unch, _ = rel.decode_row(buf, 6)  # type: ignore[misc]
-                items = tx.items
-                ts = tx.commit_time
-                items.append(
-                    make_event(
-                        rel.table, INSERT, tx.final_lsn + 1, ts, new, None, tx.xid, ts, NO_TOAST
-                    )
-                )
-                if len(items) > self._chunk:
-                    return tx
-            return None
-        if kind == 85:  # 'U'
-            if tx is None:
-                raise DecodeError("Update outside a transaction")
-            rel = self.relations.get(_I32.unpack_from(buf, 1)[0]) or self._relation(buf)
-            if rel.tracked:
-                tx.changes += 1
-                if self._skip:
-                    self._skip -= 1
-                    return None
-                pos = 5
-                old = None
-                marker = buf[pos]
-                if marker == 75:  # 'K'
-                    old, _unch, pos = rel.decode_key(buf, pos + 1)  # type: ignore[misc]
-                    marker = buf[pos]
-                elif marker == 79:  # 'O'
-                    old, _unch, pos = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
-                    marker = buf[pos]
-                if marker != 78:
-                    raise DecodeError(f"Update: expected 'N' tuple, got {chr(marker)!r}")
-                if self.batches:
-                    vals, unch, _ = rel.decode_values(buf, pos + 1)  # type: ignore[misc]
-                    items = tx.items
-                    items.append((UPDATE, vals, old, unch, rel))
-                    if len(items) > self._chunk:
-                        return tx
-                    return None
-                new, unchanged, _ = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
-                items = tx.items
-                ts = tx.commit_time
-                items.append(
-                    make_event(
-                        rel.table,
-                        UPDATE,
-                        tx.final_lsn + 1,
-                        ts,
-                        new,
-                        old,
-                        tx.xid,
-                        ts,
-                        unchanged or NO_TOAST,
-                    )
-                )
-                if len(items) > self._chunk:
-                    return tx
-            return None
-        if kind == 68:  # 'D'
-            if tx is None:
-                raise DecodeError("Delete outside a transaction")
-            rel = self.relations.get(_I32.unpack_from(buf, 1)[0]) or self._relation(buf)
-            if rel.tracked:
-                tx.changes += 1
-                if self._skip:
-                    self._skip -= 1
-                    return None
-                marker = buf[5]
-                if marker == 75:
-                    old, _unch, _ = rel.decode_key(buf, 6)  # type: ignore[misc]
-                elif marker == 79:
-                    old, _unch, _ = rel.decode_row(buf, 6)  # type: ignore[misc]
-                else:
-                    raise DecodeError(f"Delete: expected 'K' or 'O' tuple, got {chr(marker)!r}")
-                items = tx.items
-                if self.batches:
-                    items.append((DELETE, None, old, None, rel))
-                    if len(items) > self._chunk:
-                        return tx
-                    return None
-                ts = tx.commit_time
-                items.append(
-                    make_event(
-                        rel.table, DELETE, tx.final_lsn + 1, ts, None, old, tx.xid, ts, NO_TOAST
-                    )
-                )
-                if len(items) > self._chunk:
-                    return tx
-            return None
-        if kind == 66:  # 'B'
-            final_lsn, ts, xid = _BEGIN.unpack_from(buf, 1)
-            tx = self.tx = Transaction(xid, final_lsn, pg_timestamp(ts))
-            resume = self.resume
-            if resume is not None:
-                self.resume = None
-                if resume[0] == final_lsn:  # sent again after a reconnect: skip what was passed on
-                    self._skip = tx.early = resume[1]
-            if self._pending_schema:
-                tx.items.extend(self._pending_schema)
-                tx.schema += len(self._pending_schema)
-                self._pending_schema.clear()
-            return None
-        if kind == 67:  # 'C'
-            if tx is None:
-                raise DecodeError("Commit outside a transaction")
-            _flags, commit_lsn, end_lsn, _ts = _COMMIT.unpack_from(buf, 1)
-            tx.commit_lsn = commit_lsn
-            tx.end_lsn = end_lsn
-            tx.committed = True
-            self.tx = None
-            self._skip = 0
-            if not self.batches:
-                setter = set_position
-                for item in tx.items:
-                    if type(item) is not SchemaItem:
-                        setter(item, end_lsn)
-            return tx
-        if kind == 82:  # 'R'
-            self._on_relation(buf)
-            return None
-        if kind == 84:  # 'T'
-            if tx is None:
-                raise DecodeError("Truncate outside a transaction")
-            (nrels,) = _I32.unpack_from(buf, 1)
-            pos = 6
-            ts = tx.commit_time
-            for _ in range(nrels):
-                rel = self._relation(buf, pos)
-                pos += 4
+            kind = buf[o]
+            tx = self.tx
+            if kind == 73:  # 'I'
+                if tx is None:
+                    raise DecodeError("Insert outside a transaction")
+                rel = self.relations.get(_i32(buf, o + 1)[0]) or self._relation(buf, o + 1)
                 if rel.tracked:
                     tx.changes += 1
                     if self._skip:
                         self._skip -= 1
-                        continue
+                        return None
+                    if buf[o + 5] != 78:  # 'N'
+                        raise DecodeError(f"Insert: expected 'N' tuple, got {chr(buf[o + 5])!r}")
                     if self.batches:
-                        tx.items.append((TRUNCATE, None, None, None, rel))
-                        continue
-                    tx.items.append(
+                        vals, unch, _ = rel.decode_values(buf, o + 6)  # type: ignore[misc]
+                        items = tx.items
+                        items.append((INSERT, vals, None, unch, rel))
+                        if len(items) > self._chunk:
+                            return tx
+                        return None
+                    new, _unch, _ = rel.decode_row(buf, o + 6)  # type: ignore[misc]
+                    items = tx.items
+                    ts = tx.commit_time
+                    items.append(
                         make_event(
-                            rel.table,
-                            TRUNCATE,
-                            tx.final_lsn + 1,
-                            ts,
-                            None,
-                            None,
-                            tx.xid,
-                            ts,
-                            NO_TOAST,
+                            rel.table, INSERT, tx.final_lsn + 1, ts, new, None, tx.xid, ts, NO_TOAST
                         )
                     )
-            if len(tx.items) > self._chunk:
+                    if len(items) > self._chunk:
+                        return tx
+                return None
+            if kind == 85:  # 'U'
+                if tx is None:
+                    raise DecodeError("Update outside a transaction")
+                rel = self.relations.get(_i32(buf, o + 1)[0]) or self._relation(buf, o + 1)
+                if rel.tracked:
+                    tx.changes += 1
+                    if self._skip:
+                        self._skip -= 1
+                        return None
+                    pos = o + 5
+                    old = None
+                    marker = buf[pos]
+                    if marker == 75:  # 'K'
+                        old, _unch, pos = rel.decode_key(buf, pos + 1)  # type: ignore[misc]
+                        marker = buf[pos]
+                    elif marker == 79:  # 'O'
+                        old, _unch, pos = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
+                        marker = buf[pos]
+                    if marker != 78:
+                        raise DecodeError(f"Update: expected 'N' tuple, got {chr(marker)!r}")
+                    if self.batches:
+                        vals, unch, _ = rel.decode_values(buf, pos + 1)  # type: ignore[misc]
+                        items = tx.items
+                        items.append((UPDATE, vals, old, unch, rel))
+                        if len(items) > self._chunk:
+                            return tx
+                        return None
+                    new, unchanged, _ = rel.decode_row(buf, pos + 1)  # type: ignore[misc]
+                    items = tx.items
+                    ts = tx.commit_time
+                    items.append(
+                        make_event(
+                            rel.table,
+                            UPDATE,
+                            tx.final_lsn + 1,
+                            ts,
+                            new,
+                            old,
+                            tx.xid,
+                            ts,
+                            unchanged or NO_TOAST,
+                        )
+                    )
+                    if len(items) > self._chunk:
+                        return tx
+                return None
+            if kind == 68:  # 'D'
+                if tx is None:
+                    raise DecodeError("Delete outside a transaction")
+                rel = self.relations.get(_i32(buf, o + 1)[0]) or self._relation(buf, o + 1)
+                if rel.tracked:
+                    tx.changes += 1
+                    if self._skip:
+                        self._skip -= 1
+                        return None
+                    marker = buf[o + 5]
+                    if marker == 75:
+                        old, _unch, _ = rel.decode_key(buf, o + 6)  # type: ignore[misc]
+                    elif marker == 79:
+                        old, _unch, _ = rel.decode_row(buf, o + 6)  # type: ignore[misc]
+                    else:
+                        raise DecodeError(f"Delete: expected 'K' or 'O' tuple, got {chr(marker)!r}")
+                    items = tx.items
+                    if self.batches:
+                        items.append((DELETE, None, old, None, rel))
+                        if len(items) > self._chunk:
+                            return tx
+                        return None
+                    ts = tx.commit_time
+                    items.append(
+                        make_event(
+                            rel.table, DELETE, tx.final_lsn + 1, ts, None, old, tx.xid, ts, NO_TOAST
+                        )
+                    )
+                    if len(items) > self._chunk:
+                        return tx
+                return None
+            if kind == 66:  # 'B'
+                final_lsn, ts, xid = _BEGIN.unpack_from(buf, o + 1)
+                tx = self.tx = Transaction(xid, final_lsn, pg_timestamp(ts))
+                resume = self.resume
+                if resume is not None:
+                    self.resume = None
+                    if resume[0] == final_lsn:  # sent again after a reconnect: skip the passed on
+                        self._skip = tx.early = resume[1]
+                if self._pending_schema:
+                    tx.items.extend(self._pending_schema)
+                    tx.schema += len(self._pending_schema)
+                    self._pending_schema.clear()
+                return None
+            if kind == 67:  # 'C'
+                if tx is None:
+                    raise DecodeError("Commit outside a transaction")
+                _flags, commit_lsn, end_lsn, _ts = _COMMIT.unpack_from(buf, o + 1)
+                tx.commit_lsn = commit_lsn
+                tx.end_lsn = end_lsn
+                tx.committed = True
+                self.tx = None
+                self._skip = 0
+                if not self.batches:
+                    setter = set_position
+                    for item in tx.items:
+                        if type(item) is not SchemaItem:
+                            setter(item, end_lsn)
                 return tx
-            return None
-        if kind in (79, 89, 77):  # 'O' origin, 'Y' type, 'M' message
-            return None
-        raise DecodeError(f"unsupported pgoutput message {chr(kind)!r} (streaming is not enabled)")
+            if kind == 82:  # 'R'
+                self._on_relation(bytes(buf[o:]))
+                return None
+            if kind == 84:  # 'T'
+                if tx is None:
+                    raise DecodeError("Truncate outside a transaction")
+                (nrels,) = _I32.unpack_from(buf, o + 1)
+                pos = o + 6
+                ts = tx.commit_time
+                for _ in range(nrels):
+                    rel = self._relation(buf, pos)
+                    pos += 4
+                    if rel.tracked:
+                        tx.changes += 1
+                        if self._skip:
+                            self._skip -= 1
+                            continue
+                        if self.batches:
+                            tx.items.append((TRUNCATE, None, None, None, rel))
+                            continue
+                        tx.items.append(
+                            make_event(
+                                rel.table,
+                                TRUNCATE,
+                                tx.final_lsn + 1,
+                                ts,
+                                None,
+                                None,
+                                tx.xid,
+                                ts,
+                                NO_TOAST,
+                            )
+                        )
+                if len(tx.items) > self._chunk:
+                    return tx
+                return None
+            if kind in (79, 89, 77):  # 'O' origin, 'Y' type, 'M' message
+                return None
+            raise DecodeError(
+                f"unsupported pgoutput message {chr(kind)!r} (streaming is not enabled)"
+            )
+        except DecodeError:
+            raise
+        except Exception as exc:
+            kind_name = chr(buf[o]) if len(buf) > o else "empty"
+            raise DecodeError(
+                f"malformed pgoutput message {kind_name!r} ({len(buf) - o} bytes): "
+                f"{type(exc).__name__}: {str(exc)[:200]}"
+            ) from exc
 
     def _relation(self, buf: bytes, pos: int = 1) -> Relation:
         (relid,) = _I32.unpack_from(buf, pos)
@@ -631,12 +633,12 @@ def _compile_row_decoder(
     kept: list[str] = []
     for i, name in enumerate(rel.names):
         if key_only and not rel.key_mask[i]:
-            lines += [
+            lines += [  # a key tuple sends its other columns as nulls: test that first
                 "    k = buf[pos]",
-                "    if k == 116:",
-                "        pos += 5 + i32(buf, pos + 1)[0]",
-                "    elif k == 110:",
+                "    if k == 110:",
                 "        pos += 1",
+                "    elif k == 116:",
+                "        pos += 5 + i32(buf, pos + 1)[0]",
                 "    else:",
                 f"        return slow(buf, start, rel, {key_only})",
             ]
@@ -645,10 +647,9 @@ def _compile_row_decoder(
         lines += [
             "    k = buf[pos]",
             "    if k == 116:",
-            "        ln = i32(buf, pos + 1)[0]",
-            "        pos += 5",
-            f"        v{i} = L{i}(buf[pos:pos + ln])",
-            "        pos += ln",
+            "        e = pos + 5 + i32(buf, pos + 1)[0]",
+            f"        v{i} = L{i}(buf[pos + 5:e])",
+            "        pos = e",
             "    elif k == 110:",
             f"        v{i} = None",
             "        pos += 1",
@@ -691,10 +692,9 @@ def _compile_values_decoder(
         lines += [
             "    k = buf[pos]",
             "    if k == 116:",
-            "        ln = i32(buf, pos + 1)[0]",
-            "        pos += 5",
-            f"        v{i} = L{i}(buf[pos:pos + ln])",
-            "        pos += ln",
+            "        e = pos + 5 + i32(buf, pos + 1)[0]",
+            f"        v{i} = L{i}(buf[pos + 5:e])",
+            "        pos = e",
             "    elif k == 110:",
             f"        v{i} = None",
             "        pos += 1",

@@ -587,7 +587,7 @@ class ReplicationStream:
                 since_check += 1
                 kind = data[0]
                 if kind == 119:  # 'w' XLogData
-                    done = feed(bytes(data[25:]))
+                    done = feed(data.tobytes(), 25)  # the frame whole: no slice, one copy
                     if done is not None:
                         fresh = True
                         if not done.committed:
