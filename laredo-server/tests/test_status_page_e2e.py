@@ -7,9 +7,11 @@ The browser is the system's ``/usr/bin/chromium`` driven by Playwright (no brows
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,17 @@ import pytest
 
 from .opskit import TOKEN, OpsServer, http_status, ops_server, until
 from .test_deploy import dashboard_metrics, rule_metrics
+
+
+def _history_samples(server: OpsServer) -> int:
+    """Samples of the server-side history of its busiest source (``/status/history``)."""
+    req = urllib.request.Request(
+        server.base + "/status/history", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        body = json.loads(r.read())
+    return max((len(v) for v in body["sources"].values()), default=0)
+
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -191,6 +204,7 @@ def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
 
     # an incident view: a page opened now shows the server's last hour at once, changes/s per
     # source counted once, positions per pipeline, and says which time zone it uses
+    until(lambda: _history_samples(server) > 10, 30, "more than 10 samples of server history")
     late = ctx.new_page()
     late.goto(server.base + "/?interval=500")
     late.fill("#token", TOKEN)

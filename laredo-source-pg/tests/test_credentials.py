@@ -177,8 +177,10 @@ def test_the_provider_is_asked_again_at_each_reconnect_so_a_rotated_password_wor
         eng.stop()
         # the walsender may hold the slot a moment after the engine stopped
         wait_until(
-            lambda: not pg.execute(
-                "SELECT 1 FROM pg_replication_slots WHERE slot_name = 'rotating' AND active"
+            lambda: (
+                not pg.execute(
+                    "SELECT 1 FROM pg_replication_slots WHERE slot_name = 'rotating' AND active"
+                )
             ),
             30,
             "the slot 'rotating' released",

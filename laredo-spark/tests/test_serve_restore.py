@@ -155,8 +155,12 @@ def serve_equals_table(
                 text = r.read().decode()
             return [x for x in text.splitlines() if x.startswith("laredo_snapshot_restores")]
 
+        # every series is exported from the first scrape (at 0): wait for the count
         wait_until(
-            lambda: any("completed" in x for x in restores()), 60, "the restore", interval=0.1
+            lambda: 'laredo_snapshot_restores_total{outcome="completed"} 1' in restores(),
+            60,
+            "the restore",
+            interval=0.1,
         )
         assert sorted(restores()) == [
             'laredo_snapshot_restores_total{outcome="completed"} 1',
