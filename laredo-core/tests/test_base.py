@@ -15,7 +15,7 @@ from laredo import ChangeAction, ChangeEvent, Table
 from laredo.base import BufferingTarget, RowTarget, WriteBatch, door_of
 from laredo.deprecation import TargetProtocolDeprecationWarning
 from laredo.errors import BatchApplyError
-from laredo.testing import RecordingTarget
+from laredo.testing import PerChangeTarget
 from laredo.testing import wait_until as wait
 from laredo.types import Position, Row, TableIdentifier
 
@@ -29,7 +29,7 @@ def ins(pos: int, key: int) -> ChangeEvent:
 # -- the deprecation path ------------------------------------------------------------------------
 
 
-class OldStyleTarget(RecordingTarget):
+class OldStyleTarget(PerChangeTarget):
     """Written against the per-change protocol: no ``apply``/``load``."""
 
 

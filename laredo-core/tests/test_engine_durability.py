@@ -8,7 +8,7 @@ import time
 import laredo
 import pytest
 from laredo import ChangeAction, PipelineState, Table
-from laredo.testing import RecordingTarget, TestSource, columns
+from laredo.testing import PerChangeTarget, RecordingTarget, TestSource, columns
 from laredo.testing import wait_until as wait
 
 USERS = Table("public", "users")
@@ -17,7 +17,7 @@ USERS = Table("public", "users")
 def test_batch_target_fast_path_and_partial_failure(make_source, run) -> None:
     from laredo.errors import BatchApplyError
 
-    class Batchy(RecordingTarget):
+    class Batchy(PerChangeTarget):
         def __init__(self) -> None:
             super().__init__()
             self.batches: list[int] = []

@@ -55,12 +55,14 @@ def _apply_each(
 class RowTarget:
     """Base for simple targets: implement ``on_insert`` / ``on_update`` / ``on_delete`` /
     ``on_truncate`` and ``on_baseline_row``; the engine's batch calls arrive there in order.
-    A change that fails after the first raises ``BatchApplyError`` naming it."""
+    A subclass with ``set_change_position`` (:class:`~laredo.contracts.PositionedTarget`) is
+    told each change's position before it. A change that fails after the first raises
+    ``BatchApplyError`` naming it."""
 
     def apply(
         self, table: TableIdentifier, changes: Sequence[ChangeEvent], complete: bool = True
     ) -> None:
-        _apply_each(self, table, changes, False)
+        _apply_each(self, table, changes, isinstance(self, PositionedTarget))
 
     def load(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
         on_row = self.on_baseline_row

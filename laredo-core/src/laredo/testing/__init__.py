@@ -3,8 +3,8 @@ conformance suites that plugin packages subclass."""
 
 from __future__ import annotations
 
-from .recording import RecordingTarget
+from .recording import PerChangeTarget, RecordingTarget
 from .source import TestSource, columns
 from .waiting import wait_until
 
-__all__ = ["RecordingTarget", "TestSource", "columns", "wait_until"]
+__all__ = ["PerChangeTarget", "RecordingTarget", "TestSource", "columns", "wait_until"]

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from ..base import RowTarget
 from ..errors import TargetError
 from ..types import (
     ColumnDefinition,
@@ -25,8 +26,10 @@ from ..types import (
 )
 
 
-class RecordingTarget:
-    """Records ``(method, table, args...)`` calls; holds the resulting rows."""
+class RecordingTarget(RowTarget):
+    """Records ``(method, table, args...)`` calls; holds the resulting rows (a
+    :class:`~laredo.base.RowTarget`: the engine's batches arrive change by change, each after
+    ``set_change_position``)."""
 
     target_type = "recording"
 
@@ -189,3 +192,18 @@ class RecordingTarget:
         """Wait until ``predicate(self)`` holds (checked after each call)."""
         with self._lock:
             return self._lock.wait_for(lambda: predicate(self), timeout)
+
+
+class PerChangeTarget:
+    """A :class:`RecordingTarget` reached through the deprecated per-change protocol: it has
+    no ``apply``/``load``, so the engine goes through ``laredo.base.LegacyDoor`` (for tests of
+    that path; subclasses may add ``apply_changes`` and the other deprecated batch methods).
+    Every other attribute is the wrapped ``recording``'s."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.recording = RecordingTarget(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("apply", "load", "recording"):
+            raise AttributeError(name)
+        return getattr(self.recording, name)
