@@ -271,15 +271,8 @@ def start_chunked(
     by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
     for p in pipes:
         by_table.setdefault(p.table, []).append(p)
-        p.begin_baseline()
         p.ready = False
-        if rebaseline:
-            p.buffer.clear()
-            p.skip_until = None
-            try:
-                p.target.on_truncate(p.table)
-            except Exception as exc:
-                p.fail(f"truncate before re-baseline failed: {exc}")
+        p.begin_baseline(truncate=rebaseline)
         p.applied = position
     for table, group in by_table.items():
         _launch(reader, table, group, rows, None, initial=True)

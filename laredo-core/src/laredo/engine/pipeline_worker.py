@@ -213,10 +213,19 @@ class PipelineWorker:
         return self.applied
 
     # -- baseline (runs on the source thread, or on this worker for reloads) ---------------
-    def begin_baseline(self) -> None:
-        """The pipeline's table is about to be baselined (start-up, re-baseline or reload)."""
+    def begin_baseline(self, truncate: bool = False) -> None:
+        """The pipeline's table is about to be baselined (start-up, re-baseline or reload).
+        ``truncate`` (a re-baseline): buffered changes are dropped and the target emptied first
+        (a failure to empty it fails the pipeline)."""
         self.set_state(PipelineState.BASELINING)
         self.ctx.observer.on_baseline_started(self.id, self.table)
+        if truncate:
+            self.buffer.clear()
+            self.skip_until = None
+            try:
+                self.target.on_truncate(self.table)
+            except Exception as exc:
+                self.fail(f"truncate before re-baseline failed: {exc}")
 
     def baseline_rows(self, rows: Sequence[Row]) -> int:
         """Load baseline rows through the chain (TTL included); returns how many were kept."""

@@ -118,15 +118,8 @@ def run_baseline(
     active = [p for p in pipes if not p.failed]
     started = time.monotonic()
     for p in active:
-        p.begin_baseline()
         p.ready = False
-        if rebaseline:
-            p.buffer.clear()
-            p.skip_until = None
-            try:
-                p.target.on_truncate(p.table)
-            except Exception as exc:
-                p.fail(f"truncate before re-baseline failed: {exc}")
+        p.begin_baseline(truncate=rebaseline)
     try:
         position, loaded = baseline_into(ctx, source, active)
     except Exception as exc:
