@@ -288,6 +288,21 @@ class DurablePositionTarget(Protocol):
 
 
 @runtime_checkable
+class ProgressTarget(Protocol):
+    """A durable target that keeps a chunked baseline's progress with its own state, so a
+    restart after a crash continues after the last chunk it holds (issue 32).
+
+    ``save_progress(table, record)`` is called on the pipeline's thread after the rows of a
+    chunk were handed to ``apply`` (``record`` an opaque text; ``None``: the baseline finished,
+    forget it). The record must become durable no earlier than those rows (ideally in the same
+    commit); ``load_progress(table)`` returns the last durable record (``None``: none)."""
+
+    def save_progress(self, table: TableIdentifier, record: str | None) -> None: ...
+
+    def load_progress(self, table: TableIdentifier) -> str | None: ...
+
+
+@runtime_checkable
 class FlushableTarget(Protocol):
     """A buffering target the engine asks to flush on idle heartbeats and at shutdown."""
 

@@ -22,6 +22,7 @@ over it, the target still ends equal).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..batches import ChangeBatch
+from ..contracts import ProgressTarget
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
 from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
@@ -42,8 +44,11 @@ __all__ = [
     "Backfiller",
     "attach_chunked",
     "chunked_pipelines",
+    "decode_progress",
+    "encode_progress",
     "joins_chunked",
     "observe_backfills",
+    "resume_chunked",
     "start_backfill",
     "start_chunked",
 ]
@@ -68,6 +73,7 @@ class Backfiller:
         where: str | None = None,
         initial: bool = False,
         on_end: Callable[[Backfiller], None] | None = None,
+        after: tuple[Any, ...] | None = None,
     ) -> None:
         self.source = source
         self.table = table
@@ -76,6 +82,7 @@ class Backfiller:
         self.chunk_rows = chunk_rows
         self.where = where
         self.initial = initial
+        self.after = after
         self.merger = ChunkMerger(table, self.key, compare)
         self._force_merge = force_merge
         self._on_end = on_end
@@ -110,7 +117,7 @@ class Backfiller:
                 self._end()
 
     def _read_all(self) -> None:
-        after: tuple[Any, ...] | None = None
+        after = self.after
         try:
             while not self._stop.is_set():
                 chunk = self.source.read_chunk(self.table, after, self.chunk_rows, self.where)
@@ -143,6 +150,8 @@ class Backfiller:
         for chunk, rows in self.merger.due(position, force):
             if rows:
                 self._deliver(chunk, rows, position)
+            if self.initial and chunk.last_key is not None:
+                self._save_progress(encode_progress(chunk.last_key))
         if self._read_done and not self._ended and self.merger.pending() == 0:
             self._ended = True
             for p in self.pipes:
@@ -163,6 +172,15 @@ class Backfiller:
             if not p.failed:
                 p.enqueue(events, self._stop, True)
 
+    def _save_progress(self, record: str | None) -> None:
+        """Queue the progress record behind the chunk's rows on every pipeline whose target
+        keeps it (:class:`~laredo.contracts.ProgressTarget`): it is saved after them."""
+        table = self.table
+        for p in self.pipes:
+            target = p.target
+            if not p.failed and isinstance(target, ProgressTarget):
+                p.buffer.put(Call(_saver(target, table, record)))
+
     def _completer(self, p: PipelineWorker) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
             # chunk rows count as inserts, also where they replaced a row: recount
@@ -175,6 +193,8 @@ class Backfiller:
                     logger.debug("count() of %s failed", p.id, exc_info=True)
             if self.initial and not p.failed:
                 p.complete_baseline(None, count, self.started)
+                if isinstance(p.target, ProgressTarget):
+                    p.target.save_progress(self.table, None)  # done: nothing to resume
                 p.mark_streaming()
             else:
                 p.expected_rows = count
@@ -201,6 +221,12 @@ class Backfiller:
         self.finished.set()
         if self._on_end is not None:
             self._on_end(self)
+
+
+def _saver(
+    target: ProgressTarget, table: TableIdentifier, record: str | None
+) -> Callable[[], None]:
+    return lambda: target.save_progress(table, record)
 
 
 class _Reader(Protocol):
@@ -314,6 +340,7 @@ def _launch(
     where: str | None,
     *,
     initial: bool,
+    after: tuple[Any, ...] | None = None,
 ) -> Backfiller:
     source = reader.source
     key = source.chunk_key(table)
@@ -339,6 +366,7 @@ def _launch(
         where=where,
         initial=initial,
         on_end=ended,
+        after=after,
     )
     reader.backfills = {**reader.backfills, table: bf}
     bf.start()
@@ -375,3 +403,56 @@ def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | Non
         raise EngineStateError(
             f"chunked baseline of {table} failed: {bf.progress.error or worker.error}"
         )
+
+
+def encode_progress(last_key: Sequence[Any]) -> str:
+    """A chunked baseline's progress record: the last key applied (JSON; a value JSON lacks
+    is kept as its text, which PostgreSQL casts back to the key column's type)."""
+    return json.dumps({"last_key": list(last_key)}, default=str, separators=(",", ":"))
+
+
+def decode_progress(record: str) -> tuple[Any, ...]:
+    """The last key of a record :func:`encode_progress` wrote (``ConfigError`` if unreadable)."""
+    try:
+        return tuple(json.loads(record)["last_key"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"unreadable chunked-baseline progress record {record!r}: {exc}"
+        ) from None
+
+
+def resume_chunked(
+    reader: _Reader, pipes: Sequence[PipelineWorker], position: Position
+) -> list[PipelineWorker]:
+    """Start-up resume: the pipelines whose durable target holds the progress of an unfinished
+    chunked baseline continue it after the smallest last key of their table's group (they stay
+    BASELINING and not ready, so nothing is acknowledged until it is done); the stream resumes
+    at ``position`` and its changes are applied over the target as usual. Returns them."""
+    groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...]]]] = {}
+    for p in pipes:
+        target = p.target
+        if p.failed or not isinstance(target, ProgressTarget):
+            continue
+        record = target.load_progress(p.table)
+        if record is not None:
+            groups.setdefault(p.table, []).append((p, decode_progress(record)))
+    if groups and not isinstance(reader.source, ChunkedSource):
+        raise ConfigError(
+            f"source {reader.id}: a chunked baseline of {', '.join(map(str, groups))} is "
+            "unfinished but the source cannot read chunks: reset the targets to re-baseline"
+        )
+    rows = chunk_rows_of(reader.source) or DEFAULT_CHUNK_ROWS
+    resumed: list[PipelineWorker] = []
+    for table, group in groups.items():
+        after = min(k for _, k in group)
+        workers = [p for p, _ in group]
+        for p in workers:
+            p.ready = False
+            p.begin_baseline()
+            p.resume_at(position)
+        logger.info(
+            "source %s: resuming the chunked baseline of %s after key %s", reader.id, table, after
+        )
+        _launch(reader, table, workers, rows, None, initial=True, after=after)
+        resumed.extend(workers)
+    return resumed

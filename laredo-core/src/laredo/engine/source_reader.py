@@ -41,6 +41,7 @@ from .backfiller import (
     Backfiller,
     chunked_pipelines,
     observe_backfills,
+    resume_chunked,
     start_backfill,
     start_chunked,
 )
@@ -506,7 +507,12 @@ class SourceReader:
             return self._baseline(rebaseline=plan.kind is StartKind.REBASELINE)
         assert plan.position is not None
         tables = plan.restored.tables if plan.restored is not None else {}
+        resumed = (
+            resume_chunked(self, active, plan.position) if plan.kind is StartKind.RESUME else []
+        )
         for p in active:
+            if p in resumed:
+                continue  # an unfinished chunked baseline continues (see resume_chunked)
             restored = tables.get(p.id)
             if restored is not None:
                 p.restored(restored)
