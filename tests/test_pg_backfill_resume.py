@@ -23,9 +23,16 @@ from typing import Any
 
 import laredo
 import psycopg
-from laredo.base import RowTarget
 import pytest
-from laredo.types import ChangeAction, ChangeEvent, ColumnDefinition, Row, TableIdentifier
+from laredo.base import RowTarget
+from laredo.types import (
+    ChangeAction,
+    ChangeEvent,
+    ColumnDefinition,
+    Row,
+    SchemaChangeResponse,
+    TableIdentifier,
+)
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 
@@ -97,8 +104,13 @@ class SqliteTarget(RowTarget):
     def on_truncate(self, table: TableIdentifier) -> None:
         self.db.execute("DELETE FROM rows")
 
-    def on_schema_change(self, *args: Any) -> None:
-        pass
+    def on_schema_change(
+        self,
+        table: TableIdentifier,
+        old_columns: Sequence[ColumnDefinition],
+        new_columns: Sequence[ColumnDefinition],
+    ) -> SchemaChangeResponse:
+        return SchemaChangeResponse()
 
     def is_durable(self) -> bool:
         return True

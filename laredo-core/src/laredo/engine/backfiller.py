@@ -300,6 +300,8 @@ def start_chunked(
         p.ready = False
         p.begin_baseline(truncate=rebaseline)
         p.applied = position
+        if isinstance(p.target, ProgressTarget):
+            p.target.save_progress(p.table, None)  # a new baseline: an older record is void
     for table, group in by_table.items():
         _launch(reader, table, group, rows, None, initial=True)
 
