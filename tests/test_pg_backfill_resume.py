@@ -194,6 +194,14 @@ def _reads(db: PgTestDb) -> int:
     return last
 
 
+def _confirmed(db: PgTestDb) -> str | None:
+    rows = db.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+        (db.slot_name,),
+    )
+    return str(rows[0][0]) if rows and rows[0][0] else None
+
+
 def _pg_rows(db: PgTestDb) -> dict[int, dict[str, Any]]:
     with db.connect() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         return {r["id"]: dict(r) for r in cur.execute("SELECT * FROM items")}
@@ -234,12 +242,16 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
     eng: laredo.Engine | None = None
     try:
         deadline = time.monotonic() + 120
+        created: str | None = None  # the slot's confirmed position when it appeared
         while _progress(path) < 0.4 * N:
             assert child.poll() is None, "the engine process ended on its own"
             assert time.monotonic() < deadline, "the chunked baseline made no progress"
+            created = created or _confirmed(db)
             time.sleep(0.01)
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
+        # nothing was acknowledged while the baseline ran (the writers moved the stream on)
+        assert created is not None and _confirmed(db) == created
         done = _progress(path)
         assert 0.4 * N <= done < 0.6 * N, done  # killed mid-way, with its progress durable
         time.sleep(0.3)  # the writers go on while nothing runs
