@@ -174,6 +174,49 @@ def test_a_table_without_a_key_keeps_the_snapshot_baseline(
     assert "backfill of public.items: 6 chunk(s), 5000 row(s) read" in text
 
 
+class _DurableIndexed(IndexedTarget):
+    """A durable target that keeps no chunk progress (no ``ProgressTarget``)."""
+
+    def is_durable(self) -> bool:
+        return True
+
+
+def test_a_durable_target_without_chunk_progress_keeps_the_snapshot_baseline(
+    pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stream runs beside the chunks from the start, so a durable target that cannot keep
+    the chunks' progress would resume over a partial table after a crash: it is baselined in
+    one snapshot instead (said in the log), while a memory target on the same source is read in
+    chunks."""
+    db = pg_database
+    _setup(db)
+    durable, memory = _DurableIndexed(), IndexedTarget()
+    src = PostgresSource(
+        db.dsn,
+        slot_name=db.slot_name,
+        publication={"create": True},
+        baseline={"mode": "chunked", "chunk_rows": 1000},
+    )
+    eng = laredo.Engine(
+        sources={"pg": src},
+        pipelines=[
+            laredo.Pipeline("pg", ITEMS, durable, id="durable"),
+            laredo.Pipeline("pg", ITEMS, memory, id="memory"),
+        ],
+    )
+    caplog.set_level(logging.INFO)
+    try:
+        eng.start()
+        assert eng.await_ready(60)
+        assert durable.count() == 5000 and memory.count() == 5000
+    finally:
+        eng.stop()
+    text = caplog.text
+    assert "pipeline durable: its target is durable but keeps no chunk progress" in text
+    assert "pipeline memory: its target" not in text
+    assert "backfill of public.items: 6 chunk(s), 5000 row(s) read" in text
+
+
 def test_a_table_joining_a_chunked_source_is_baselined_in_chunks(
     pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -265,9 +265,20 @@ def chunk_rows_of(source: Any) -> int | None:
     return rows() if callable(rows) else None
 
 
+def resumable(worker: PipelineWorker) -> bool:
+    """May ``worker`` be baselined in chunks? A durable target must keep the chunks' progress
+    with its own state (:class:`~laredo.contracts.ProgressTarget`): the stream runs beside the
+    chunks from the start, so nothing else would tell a restart after a crash that the baseline
+    had not finished (it would resume streaming over a partial table). A target that is not
+    durable is baselined again (or restored from a snapshot) at every start anyway."""
+    target = worker.target
+    return isinstance(target, ProgressTarget) or not target.is_durable()
+
+
 def chunked_pipelines(reader: _Reader, rebaseline: bool) -> list[PipelineWorker]:
     """The pipelines a (re-)baseline reads in chunks: all of a chunked source's whose table
-    has a key (the others keep the snapshot baseline, logged)."""
+    has a key and whose target may resume (:func:`resumable`); the others keep the snapshot
+    baseline, logged."""
     if chunk_rows_of(reader.source) is None:
         return []
     out: list[PipelineWorker] = []
@@ -283,8 +294,16 @@ def chunked_pipelines(reader: _Reader, rebaseline: bool) -> list[PipelineWorker]
                     reader.id,
                     p.table,
                 )
-        if keys[p.table] is not None:
-            out.append(p)
+        if keys[p.table] is None:
+            continue
+        if not resumable(p):
+            logger.warning(
+                "pipeline %s: its target is durable but keeps no chunk progress (ProgressTarget): "
+                "baselined in one snapshot, not in chunks (a crash mid-chunks could not resume)",
+                p.id,
+            )
+            continue
+        out.append(p)
     return out
 
 
@@ -380,6 +399,8 @@ def joins_chunked(reader: _Reader, worker: PipelineWorker) -> bool:
     a table with a key and no pipeline yet)?"""
     table = worker.table
     if chunk_rows_of(reader.source) is None or reader.by_table.get(table):
+        return False
+    if not resumable(worker):
         return False
     try:
         return reader.source.chunk_key(table) is not None
