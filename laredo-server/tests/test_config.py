@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from laredo.engine_settings import RUNNER_SETTINGS
 from laredo.errors import ConfigError
 from laredo_server.config import (
     build_engine,
@@ -182,6 +183,23 @@ shutdown {{ grace_period = 5s, drain = 1 }}
     # a HOCON duration is seconds whatever the key is called (no special `_ms` rule)
     t = load_string(BASE + "x_ms = 2s", env={}, validate=False).tree
     assert t["x_ms"] == 2.0
+
+
+def test_runner_sections_reach_their_engine_keywords() -> None:
+    """``shutdown.grace_period`` and ``observability.lag_interval`` map to ``Engine`` keywords
+    by their declarations (laredo.engine_settings); absent, the declared defaults apply."""
+    loaded = load_string(
+        BASE + "observability { lag_interval = 2s }\nshutdown { grace_period = 7s }", env={}
+    )
+    assert loaded.model is not None
+    engine = build_engine(loaded.model).engine
+    assert (engine.shutdown_timeout, engine.lag_interval) == (7.0, 2.0)
+    plain = load_string(BASE, env={}).model
+    assert plain is not None
+    engine = build_engine(plain).engine
+    assert [getattr(engine, s.keyword) for s in RUNNER_SETTINGS] == [
+        s.default for s in RUNNER_SETTINGS
+    ]
 
 
 def test_free_form_maps_keep_the_text_written() -> None:

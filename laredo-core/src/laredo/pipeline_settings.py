@@ -4,7 +4,8 @@ default, its bounds and its description.
 The configuration models (:mod:`laredo.config.models`: ``buffer { max_size }``, ...), the
 Python API (:class:`laredo.Pipeline` keywords and their checks) and the pipeline worker read
 defaults and bounds from here, so the three cannot drift apart; the test pins each setting to
-the fields that use it. Add a setting here, then give it a field in both places.
+the fields that use it, and ``build_pipeline`` maps a configuration to ``Pipeline`` keywords
+by looping over :data:`SETTINGS`. Add a setting here, then give it a field in both places.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class PipelineSetting:
     """Least allowed value (inclusive), if any."""
     positive: bool = False
     """Must be > 0."""
+    table_level: bool = False
+    """Its section may also be given on the table (for every target of it); the target's wins."""
+    serve_only: bool = True
+    """Only the serving process (``laredo serve``) uses it; the Spark baseline leaves it."""
 
     @property
     def config_key(self) -> str:
@@ -61,6 +66,14 @@ class PipelineSetting:
             gt=0 if self.positive else None,
             description=f"{self.doc} (Pipeline keyword: {self.keyword})",
         )
+
+    def read(self, target: Any, table: Any) -> Any:
+        """This setting's value for a target section model of a table model: the target's
+        section, else the table's (``table_level``), else the default."""
+        section = getattr(target, self.section, None)
+        if section is None and self.table_level:
+            section = getattr(table, self.section, None)
+        return self.default if section is None else getattr(section, self.key)
 
     def problem(self, value: Any, where: str) -> str | None:
         """What is wrong with ``value`` for this setting's bounds (integers only), or None."""
@@ -104,9 +117,16 @@ RETRY_BACKOFF = PipelineSetting(
 RETRY_MAX_BACKOFF = PipelineSetting(
     "retry_max_backoff", "error_handling", "retry_max_backoff", 5.0, "cap of the backoff"
 )
-TTL_FIELD = PipelineSetting("ttl_field", "ttl", "field", None, "column holding the expiry time")
+TTL_FIELD = PipelineSetting(
+    "ttl_field", "ttl", "field", None, "column holding the expiry time", table_level=True
+)
 TTL_SCAN_INTERVAL = PipelineSetting(
-    "ttl_scan_interval", "ttl", "check_interval", None, "sweep of expired rows (None: never)"
+    "ttl_scan_interval",
+    "ttl",
+    "check_interval",
+    None,
+    "sweep of expired rows (None: never)",
+    table_level=True,
 )
 VALIDATION_ACTION = PipelineSetting(
     "validation_action",
@@ -114,9 +134,15 @@ VALIDATION_ACTION = PipelineSetting(
     "action",
     "warn",
     "on a count mismatch: warn, re_baseline, fail",
+    table_level=True,
 )
 VALIDATION_INTERVAL = PipelineSetting(
-    "validation_interval", "validation", "interval", None, "row-count check (None: never)"
+    "validation_interval",
+    "validation",
+    "interval",
+    None,
+    "row-count check (None: never)",
+    table_level=True,
 )
 
 SETTINGS: tuple[PipelineSetting, ...] = (

@@ -41,6 +41,7 @@ from laredo.config import (
     check_engine_config,
     structure_problems,
 )
+from laredo.engine_settings import serve_only_keys as engine_serve_only_keys
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
 from laredo.plugins import registry
@@ -54,14 +55,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SERVE_ONLY_KEYS", "Plan", "SparkSection", "build_plan", "flatten_conf", "run_spark"]
 
-SERVE_ONLY_KEYS: dict[str, frozenset[str]] = {
-    "": frozenset({"dead_letter"}),
-    "snapshot": frozenset({"schedule", "on_shutdown", "retention", "on_restore_mismatch"}),
-    "tables": frozenset({"ttl", "validation"}),
-    "targets": frozenset({"buffer", "error_handling", "ttl", "validation"}),
-}
+SERVE_ONLY_KEYS: dict[str, frozenset[str]] = engine_serve_only_keys()
 """Keys of the engine sections only the streaming phase (``laredo serve``) uses, by the section
-holding them (``""``: top level; ``tables``: each table; ``targets``: each target). The
+holding them (``""``: top level; ``tables``: each table; ``targets``: each target), from the
+``serve_only`` flags of :mod:`laredo.engine_settings` and :mod:`laredo.pipeline_settings`. The
 server's own sections are every top-level section of its model that the engine's lacks."""
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from laredo.auth import AuthConfig
 from laredo.config import EngineConfig, EngineSettings, PluginSpec
+from laredo.engine_settings import LAG_INTERVAL, RUNNER_SETTINGS, SHUTDOWN_TIMEOUT
 from laredo.units import Duration
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -106,14 +107,13 @@ class ObservabilityConfig(_Section):
     log_format: Literal["json", "console"] = "console"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsConfig = MetricsConfig()
-    lag_interval: Duration = 10.0
+    lag_interval: Duration = LAG_INTERVAL.field()
     observers: list[PluginSpec] = Field(default_factory=list)
     """Extra observer plugins, e.g. ``[{type = logging}]``."""
 
 
 class ShutdownConfig(_Section):
-    grace_period: Duration = 30.0
-    """Longest time ``stop`` may take (drain buffers, shutdown snapshot, close)."""
+    grace_period: Duration = SHUTDOWN_TIMEOUT.field()
     drain: Duration = 0.0
     """Before stopping, report not-ready for this long so load balancers move away."""
 
@@ -156,6 +156,5 @@ class ServerConfig(EngineConfig):
                 (f"observability.observers.{k}", spec)
                 for k, spec in enumerate(self.observability.observers)
             ),
-            shutdown_timeout=self.shutdown.grace_period,
-            lag_interval=self.observability.lag_interval,
+            **{s.keyword: s.read(getattr(self, s.section)) for s in RUNNER_SETTINGS},
         )
