@@ -112,7 +112,7 @@ def _validate(
         engine_tree = {k: v for k, v in tree.items() if k != "spark"}
         model, found = check_engine_config(engine_tree, EngineConfig)
         return model, [str(p) for p in found], frozenset()
-    sections = frozenset(ServerConfig.model_fields) - set(EngineConfig.model_fields) - {"spark"}
+    sections = frozenset(ServerConfig.model_fields) - set(EngineConfig.model_fields)
     if not isinstance(loaded, LoadedConfig):
         loaded = LoadedConfig(tree=dict(tree))
     try:
