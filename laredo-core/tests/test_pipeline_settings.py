@@ -5,8 +5,10 @@ mappings all agree with the declaration."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import inspect
+import typing
 from typing import Any
 
 import pydantic
@@ -145,3 +147,32 @@ def test_serve_only_keys_follow_the_flags() -> None:
     assert (
         not {s.key for s in SNAPSHOT_SETTINGS if not s.serve_only} & serve_only_keys()["snapshot"]
     )
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.choices], ids=lambda s: s.keyword)
+def test_choice_settings_are_checked_by_pipeline_and_agree_with_the_model(setting: Any) -> None:
+    assert setting.choices is not None
+    allowed = {e.value for e in setting.choices}
+    assert set(typing.get_args(SECTIONS[setting.section].model_fields[setting.key].annotation)) == (
+        allowed
+    )
+    pipe = Pipeline("src", "public.t", RecordingTarget(), **{setting.keyword: "nonsense"})
+    (problem,) = pipe.problems(0)
+    assert problem.startswith(f"pipelines[0].{setting.keyword}: unknown value 'nonsense'")
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.duration], ids=lambda s: s.keyword)
+def test_duration_settings_are_parsed_by_pipeline(setting: Any) -> None:
+    pipe = Pipeline("src", "public.t", RecordingTarget(), **{setting.keyword: "2m"})
+    assert pipe.problems(0) == [] and getattr(pipe, setting.keyword) == 120.0
+    bad = Pipeline("src", "public.t", RecordingTarget(), **{setting.keyword: "soon"})
+    (problem,) = bad.problems(0)
+    assert problem.startswith(f"pipelines[0].{setting.keyword}")
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.keyword)
+def test_choices_and_duration_flags_match_the_pipeline_field_types(setting: Any) -> None:
+    args = typing.get_args(typing.get_type_hints(Pipeline)[setting.keyword])
+    enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
+    assert enums == ([setting.choices] if setting.choices else [])
+    assert (datetime.timedelta in args) == setting.duration

@@ -10,10 +10,13 @@ by looping over :data:`SETTINGS`. Add a setting here, then give it a field in bo
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
+
+from .types import BufferPolicy, ErrorPolicy, ValidationAction
 
 __all__ = [
     "BUFFER_POLICY",
@@ -52,6 +55,10 @@ class PipelineSetting:
     """Its section may also be given on the table (for every target of it); the target's wins."""
     serve_only: bool = True
     """Only the serving process (``laredo serve``) uses it; the Spark baseline leaves it."""
+    choices: type[enum.Enum] | None = None
+    """Its values are this enum's (``Pipeline`` turns strings into members)."""
+    duration: bool = False
+    """A duration: seconds, a ``timedelta`` or a string such as ``"5m"``."""
 
     @property
     def config_key(self) -> str:
@@ -100,6 +107,7 @@ BUFFER_POLICY = PipelineSetting(
     "policy",
     "block",
     "when the buffer is full: block, drop_oldest, error",
+    choices=BufferPolicy,
 )
 ERROR_POLICY = PipelineSetting(
     "error_policy",
@@ -107,15 +115,26 @@ ERROR_POLICY = PipelineSetting(
     "on_persistent_failure",
     "isolate",
     "after the retries: isolate, stop_source, stop_all, dead_letter",
+    choices=ErrorPolicy,
 )
 MAX_RETRIES = PipelineSetting(
     "max_retries", "error_handling", "max_retries", 5, "retries of a failed apply", minimum=0
 )
 RETRY_BACKOFF = PipelineSetting(
-    "retry_backoff", "error_handling", "retry_backoff", 0.1, "first backoff; doubles per retry"
+    "retry_backoff",
+    "error_handling",
+    "retry_backoff",
+    0.1,
+    "first backoff; doubles per retry",
+    duration=True,
 )
 RETRY_MAX_BACKOFF = PipelineSetting(
-    "retry_max_backoff", "error_handling", "retry_max_backoff", 5.0, "cap of the backoff"
+    "retry_max_backoff",
+    "error_handling",
+    "retry_max_backoff",
+    5.0,
+    "cap of the backoff",
+    duration=True,
 )
 TTL_FIELD = PipelineSetting(
     "ttl_field", "ttl", "field", None, "column holding the expiry time", table_level=True
@@ -127,6 +146,7 @@ TTL_SCAN_INTERVAL = PipelineSetting(
     None,
     "sweep of expired rows (None: never)",
     table_level=True,
+    duration=True,
 )
 VALIDATION_ACTION = PipelineSetting(
     "validation_action",
@@ -135,6 +155,7 @@ VALIDATION_ACTION = PipelineSetting(
     "warn",
     "on a count mismatch: warn, re_baseline, fail",
     table_level=True,
+    choices=ValidationAction,
 )
 VALIDATION_INTERVAL = PipelineSetting(
     "validation_interval",
@@ -143,6 +164,7 @@ VALIDATION_INTERVAL = PipelineSetting(
     None,
     "row-count check (None: never)",
     table_level=True,
+    duration=True,
 )
 
 SETTINGS: tuple[PipelineSetting, ...] = (
