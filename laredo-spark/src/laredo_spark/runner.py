@@ -29,6 +29,7 @@ own snapshots keep its default).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,6 +116,10 @@ def _validate(
     sections = frozenset(ServerConfig.model_fields) - set(EngineConfig.model_fields)
     if not isinstance(loaded, LoadedConfig):
         loaded = LoadedConfig(tree=dict(tree))
+    if "spark" not in registry("config_section").names():  # plugins not loaded: checked here
+        loaded = dataclasses.replace(
+            loaded, tree={k: v for k, v in loaded.tree.items() if k != "spark"}
+        )
     try:
         return validate_tree(loaded), [], sections
     except ConfigError as exc:
