@@ -16,6 +16,7 @@ from laredo.config import (
     check_engine_config,
     load_engine_config,
 )
+from laredo.engine_settings import SNAPSHOT_SETTINGS
 from laredo.testing import RecordingTarget, TestSource, columns
 from laredo.types import BufferPolicy, ErrorPolicy, ValidationAction
 from pydantic import BaseModel, ConfigDict
@@ -121,6 +122,41 @@ def test_pipeline_settings_and_plugins_reach_the_engine(
         assert isinstance(p.target, RecordingTarget) and len(p.target.rows()) == 4
     finally:
         built.engine.stop()
+
+
+def test_every_snapshot_key_reaches_its_engine_keyword(
+    plugin: ConfigPlugin, tmp_path: Path
+) -> None:
+    """The ``snapshot`` section maps to ``Engine`` keywords by its declarations; the settings
+    that need a store fall back to their defaults without one."""
+    cfg = tree()
+    cfg["snapshot"] = {
+        "store": "local",
+        "store_config": {"path": str(tmp_path)},
+        "schedule": "2h",
+        "on_shutdown": True,
+        "retention": {"keep_count": 4, "max_age": "1d"},
+        "user_meta": {"release": "r7"},
+        "on_restore_mismatch": "reject",
+    }
+    engine = build_engine(load_engine_config(cfg)).engine
+    given = {
+        "snapshot_schedule": 7200.0,
+        "snapshot_retention": 4,
+        "snapshot_max_age": 86400.0,
+        "snapshot_on_shutdown": True,
+        "snapshot_user_meta": {"release": "r7"},
+        "snapshot_meta_policy": "reject",
+    }
+    assert set(given) == {s.keyword for s in SNAPSHOT_SETTINGS}
+    assert {k: getattr(engine, k) for k in given} == given
+
+    for key in ("store", "schedule", "on_shutdown"):  # the last two are refused without one
+        del cfg["snapshot"][key]
+    storeless = build_engine(load_engine_config(cfg)).engine
+    for s in SNAPSHOT_SETTINGS:
+        expected = "reject" if s.keyword == "snapshot_meta_policy" else s.default
+        assert getattr(storeless, s.keyword) == expected, s.keyword
 
 
 def test_unknown_keys_and_bad_values_are_reported_together_with_key_paths(

@@ -3,8 +3,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import laredo
 import pytest
+from laredo.engine_settings import RUNNER_SETTINGS
 from laredo.errors import ConfigError
+from laredo.registry import Registry
 from laredo_server.config import (
     build_engine,
     dump_config,
@@ -13,6 +16,7 @@ from laredo_server.config import (
     parse_duration,
     parse_size,
 )
+from pydantic import BaseModel, ConfigDict, Field
 
 BASE = """
 sources {
@@ -184,6 +188,23 @@ shutdown {{ grace_period = 5s, drain = 1 }}
     assert t["x_ms"] == 2.0
 
 
+def test_runner_sections_reach_their_engine_keywords() -> None:
+    """``shutdown.grace_period`` and ``observability.lag_interval`` map to ``Engine`` keywords
+    by their declarations (laredo.engine_settings); absent, the declared defaults apply."""
+    loaded = load_string(
+        BASE + "observability { lag_interval = 2s }\nshutdown { grace_period = 7s }", env={}
+    )
+    assert loaded.model is not None
+    engine = build_engine(loaded.model).engine
+    assert (engine.shutdown_timeout, engine.lag_interval) == (7.0, 2.0)
+    plain = load_string(BASE, env={}).model
+    assert plain is not None
+    engine = build_engine(plain).engine
+    assert [getattr(engine, s.keyword) for s in RUNNER_SETTINGS] == [
+        s.default for s in RUNNER_SETTINGS
+    ]
+
+
 def test_free_form_maps_keep_the_text_written() -> None:
     """HOCON reads ``768m`` and ``30s`` as durations: duration options get seconds, free-form
     maps (HTTP ``headers``) the text as written."""
@@ -217,13 +238,49 @@ def test_a_runner_section_is_validated_and_left_alone(tmp_path: Path) -> None:
     pytest.importorskip("laredo_spark")
     conf = BASE + 'spark { master = "spark://m:7077", partitions = 4, conf { a.b = 768m } }'
     loaded = load_string(conf, env={})
-    assert loaded.model is not None and loaded.model.spark is not None
+    assert loaded.model is not None
+    held = loaded.model.plugin_section("spark")
+    assert held is not None and (held["master"], held["partitions"]) == ("spark://m:7077", 4)
     with pytest.raises(ConfigError) as ei:
         load_string(BASE + "spark { partitons = 4, partitions = 0 }", env={})
     assert [p.split(" [")[0] for p in ei.value.problems] == [
         "spark.partitions: Input should be greater than or equal to 1 (got 0)",
         "spark.partitons: unknown key (allowed here: master, partitions, conf)",
     ]
+
+
+class _AcmeSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: int = Field(ge=1)
+
+
+class _AcmePlugin:
+    @laredo.hookimpl
+    def laredo_register_config_sections(self, registry: Registry) -> None:
+        registry.add("acme", _AcmeSection, options=_AcmeSection, description="a test runner")
+
+
+def test_a_plugin_section_registers_through_the_hook_alone() -> None:
+    """A section is known to ``laredo serve`` only through ``laredo_register_config_sections``:
+    without its plugin it is an unknown key, with it it is checked by the plugin's model and
+    held for the runner that reads it."""
+    conf = BASE + "acme { level = 3 }"
+    with pytest.raises(ConfigError) as ei:
+        load_string(conf, env={})
+    assert any(p.startswith("acme: unknown key") for p in ei.value.problems), ei.value.problems
+    pm = laredo.get_plugin_manager()
+    plugin = _AcmePlugin()
+    pm.register(plugin, name="acme-section-plugin")
+    try:
+        loaded = load_string(conf, env={})
+        assert loaded.model is not None and loaded.model.plugin_section("acme") == {"level": 3}
+        with pytest.raises(ConfigError) as ei:
+            load_string(BASE + "acme { level = 0 }", env={})
+        assert [p.split(" [")[0] for p in ei.value.problems] == [
+            "acme.level: Input should be greater than or equal to 1 (got 0)"
+        ]
+    finally:
+        pm.unregister(plugin)
 
 
 def test_http_target_durations_and_deprecated_ms_spelling(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 from decimal import Decimal
@@ -129,6 +130,33 @@ def test_serving_keys_are_validated_and_left_to_laredo_serve(tmp_path: Any, capl
     assert any(p.startswith("tables.0.targets.0.lookup_feilds: unknown option") for p in problems)
     assert any(p.startswith("spark.partitons: unknown key") for p in problems)
     assert len(problems) == 4, problems
+
+
+def test_the_spark_section_is_checked_by_the_runner_when_its_plugin_is_not_loaded(
+    tmp_path: Any,
+) -> None:
+    """``laredo serve`` knows ``spark`` only through the plugin hook; with laredo-spark's plugin
+    not loaded (autoload off) the runner still accepts its own section and checks it once."""
+    import laredo_spark._plugin as spark_plugin
+
+    class Db:
+        dsn = "postgresql://nobody@127.0.0.1:1/none"
+        slot_name = "unused"
+
+    pm = laredo.get_plugin_manager()
+    assert "spark" in laredo.plugins.registry("config_section").names()
+    pm.unregister(spark_plugin)
+    try:
+        assert "spark" not in laredo.plugins.registry("config_section").names()
+        cfg = _config(Db(), tmp_path / "snaps")
+        assert build_plan(cfg).spark == {"partitions": 2}
+        cfg["spark"]["partitons"] = 4
+        with pytest.raises(laredo.ConfigError) as ei:
+            build_plan(cfg)
+        assert [p.split(" (")[0] for p in ei.value.problems] == ["spark.partitons: unknown key"]
+    finally:
+        dist = importlib.metadata.distribution("laredo-spark")
+        pm.register(spark_plugin, name="ep:spark", provider=f"{dist.name} {dist.version}")
 
 
 def test_observer_progress_and_cli_argument_errors(

@@ -16,6 +16,7 @@ from .pipeline_settings import (
     MAX_RETRIES,
     RETRY_BACKOFF,
     RETRY_MAX_BACKOFF,
+    SETTINGS,
     TTL_FIELD,
     TTL_SCAN_INTERVAL,
     VALIDATION_ACTION,
@@ -34,7 +35,6 @@ from .units import to_seconds
 _BUFFER_POLICY = BufferPolicy(BUFFER_POLICY.default)
 _ERROR_POLICY = ErrorPolicy(ERROR_POLICY.default)
 _VALIDATION_ACTION = ValidationAction(VALIDATION_ACTION.default)
-_DURATIONS = ("retry_backoff", "retry_max_backoff", "ttl_scan_interval", "validation_interval")
 
 
 @dataclass(eq=False)
@@ -98,11 +98,7 @@ class Pipeline:
                 )
         if problem := BUFFER_SIZE.problem(self.buffer_size, where):
             out.append(problem)
-        for name, enum_type in (
-            ("buffer_policy", BufferPolicy),
-            ("error_policy", ErrorPolicy),
-            ("validation_action", ValidationAction),
-        ):
+        for name, enum_type in ((s.keyword, s.choices) for s in SETTINGS if s.choices):
             value = getattr(self, name)
             if not isinstance(value, enum_type):
                 try:
@@ -112,12 +108,7 @@ class Pipeline:
                     out.append(f"{where}.{name}: unknown value {value!r}; use one of {allowed}")
         if problem := MAX_RETRIES.problem(self.max_retries, where):
             out.append(problem)
-        for name in (
-            "retry_backoff",
-            "retry_max_backoff",
-            "ttl_scan_interval",
-            "validation_interval",
-        ):
+        for name in (s.keyword for s in SETTINGS if s.duration):
             value = getattr(self, name)
             try:
                 seconds = to_seconds(value, f"{where}.{name}")

@@ -4,15 +4,19 @@ default, its bounds and its description.
 The configuration models (:mod:`laredo.config.models`: ``buffer { max_size }``, ...), the
 Python API (:class:`laredo.Pipeline` keywords and their checks) and the pipeline worker read
 defaults and bounds from here, so the three cannot drift apart; the test pins each setting to
-the fields that use it. Add a setting here, then give it a field in both places.
+the fields that use it, and ``build_pipeline`` maps a configuration to ``Pipeline`` keywords
+by looping over :data:`SETTINGS`. Add a setting here, then give it a field in both places.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
+
+from .types import BufferPolicy, ErrorPolicy, ValidationAction
 
 __all__ = [
     "BUFFER_POLICY",
@@ -47,6 +51,14 @@ class PipelineSetting:
     """Least allowed value (inclusive), if any."""
     positive: bool = False
     """Must be > 0."""
+    table_level: bool = False
+    """Its section may also be given on the table (for every target of it); the target's wins."""
+    serve_only: bool = True
+    """Only the serving process (``laredo serve``) uses it; the Spark baseline leaves it."""
+    choices: type[enum.Enum] | None = None
+    """Its values are this enum's (``Pipeline`` turns strings into members)."""
+    duration: bool = False
+    """A duration: seconds, a ``timedelta`` or a string such as ``"5m"``."""
 
     @property
     def config_key(self) -> str:
@@ -61,6 +73,14 @@ class PipelineSetting:
             gt=0 if self.positive else None,
             description=f"{self.doc} (Pipeline keyword: {self.keyword})",
         )
+
+    def read(self, target: Any, table: Any) -> Any:
+        """This setting's value for a target section model of a table model: the target's
+        section, else the table's (``table_level``), else the default."""
+        section = getattr(target, self.section, None)
+        if section is None and self.table_level:
+            section = getattr(table, self.section, None)
+        return self.default if section is None else getattr(section, self.key)
 
     def problem(self, value: Any, where: str) -> str | None:
         """What is wrong with ``value`` for this setting's bounds (integers only), or None."""
@@ -87,6 +107,7 @@ BUFFER_POLICY = PipelineSetting(
     "policy",
     "block",
     "when the buffer is full: block, drop_oldest, error",
+    choices=BufferPolicy,
 )
 ERROR_POLICY = PipelineSetting(
     "error_policy",
@@ -94,19 +115,38 @@ ERROR_POLICY = PipelineSetting(
     "on_persistent_failure",
     "isolate",
     "after the retries: isolate, stop_source, stop_all, dead_letter",
+    choices=ErrorPolicy,
 )
 MAX_RETRIES = PipelineSetting(
     "max_retries", "error_handling", "max_retries", 5, "retries of a failed apply", minimum=0
 )
 RETRY_BACKOFF = PipelineSetting(
-    "retry_backoff", "error_handling", "retry_backoff", 0.1, "first backoff; doubles per retry"
+    "retry_backoff",
+    "error_handling",
+    "retry_backoff",
+    0.1,
+    "first backoff; doubles per retry",
+    duration=True,
 )
 RETRY_MAX_BACKOFF = PipelineSetting(
-    "retry_max_backoff", "error_handling", "retry_max_backoff", 5.0, "cap of the backoff"
+    "retry_max_backoff",
+    "error_handling",
+    "retry_max_backoff",
+    5.0,
+    "cap of the backoff",
+    duration=True,
 )
-TTL_FIELD = PipelineSetting("ttl_field", "ttl", "field", None, "column holding the expiry time")
+TTL_FIELD = PipelineSetting(
+    "ttl_field", "ttl", "field", None, "column holding the expiry time", table_level=True
+)
 TTL_SCAN_INTERVAL = PipelineSetting(
-    "ttl_scan_interval", "ttl", "check_interval", None, "sweep of expired rows (None: never)"
+    "ttl_scan_interval",
+    "ttl",
+    "check_interval",
+    None,
+    "sweep of expired rows (None: never)",
+    table_level=True,
+    duration=True,
 )
 VALIDATION_ACTION = PipelineSetting(
     "validation_action",
@@ -114,9 +154,17 @@ VALIDATION_ACTION = PipelineSetting(
     "action",
     "warn",
     "on a count mismatch: warn, re_baseline, fail",
+    table_level=True,
+    choices=ValidationAction,
 )
 VALIDATION_INTERVAL = PipelineSetting(
-    "validation_interval", "validation", "interval", None, "row-count check (None: never)"
+    "validation_interval",
+    "validation",
+    "interval",
+    None,
+    "row-count check (None: never)",
+    table_level=True,
+    duration=True,
 )
 
 SETTINGS: tuple[PipelineSetting, ...] = (

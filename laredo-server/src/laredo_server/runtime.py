@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from laredo import Engine, Pipeline, PipelineInfo
 from laredo.auth import Access
+from laredo.engine_settings import SHUTDOWN_TIMEOUT
 from laredo.errors import EngineStateError, SnapshotError
 from laredo.observers import CompositeObserver
 from laredo.replay import SnapshotReplay
@@ -208,7 +209,7 @@ class ServerRuntime:
         metrics_enabled: bool = True,
         watch_buffer: int = 16_384,
         drain: float = 0.0,
-        grace_period: float = 30.0,
+        grace_period: float = SHUTDOWN_TIMEOUT.default,
         source_types: dict[str, str] | None = None,
         max_streams: int = 8,
     ) -> None:

@@ -29,6 +29,7 @@ own snapshots keep its default).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from laredo.config import (
     check_engine_config,
     structure_problems,
 )
+from laredo.engine_settings import serve_only_keys as engine_serve_only_keys
 from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
 from laredo.plugins import registry
@@ -54,14 +56,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SERVE_ONLY_KEYS", "Plan", "SparkSection", "build_plan", "flatten_conf", "run_spark"]
 
-SERVE_ONLY_KEYS: dict[str, frozenset[str]] = {
-    "": frozenset({"dead_letter"}),
-    "snapshot": frozenset({"schedule", "on_shutdown", "retention", "on_restore_mismatch"}),
-    "tables": frozenset({"ttl", "validation"}),
-    "targets": frozenset({"buffer", "error_handling", "ttl", "validation"}),
-}
+SERVE_ONLY_KEYS: dict[str, frozenset[str]] = engine_serve_only_keys()
 """Keys of the engine sections only the streaming phase (``laredo serve``) uses, by the section
-holding them (``""``: top level; ``tables``: each table; ``targets``: each target). The
+holding them (``""``: top level; ``tables``: each table; ``targets``: each target), from the
+``serve_only`` flags of :mod:`laredo.engine_settings` and :mod:`laredo.pipeline_settings`. The
 server's own sections are every top-level section of its model that the engine's lacks."""
 
 
@@ -115,9 +113,13 @@ def _validate(
         engine_tree = {k: v for k, v in tree.items() if k != "spark"}
         model, found = check_engine_config(engine_tree, EngineConfig)
         return model, [str(p) for p in found], frozenset()
-    sections = frozenset(ServerConfig.model_fields) - set(EngineConfig.model_fields) - {"spark"}
+    sections = frozenset(ServerConfig.model_fields) - set(EngineConfig.model_fields)
     if not isinstance(loaded, LoadedConfig):
         loaded = LoadedConfig(tree=dict(tree))
+    if "spark" not in registry("config_section").names():  # plugins not loaded: checked here
+        loaded = dataclasses.replace(
+            loaded, tree={k: v for k, v in loaded.tree.items() if k != "spark"}
+        )
     try:
         return validate_tree(loaded), [], sections
     except ConfigError as exc:

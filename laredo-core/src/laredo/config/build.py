@@ -10,8 +10,10 @@ from typing import Any
 
 from ..contracts import DeadLetterStore, SnapshotSerializer, SnapshotStore
 from ..engine import Engine
+from ..engine_settings import RUNNER_SETTINGS, SNAPSHOT_SETTINGS
 from ..errors import ConfigError
 from ..pipeline import Pipeline
+from ..pipeline_settings import SETTINGS as PIPELINE_SETTINGS
 from ..plugins import registry
 from ..types import TableIdentifier
 from .models import EngineConfig, TableConfig, TargetConfig, pipeline_id
@@ -79,25 +81,13 @@ def build_pipeline(make: Maker, table: TableConfig, target: TargetConfig, where:
         make("transform", f.type, f.options(), f"{where}.transforms.{k}")
         for k, f in enumerate(target.transforms)
     ]
-    ttl = target.ttl or table.ttl
-    val = target.validation or table.validation
-    eh = target.error_handling
     return Pipeline(
         table.source,
         TableIdentifier(table.schema_, table.table),
         made,
         filters=filters,
         transforms=transforms,
-        buffer_size=target.buffer.max_size,
-        buffer_policy=target.buffer.policy,
-        error_policy=eh.on_persistent_failure,
-        max_retries=eh.max_retries,
-        retry_backoff=eh.retry_backoff,
-        retry_max_backoff=eh.retry_max_backoff,
-        ttl_field=ttl.field if ttl else None,
-        ttl_scan_interval=ttl.check_interval if ttl else None,
-        validation_action=val.action if val else "warn",
-        validation_interval=val.interval if val else None,
+        **{s.keyword: s.read(target, table) for s in PIPELINE_SETTINGS},
         id=pipeline_id(table, target),
         target_type=target.type,
     )
@@ -155,15 +145,9 @@ def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
         pipelines=pipelines,
         snapshot_store=store,
         snapshot_serializer=serializer,
-        snapshot_schedule=stored.schedule if stored else None,
-        snapshot_retention=stored.retention.keep_count if stored else None,
-        snapshot_max_age=stored.retention.max_age if stored else None,
-        snapshot_on_shutdown=bool(stored and stored.on_shutdown),
-        snapshot_user_meta=stored.user_meta if stored else None,
-        snapshot_meta_policy=snap.on_restore_mismatch if snap else "warn",
+        **{s.keyword: s.read(stored if s.needs_store else snap) for s in SNAPSHOT_SETTINGS},
         dead_letter_store=dead_letters,
         observers=all_observers,
-        shutdown_timeout=settings.shutdown_timeout,
-        lag_interval=settings.lag_interval,
+        **{s.keyword: getattr(settings, s.keyword) for s in RUNNER_SETTINGS},
     )
     return Built(engine, store, serializer, dead_letters)

@@ -8,6 +8,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..engine_settings import (
+    LAG_INTERVAL,
+    SHUTDOWN_TIMEOUT,
+    SNAPSHOT_MAX_AGE,
+    SNAPSHOT_META_POLICY,
+    SNAPSHOT_ON_SHUTDOWN,
+    SNAPSHOT_RETENTION,
+    SNAPSHOT_SCHEDULE,
+    SNAPSHOT_USER_META,
+)
 from ..pipeline_settings import (
     BUFFER_POLICY,
     BUFFER_SIZE,
@@ -122,8 +132,8 @@ class TableConfig(_Section):
 
 
 class RetentionConfig(_Section):
-    keep_count: int | None = Field(default=None, ge=1)
-    max_age: OptionalDuration = None
+    keep_count: int | None = SNAPSHOT_RETENTION.field()
+    max_age: OptionalDuration = SNAPSHOT_MAX_AGE.field()
 
 
 class SnapshotConfig(_Section):
@@ -134,11 +144,11 @@ class SnapshotConfig(_Section):
     store_config: dict[str, Any] = Field(default_factory=dict)
     serializer: str = "jsonl"
     serializer_config: dict[str, Any] = Field(default_factory=dict)
-    schedule: OptionalDuration = None
-    on_shutdown: bool = False
+    schedule: OptionalDuration = SNAPSHOT_SCHEDULE.field()
+    on_shutdown: bool = SNAPSHOT_ON_SHUTDOWN.field()
     retention: RetentionConfig = RetentionConfig()
-    user_meta: dict[str, Any] = Field(default_factory=dict)
-    on_restore_mismatch: Literal["warn", "reject"] = "warn"
+    user_meta: dict[str, Any] = SNAPSHOT_USER_META.field()
+    on_restore_mismatch: Literal["warn", "reject"] = SNAPSHOT_META_POLICY.field()
 
 
 class DeadLetterConfig(_Section):
@@ -151,11 +161,12 @@ class DeadLetterConfig(_Section):
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """Engine parameters a runner keeps in sections of its own (the server: ``observability``
-    and ``shutdown``). ``observers`` are ``(key path, spec)`` pairs of observer plugins."""
+    and ``shutdown``). ``observers`` are ``(key path, spec)`` pairs of observer plugins; the
+    other fields are :data:`laredo.engine_settings.RUNNER_SETTINGS`, by keyword."""
 
     observers: tuple[tuple[str, PluginSpec], ...] = ()
-    shutdown_timeout: float = 30.0
-    lag_interval: float = 10.0
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT.default
+    lag_interval: float = LAG_INTERVAL.default
 
 
 class EngineConfig(_Section):

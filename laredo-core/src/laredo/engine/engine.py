@@ -33,6 +33,7 @@ from ..contracts import (
     SnapshotStore,
     SyncSource,
 )
+from ..engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT, SNAPSHOT_META_POLICY
 from ..errors import ConfigError, EngineStateError
 from ..observers import composite
 from ..pipeline import Pipeline
@@ -72,12 +73,12 @@ class Engine(EngineQueries):
         snapshot_max_age: float | timedelta | str | None = None,
         snapshot_on_shutdown: bool = False,
         snapshot_user_meta: Mapping[str, Any] | None = None,
-        snapshot_meta_policy: str = "warn",
+        snapshot_meta_policy: str = SNAPSHOT_META_POLICY.default,
         dead_letter_store: DeadLetterStore | None = None,
         observers: Iterable[EngineObserver] = (),
         observer: EngineObserver | None = None,
-        shutdown_timeout: float | timedelta | str = 30.0,
-        lag_interval: float | timedelta | str = 10.0,
+        shutdown_timeout: float | timedelta | str = SHUTDOWN_TIMEOUT.default,
+        lag_interval: float | timedelta | str = LAG_INTERVAL.default,
     ) -> None:
         self.sources: dict[str, SyncSource] = dict(sources or {})
         self.pipeline_configs = list(pipelines or [])
@@ -119,8 +120,8 @@ class Engine(EngineQueries):
         if observer is not None:
             obs_list.append(observer)
         self._obs: EngineObserver = composite(obs_list)
-        self.shutdown_timeout = shutdown or 30.0
-        self.lag_interval = lag_every or 10.0
+        self.shutdown_timeout = shutdown or SHUTDOWN_TIMEOUT.default
+        self.lag_interval = lag_every or LAG_INTERVAL.default
         self._lifecycle = "new"
         self._lock = threading.RLock()
         self._ready = threading.Event()

@@ -8,8 +8,9 @@ from typing import Any, Literal
 
 from laredo.auth import AuthConfig
 from laredo.config import EngineConfig, EngineSettings, PluginSpec
+from laredo.engine_settings import LAG_INTERVAL, RUNNER_SETTINGS, SHUTDOWN_TIMEOUT
 from laredo.units import Duration
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ..addresses import DEFAULT_GRPC_PORT
 
@@ -106,14 +107,13 @@ class ObservabilityConfig(_Section):
     log_format: Literal["json", "console"] = "console"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsConfig = MetricsConfig()
-    lag_interval: Duration = 10.0
+    lag_interval: Duration = LAG_INTERVAL.field()
     observers: list[PluginSpec] = Field(default_factory=list)
     """Extra observer plugins, e.g. ``[{type = logging}]``."""
 
 
 class ShutdownConfig(_Section):
-    grace_period: Duration = 30.0
-    """Longest time ``stop`` may take (drain buffers, shutdown snapshot, close)."""
+    grace_period: Duration = SHUTDOWN_TIMEOUT.field()
     drain: Duration = 0.0
     """Before stopping, report not-ready for this long so load balancers move away."""
 
@@ -126,9 +126,18 @@ class ServerConfig(EngineConfig):
     health: HealthConfig = HealthConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
-    spark: dict[str, Any] | None = None
-    """The Spark runner's section (``laredo spark``, laredo-spark), validated by that runner;
-    ``laredo serve`` does not use it, so one file drives both runners."""
+    _plugin_sections: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+
+    def plugin_section(self, name: str) -> dict[str, Any] | None:
+        """A top-level section a plugin registered through ``laredo_register_config_sections``
+        (the Spark runner's ``spark``), as written and checked with the plugin's model;
+        ``laredo serve`` does not use it, so one file drives every runner. None: absent."""
+        return self._plugin_sections.get(name)
+
+    def with_plugin_sections(self, sections: dict[str, dict[str, Any]]) -> ServerConfig:
+        """This model holding ``sections`` (see :meth:`plugin_section`)."""
+        self._plugin_sections = dict(sections)
+        return self
 
     @property
     def grpc_enabled(self) -> bool:
@@ -156,6 +165,5 @@ class ServerConfig(EngineConfig):
                 (f"observability.observers.{k}", spec)
                 for k, spec in enumerate(self.observability.observers)
             ),
-            shutdown_timeout=self.shutdown.grace_period,
-            lag_interval=self.observability.lag_interval,
+            **{s.keyword: s.read(getattr(self, s.section)) for s in RUNNER_SETTINGS},
         )

@@ -51,18 +51,21 @@ def _server_problems(model: ServerConfig) -> list[str]:
     return out
 
 
-def _section_problems(loaded: LoadedConfig) -> list[Problem]:
-    """Sections a plugin registered (``spark`` by laredo-spark), checked with its model; one
-    whose plugin is not installed is left alone (the runner that reads it checks it)."""
+def _section_problems(loaded: LoadedConfig, owned: list[str]) -> list[Problem]:
+    """Sections a plugin registered (``spark`` by laredo-spark), checked with its model. A
+    section of a plugin that is not installed is an unknown key, like any other."""
     sections = registry("config_section")
     out: list[Problem] = []
-    for name in sections.names():
+    for name in owned:
         model = sections.get(name).options
-        value = loaded.tree.get(name)
-        if not isinstance(value, dict) or model is None:
-            continue  # absent, or not a section: the structure check says so
-        _, found = structure_problems(model, value)
-        out += [Problem((name, *p.path), p.message) for p in found]
+        value = loaded.tree[name]
+        if not isinstance(value, dict):
+            out.append(
+                Problem((name,), f"must be a section ({{ ... }}), got {type(value).__name__}")
+            )
+        elif model is not None:
+            _, found = structure_problems(model, value)
+            out += [Problem((name, *p.path), p.message) for p in found]
     return out
 
 
@@ -76,15 +79,17 @@ def validate_tree(loaded: LoadedConfig) -> ServerConfig:
 
     hinted = [k for k in tree if k in TOP_LEVEL_HINTS and k not in ServerConfig.model_fields]
     problems = [loaded.with_location([k], f"unknown section: {TOP_LEVEL_HINTS[k]}") for k in hinted]
+    plugin_sections = registry("config_section").names()
+    owned = [k for k in tree if k in plugin_sections and k not in ServerConfig.model_fields]
     model, found = structure_problems(
-        ServerConfig, {k: v for k, v in tree.items() if k not in hinted}
+        ServerConfig, {k: v for k, v in tree.items() if k not in hinted and k not in owned}
     )
     # plugin-owned sections, checked on the raw tree so they are reported with the rest
     problems += located(
         found
         + plugin_problems(tree, loaded.notes)
         + _observer_problems(loaded)
-        + _section_problems(loaded)
+        + _section_problems(loaded, owned)
     )
     if model is None:
         raise ConfigError(problems)
@@ -92,4 +97,4 @@ def validate_tree(loaded: LoadedConfig) -> ServerConfig:
     problems += _server_problems(model)
     if problems:
         raise ConfigError(problems)
-    return model
+    return model.with_plugin_sections({k: tree[k] for k in owned})
