@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from laredo.testing import free_port
 from laredo_source_pg.embedded import EmbeddedPostgres
 from playwright.sync_api import sync_playwright
 
@@ -92,12 +92,6 @@ grpc.port = 0
 health {{ port = {health} }}
 observability {{ log_level = warning }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> int:
