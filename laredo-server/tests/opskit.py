@@ -16,9 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from laredo.testing import ServedLaredo, wait_until
-
-from .testkit import free_port
+from laredo.testing import ServedLaredo, free_port, wait_until
 
 until = wait_until  # the one polling helper (status page tests import it from here)
 
