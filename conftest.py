@@ -13,12 +13,18 @@ JVM_DIRS = (Path(__file__).parent / "laredo-spark" / "tests",)
 """Tests that start a JVM (a SparkSession or a standalone Spark cluster)."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("dist", "no") != "loadgroup":
+    if not getattr(config.option, "loadgroup", False):  # set on xdist workers
         return
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
         path = item.path
-        jvm = any(path.is_relative_to(d) for d in JVM_DIRS)
-        item.add_marker(pytest.mark.xdist_group("jvm" if jvm else str(path)))
+        if any(path.is_relative_to(d) for d in JVM_DIRS):
+            group = "jvm"
+        else:
+            group = str(
+                path.relative_to(config.rootpath) if path.is_relative_to(config.rootpath) else path
+            )
+        item.add_marker(pytest.mark.xdist_group(group))
