@@ -53,7 +53,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole suite: unit, integration (real PostgreSQL/HTTP/...), e2e."""
-    _pytest(session, "-n", "2", "--dist", "loadfile")
+    _pytest(session, "-n", "2", "--dist", "loadgroup", "--durations=25")
 
 
 @nox.session

@@ -16,10 +16,8 @@ Needs PostgreSQL binaries, the ``playwright`` package and Debian's ``chromium``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from laredo.testing import ServedLaredo, free_port, wait_until
 from laredo_source_pg.embedded import EmbeddedPostgres
 from playwright.sync_api import sync_playwright
 
@@ -94,12 +93,6 @@ observability {{ log_level = warning }}
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pipelines", type=int, default=200)
@@ -127,20 +120,18 @@ def main() -> int:
         health = free_port()
         cfg = tmp / "laredo.conf"
         cfg.write_text(config(tables, health))
-        ready = tmp / "ready.json"
-        proc = subprocess.Popen(
-            [LAREDO, "serve", "--config", str(cfg), "--ready-file", str(ready)],
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp / "serve.log").open("ab"),
-            env={**os.environ, "LAREDO_SOURCES__PG__CONNECTION": dsn},
-        )
-        deadline = time.monotonic() + 120
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if not ready.exists():
-            print((tmp / "serve.log").read_text()[-3000:])
+        try:
+            served = ServedLaredo(
+                cfg,
+                env={"LAREDO_SOURCES__PG__CONNECTION": dsn},
+                log=tmp / "serve.log",
+                timeout=120,
+            )
+        except AssertionError as exc:
+            print(exc)
             return 1
-        base = f"http://127.0.0.1:{json.loads(ready.read_text())['health_port']}"
+        proc = served.proc
+        base = served.health_url
 
         def writer() -> None:
             with psycopg.connect(dsn, autocommit=True) as conn:
@@ -161,11 +152,12 @@ def main() -> int:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(base + "/")
-            end = time.monotonic() + 30
-            while int(page.locator("body").get_attribute("data-polls") or 0) < 2:
-                if time.monotonic() > end:
-                    raise RuntimeError("the page did not refresh")
-                time.sleep(0.2)
+            wait_until(
+                lambda: int(page.locator("body").get_attribute("data-polls") or 0) >= 2,
+                30,
+                "the page to refresh",
+                interval=0.2,
+            )
             rows = page.locator("tr[data-pipeline]").count()
             opened = measure(proc.pid, args.seconds)
             polls = int(page.locator("body").get_attribute("data-polls") or 0)

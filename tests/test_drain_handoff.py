@@ -6,7 +6,6 @@ on the same snapshot takes the client back: no gap and no duplicate."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -18,7 +17,7 @@ from typing import Any
 import grpc
 import laredo
 import pytest
-from laredo.testing import TestSource
+from laredo.testing import TestSource, free_port
 from laredo.testing.source import columns
 from laredo_server import cli
 from laredo_server._proto.laredo_proto.v1 import oam_pb2
@@ -53,12 +52,6 @@ def shared() -> Iterator[SharedSource]:
     pm.register(plugin, name="handoff-test")
     yield plugin
     pm.unregister(plugin)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

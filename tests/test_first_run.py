@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,15 +68,18 @@ def default_ports(timeout: float = 300) -> Iterator[dict[str, str]]:
     ports (a lock file); skip when a foreign process holds 4001. Yields the environment for
     ``laredo serve`` (the health listener moves off 8080 only if something else holds it)."""
     with open(Path(tempfile.gettempdir()) / "laredo-default-ports.lock", "w") as lock:
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def locked() -> bool:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.skip("another test held the default ports for too long")
-                time.sleep(0.1)
+                return False
+            return True
+
+        try:
+            wait_until(locked, timeout, "the default ports' lock", interval=0.1)
+        except AssertionError:
+            pytest.skip("another test held the default ports for too long")
         if not port_free(4001):
             pytest.skip("port 4001 is in use by another process: this test needs the default")
         yield clean_env() if port_free(8080) else clean_env(LAREDO_HEALTH__PORT="0")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from laredo.testing import free_port
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_source_pg.testing import wait_until
 from laredo_target_fanout import FanOutClient
@@ -55,12 +55,6 @@ tables = [
 grpc {{ port = {grpc} }}
 fanout {{ grpc {{ port = {fanout} }} }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ready(port: int) -> int:

@@ -5,14 +5,13 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import laredo
 import pydantic
 import pytest
 from laredo.plugins import PluginManager, reset_plugin_manager
-from laredo.testing import RecordingTarget
+from laredo.testing import RecordingTarget, wait_until
 
 HERE = pathlib.Path(__file__).parent
 REPO = HERE.parent.parent
@@ -170,9 +169,7 @@ def test_third_party_plugin_installed_with_pip_builds_by_name(
     assert {r["name"] for r in t.rows()} == {"alice", "bob"}
     with open(tmp_path / "changes.log", "a") as f:
         f.write("public.users,id=3,name=carol\n")
-    deadline = time.monotonic() + 10
-    while t.get("3") is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: t.get("3") is not None, 10, "the appended row", interval=0.01)
     assert t.get("3") == {"id": "3", "name": "carol"}
     eng.stop()
     listed = {p["name"]: p for p in laredo.get_plugin_manager().list_plugins()}

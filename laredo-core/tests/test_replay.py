@@ -10,7 +10,7 @@ import pytest
 from laredo.replay import ReplayResult, SnapshotReplay
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
-from laredo.testing import RecordingTarget
+from laredo.testing import RecordingTarget, wait_until
 from laredo.types import ColumnDefinition, SnapshotMetadata, TableSnapshotInfo
 
 USERS = laredo.Table("public", "users")
@@ -32,15 +32,6 @@ def _store(tmp_path: Path, n_users: int = 10, n_orders: int = 4, **user_meta: An
     )
     store.save("snap", meta, {USERS: users, ORDERS: orders}, JsonlSerializer())
     return store
-
-
-def _wait(pred: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.005)
-    return pred()
 
 
 def test_full_speed_replays_mapped_tables_only(tmp_path: Path) -> None:
@@ -156,7 +147,7 @@ def test_start_stop_in_background(tmp_path: Path) -> None:
     target = RecordingTarget()
     replay = SnapshotReplay(store).target(USERS, target).speed(200.0)
     future = replay.start("snap")
-    assert _wait(lambda: replay.status().rows_replayed >= 3)
+    assert wait_until(lambda: replay.status().rows_replayed >= 3)
     st = replay.status()
     assert st.state == "running" and st.current_table == USERS
     with pytest.raises(laredo.EngineStateError):

@@ -6,10 +6,7 @@ ERROR) as soon as a row of it changes."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -19,13 +16,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from laredo.testing import wait_until
-
-from .testkit import free_port, wait_for
+from laredo.testing import ServedLaredo, free_port, wait_until
 
 until = wait_until  # the one polling helper (status page tests import it from here)
 
-LAREDO = str(Path(sys.executable).parent / "laredo")
 TOKEN = "ops-page-token"
 OAM = "/laredo.v1.LaredoOAMService/"
 
@@ -123,19 +117,11 @@ class OpsServer:
             )
         )
         self.log = tmp / "serve.log"
-        ready = tmp / "ready.json"
-        env = {**os.environ, "LAREDO_SOURCES__PG__CONNECTION": db.dsn}
-        self.proc = subprocess.Popen(
-            [LAREDO, "serve", "--config", str(cfg), "--ready-file", str(ready)],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("ab"),
-            env=env,
-        )
-        assert wait_for(lambda: ready.exists() or self.proc.poll() is not None, 90)
-        assert self.proc.poll() is None, self.log.read_text()[-3000:]
-        ports = json.loads(ready.read_text())
-        self.base = f"http://127.0.0.1:{ports['health_port']}"
-        self.grpc_address = f"127.0.0.1:{ports['grpc_port']}"
+        env = {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}
+        self.served = ServedLaredo(cfg, env=env, log=self.log, timeout=90)
+        self.proc = self.served.proc
+        self.base = self.served.health_url
+        self.grpc_address = self.served.grpc_address
         self.pid = self.proc.pid
         # the ready file means "listening"; a change committed before the baseline's snapshot
         # arrives in the baseline, not as a change, so the tests write only once it is ready
@@ -184,13 +170,10 @@ class OpsServer:
         )
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        try:
+            self.served.stop(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.served.kill()
         self.receiver.close()
         print(self.log.read_text()[-4000:])  # shown by pytest when the test failed
 

@@ -331,10 +331,9 @@ def test_wait_command(harness: Harness) -> None:
 
 
 def test_status_shows_the_configured_source_type(quicktest_plugin: None) -> None:
+    from laredo.testing import free_port
     from laredo_server.config import load_string
     from laredo_server.serve import runtime_from_config
-
-    from .testkit import free_port
 
     port = free_port()
     loaded = load_string(
@@ -361,10 +360,9 @@ def test_config_reload_dry_run_and_restart_only_changes(
 ) -> None:
     """``--dry-run`` says "dry run" once; a change that needs a restart is reported by the
     reload that sees it, not again by the later ones."""
+    from laredo.testing import free_port
     from laredo_server.config import load_config
     from laredo_server.serve import runtime_from_config
-
-    from .testkit import free_port
 
     port = free_port()
     cfg = tmp_path / "laredo.conf"

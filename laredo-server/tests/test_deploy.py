@@ -140,10 +140,9 @@ def test_a_fresh_server_exports_every_metric_of_the_rules_and_dashboard(
     """No snapshot store, no dead-letter store, no event yet: every family the rules and the
     dashboard name is exported (HELP and TYPE), the counters of each pipeline and source are
     at zero, and promtool reads the exposition clean."""
+    from laredo.testing import free_port
     from laredo_server.config import load_string
     from laredo_server.serve import runtime_from_config
-
-    from .testkit import free_port
 
     port = free_port()
     loaded = load_string(FRESH_CONFIG % port)

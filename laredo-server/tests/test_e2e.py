@@ -8,9 +8,7 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -21,6 +19,8 @@ from typing import Any
 import grpc
 import pytest
 from laredo.serialization import object_hook
+from laredo.testing import ServedLaredo, free_port
+from laredo.testing.serving import LAREDO
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
@@ -29,14 +29,8 @@ from .testkit import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
-LAREDO = str(Path(sys.executable).parent / "laredo")
+
 TOKEN = "e2e-admin-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 CONFIG = """
@@ -62,21 +56,9 @@ shutdown {{ grace_period = 20s }}
 """
 
 
-class Server:
+class Server(ServedLaredo):
     def __init__(self, cfg: Path, env: dict[str, str], log: Path) -> None:
-        self.ready_file = cfg.parent / f"ready-{time.monotonic_ns()}.json"
-        self.log = log
-        self.proc = subprocess.Popen(
-            [LAREDO, "serve", "--config", str(cfg), "--ready-file", str(self.ready_file)],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("ab"),
-            env={**os.environ, **env},
-        )
-        assert wait_for(lambda: self.ready_file.exists() or self.proc.poll() is not None, 60)
-        assert self.proc.poll() is None, log.read_text()[-3000:]
-        ports = json.loads(self.ready_file.read_text())
-        self.grpc_port = ports["grpc_port"]
-        self.health_port = ports["health_port"]
+        super().__init__(cfg, env=env, log=log)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         self.oam = oam_pb2_grpc.LaredoOAMServiceStub(self.channel)
         self.query = query_pb2_grpc.LaredoQueryServiceStub(self.channel)
@@ -108,10 +90,9 @@ class Server:
             self.query.CountRows(q.CountRowsRequest(table=q.TableRef(table="accounts"))).count
         )
 
-    def stop(self) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         self.channel.close()
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
+        return super().stop(sig, timeout)
 
 
 @pytest.fixture

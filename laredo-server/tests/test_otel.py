@@ -7,6 +7,7 @@ from typing import Any
 
 import laredo
 import pytest
+from laredo.testing import wait_until
 from laredo_server.config import build_engine, load_string
 
 pytest.importorskip("opentelemetry.sdk")
@@ -51,11 +52,7 @@ tables = [ { source = src, table = users, targets = [ { type = indexed-memory, i
         src.update("public.users", {"id": 9, "email": "m"})
         t = eng.get_target("src", "public.users")
         end = laredo.Table("public", "users")
-        import time
-
-        deadline = time.monotonic() + 10
-        while t.get(9) != {"id": 9, "email": "m"} and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: t.get(9) == {"id": 9, "email": "m"}, 10, "the update", interval=0.01)
         obs.on_lag_updated("src", 123, timedelta(seconds=1.5))
     finally:
         eng.stop()

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo.testing import free_port
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
 
-from .test_e2e import TOKEN, Server, free_port
+from .test_e2e import TOKEN, Server
 from .testkit import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

@@ -9,10 +9,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from laredo.testing import free_port
 from laredo_server.config import load_string
 from laredo_server.serve import runtime_from_config
-
-from .testkit import free_port
 
 CONFIG = """
 sources {{ src {{ type = quicktest, rows = 5 }} }}

@@ -28,12 +28,13 @@ from typing import Any
 
 import grpc
 import pytest
+from laredo.testing import free_port
 from laredo.testing.pki import Pki, make_pki
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc
 
 from .seckit import Served, curl, run_laredo
-from .testkit import free_port, wait_for
+from .testkit import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
+from laredo.testing import free_port
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
 from laredo_server._proto.laredo_proto.v1 import query_pb2_grpc
@@ -24,7 +25,7 @@ from laredo_server.serve import runtime_from_config
 
 from .seckit import Served, curl, run_laredo
 from .test_security import OAM, TOKEN, code_of, oam_stub, pg, write
-from .testkit import free_port, wait_for
+from .testkit import wait_for
 
 __all__ = ["pg"]
 

@@ -15,18 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo.testing import free_port
 from laredo_server import server
 from laredo_server.config import load_string
 from laredo_server.runtime import ServerRuntime
 from laredo_server.serve import serve
 
 from .testkit import Harness, wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def status(port: int, path: str) -> int:

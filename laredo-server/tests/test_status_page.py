@@ -16,6 +16,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo.errors import ConfigError
+from laredo.testing import free_port
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo
 from laredo_server.config import load_string
 from laredo_server.serve import runtime_from_config
@@ -23,7 +24,7 @@ from laredo_server.status_facts import StatusFacts
 from laredo_server.status_page import PAGE_PATHS
 
 from .test_metric_names import lint_name
-from .testkit import USERS, Harness, free_port, wait_for
+from .testkit import USERS, Harness, wait_for
 
 
 def get(h: Harness, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from laredo.testing import free_port
 from laredo_server.config import load_string
 from laredo_server.serve import runtime_from_config
 
-from .testkit import free_port, wait_for
+from .testkit import wait_for
 
 x509 = pytest.importorskip("cryptography.x509")
 

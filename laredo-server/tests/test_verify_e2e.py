@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo.testing import free_port
 
-from .test_e2e import TOKEN, Server, free_port
+from .test_e2e import TOKEN, Server
 from .testkit import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

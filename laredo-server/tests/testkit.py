@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,6 @@ from laredo_target_memory import IndexedTarget
 
 USERS = laredo.Table("public", "users")
 ORDERS = laredo.Table("public", "orders")
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (configs cannot ask for "any free port": 0 turns
-    gRPC off)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 wait_for = wait_until  # the one polling helper, under the name these tests use

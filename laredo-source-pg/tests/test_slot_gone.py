@@ -4,7 +4,7 @@ backup) is a known state: detected at the first error, counted, and handled unde
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,20 +25,21 @@ USERS = TableIdentifier("public", "users")
 def drop_slot_by_hand(db: PgTestDb, slot: str) -> None:
     """Terminate the slot's walsender and drop the slot (again if the source got it back
     first), as an operator would."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def dropped() -> bool:
         rows = db.execute(
             "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
         )
         if not rows:
-            return
+            return True
         if rows[0][0] is not None:
             db.execute("SELECT pg_terminate_backend(%s)", (rows[0][0],))
-        try:
+        # active again (our reconnect won the race): once more
+        with contextlib.suppress(Exception):
             db.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        except Exception:  # active again (our reconnect won the race): once more
-            time.sleep(0.01)
-    raise AssertionError(f"could not drop slot {slot}")
+        return False
+
+    wait_until(dropped, 20, f"slot {slot} to be dropped", interval=0.01)
 
 
 def _streaming(src: PostgresSource, pos: Any) -> tuple[RecordingHandler, StreamThread]:

@@ -5,13 +5,9 @@ same Delta table with no gap and no duplicate."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,6 +15,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo.errors import TargetError
+from laredo.testing import wait_until
 from laredo.types import TableIdentifier
 
 pytest.importorskip("laredo_target_delta")
@@ -98,10 +95,7 @@ def test_spark_writes_the_first_version_and_the_engine_continues(
     eng.start()
     try:
         assert eng.await_ready(60)
-        deadline = time.monotonic() + 60
-        while _delta_rows(uri) != _pg_rows(db):
-            assert time.monotonic() < deadline, "the Delta table did not converge"
-            time.sleep(0.2)
+        wait_until(lambda: _delta_rows(uri) == _pg_rows(db), 60, "the Delta table", interval=0.2)
     finally:
         eng.stop()
     kinds = [c.kind for c in history(uri)]
@@ -109,34 +103,6 @@ def test_spark_writes_the_first_version_and_the_engine_continues(
 
 
 SECRET = "moto-secret-key-spark"
-
-
-@pytest.fixture(scope="module")
-def moto_process() -> Iterator[str]:
-    """A moto server in its own process: delta-rs may hold the GIL while it waits for S3, so
-    the session's in-process (threaded) moto server could not answer the driver's commit."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.1)
-    try:
-        yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_spark_writes_the_first_version_to_s3_and_the_engine_continues(
@@ -196,13 +162,12 @@ def test_spark_writes_the_first_version_to_s3_and_the_engine_continues(
     eng.start()
     try:
         assert eng.await_ready(60)
-        deadline = time.monotonic() + 60
-        while True:
+
+        def converged() -> bool:
             rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF", storage)
-            if {r["id"]: r for r in rows} == _pg_rows(db):
-                break
-            assert time.monotonic() < deadline, "the Delta table did not converge"
-            time.sleep(0.3)
+            return {r["id"]: r for r in rows} == _pg_rows(db)
+
+        wait_until(converged, 60, "the Delta table", interval=0.3)
     finally:
         eng.stop()
     assert [c.kind for c in history(uri, storage)].count("baseline") == 1

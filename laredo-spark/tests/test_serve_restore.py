@@ -7,11 +7,8 @@ checked for the connection's passwords."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +22,7 @@ import grpc
 import pytest
 from laredo.serialization import loads_row
 from laredo.snapshots.local import LocalSnapshotStore
-from laredo.testing import wait_until
+from laredo.testing import ServedLaredo, free_port, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.e2e]
 
@@ -64,12 +61,6 @@ spark {{
   }}
 }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_config(path: Path, **fields: str) -> Path:
@@ -131,23 +122,9 @@ def serve_equals_table(
 ) -> None:
     """`laredo serve --config F` restores the Spark snapshot (one restore, counted by its
     metrics), streams on while the writer runs, and serves exactly the table's rows."""
-    ready = tmp_path / "ready.json"
-    log = tmp_path / "serve.log"
-    proc = subprocess.Popen(
-        [LAREDO, "serve", "--config", str(config), "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("ab"),
-        env={**os.environ},
-    )
+    served = ServedLaredo(config, log=tmp_path / "serve.log", timeout=90)
+    ports = served.ports
     try:
-        wait_until(
-            lambda: ready.exists() or proc.poll() is not None,
-            90,
-            "laredo serve ready",
-            interval=0.1,
-        )
-        assert proc.poll() is None, log.read_text()[-3000:]
-        ports = json.loads(ready.read_text())
 
         def restores() -> list[str]:
             url = f"http://127.0.0.1:{ports['health_port']}/metrics"
@@ -184,9 +161,7 @@ def serve_equals_table(
         finally:
             channel.close()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+        served.stop(timeout=30)
 
 
 def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +21,7 @@ from typing import Any
 
 import pytest
 from laredo.serialization import loads_row
+from laredo.testing import ServedLaredo, free_port, wait_until
 from laredo_target_delta import history, rows_as_of
 from laredo_target_delta.archive import position_order
 
@@ -50,43 +49,6 @@ grpc {{ port = {grpc} }}
 health {{ port = {health} }}
 observability {{ log_level = info }}
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Serve:
-    def __init__(self, cfg: Path, env: dict[str, str], log: Path) -> None:
-        ready = cfg.parent / f"ready-{time.monotonic_ns()}.json"
-        self.proc = subprocess.Popen(
-            [LAREDO, "serve", "--config", str(cfg), "--ready-file", str(ready)],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("ab"),
-            env={**os.environ, **env},
-        )
-        _wait(lambda: ready.exists() or self.proc.poll() is not None, 60, "laredo serve")
-        assert self.proc.poll() is None, log.read_text()[-3000:]
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
 
 
 class Writers:
@@ -200,18 +162,20 @@ def test_kill_9_during_writes_then_restart_equals_select_star(
             slot=db.slot_name,
             publication=db.publication,
             uri=uri,
-            grpc=_free_port(),
-            health=_free_port(),
+            grpc=free_port(),
+            health=free_port(),
         )
     )
     env = {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}
     log = tmp_path / "serve.log"
     recorded: list[tuple[str, dict[int, dict[str, Any]]]] = []
 
-    server = Serve(cfg, env, log)
+    server = ServedLaredo(cfg, env=env, log=log)
     writers = Writers(db)
     try:
-        _wait(lambda: Path(uri, "_delta_log").exists(), 60, "the baseline version")
+        wait_until(
+            lambda: Path(uri, "_delta_log").exists(), 60, "the baseline version", interval=0.1
+        )
         for _ in range(2):  # positions recorded with the writers paused around each
             time.sleep(1.0)
             writers.pause()
@@ -219,19 +183,24 @@ def test_kill_9_during_writes_then_restart_equals_select_star(
             expected = _pg_rows(db)
             # acknowledged => committed: once the slot confirms lsn, the Delta log holds it all
             target = position_order(lsn) or 0
-            _wait(lambda t=target: _confirmed(db) >= t, 30, f"ack of {lsn}")
+            wait_until(lambda t=target: _confirmed(db) >= t, 30, f"ack of {lsn}", interval=0.1)
             recorded.append((lsn, expected))
             writers.resume()
         time.sleep(1.0)
         server.kill()  # mid-writes: buffered changes and maybe an unfinished commit are lost
         time.sleep(0.5)
-        server = Serve(cfg, env, log)
+        server = ServedLaredo(cfg, env=env, log=log)
         time.sleep(1.5)
     finally:
         writers.finish()
     try:
         expected = _pg_rows(db)
-        _wait(lambda: _delta_rows(uri) == expected, 60, "the Delta table to equal SELECT *")
+        wait_until(
+            lambda: _delta_rows(uri) == expected,
+            60,
+            "the Delta table to equal SELECT *",
+            interval=0.1,
+        )
     finally:
         server.stop()
     assert writers.changes > 100

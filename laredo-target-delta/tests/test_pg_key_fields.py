@@ -4,13 +4,13 @@ Delta table follows every insert, update and delete."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import laredo
 import pytest
 from laredo.config import load_engine_config, run_checks
+from laredo.testing import wait_until
 from laredo.types import TableIdentifier
 from laredo_source_pg.source import PostgresSource
 from laredo_target_delta import DeltaTarget, DeltaTargetOptions, rows_as_of
@@ -72,13 +72,13 @@ def test_a_table_without_a_key_needs_key_fields(pg_database: Any, tmp_path: Path
         db.execute("DELETE FROM notes WHERE id = 1")
         db.execute("INSERT INTO notes VALUES (4, 'd')")
         want = {2: "B", 3: "c", 4: "d"}
-        deadline = time.monotonic() + 30
-        while True:
+
+        def table() -> tuple[list[Any], dict[Any, Any]]:
             rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
-            got = {r["id"]: r["body"] for r in rows}
-            if got == want or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+            return rows, {r["id"]: r["body"] for r in rows}
+
+        wait_until(lambda: table()[1] == want, 30, "the Delta table", interval=0.1)
+        rows, got = table()
         assert got == want
         assert len(rows) == 3  # no key twice
     finally:
@@ -100,12 +100,12 @@ def test_without_key_fields_the_target_names_the_fix(pg_database: Any, tmp_path:
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", NOTES, target)])
     eng.start()
     try:
-        deadline = time.monotonic() + 30
-        (p,) = eng.pipelines()  # a snapshot of the pipeline's state
-        while p.state is not laredo.PipelineState.ERROR and time.monotonic() < deadline:
-            time.sleep(0.05)
-            (p,) = eng.pipelines()
-        assert p.state is laredo.PipelineState.ERROR
+        (p,) = wait_until(  # a snapshot of the pipeline's state
+            lambda: [p for p in eng.pipelines() if p.state is laredo.PipelineState.ERROR],
+            30,
+            "the pipeline's ERROR",
+            interval=0.05,
+        )
         assert "set key_fields" in (p.error or "") and "REPLICA IDENTITY FULL" in (p.error or "")
     finally:
         eng.stop()

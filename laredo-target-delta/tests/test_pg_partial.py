@@ -5,12 +5,12 @@ doubled or lost."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import laredo
 import pytest
+from laredo.testing import wait_until
 from laredo.types import TableIdentifier
 from laredo_source_pg.lsn import parse_lsn
 from laredo_source_pg.source import PostgresSource
@@ -71,10 +71,8 @@ def test_stop_during_a_large_transaction_then_restart_applies_it_once(
             conn.execute("UPDATE items SET name = 'upd', n = n + 1 WHERE id % 3 = 0")
             conn.execute("DELETE FROM items WHERE id % 7 = 0")
         big_commit = parse_lsn(db.scalar("SELECT pg_current_wal_lsn()::text"))
-        deadline = time.monotonic() + 60
-        while target.pending_changes() < 1000:  # the large transaction is arriving
-            assert time.monotonic() < deadline, "the large transaction did not arrive"
-            time.sleep(0.001)
+        # the large transaction is arriving
+        wait_until(lambda: target.pending_changes() >= 1000, 60, "the large transaction")
     finally:
         eng.stop()  # mid-transaction (or just after its last change): the close commits it all
     commits = history(uri)
@@ -91,12 +89,7 @@ def test_stop_during_a_large_transaction_then_restart_applies_it_once(
         assert eng.await_ready(60)
         db.execute("UPDATE items SET n = 99 WHERE id = 1001")  # and a change after it
         expected = _pg_rows(db)
-        deadline = time.monotonic() + 120
-        while True:
-            if _delta_rows(uri) == expected:
-                break
-            assert time.monotonic() < deadline, "the Delta table did not converge"
-            time.sleep(0.5)
+        wait_until(lambda: _delta_rows(uri) == expected, 120, "the Delta table", interval=0.5)
     finally:
         eng.stop()
     kinds = [c.kind for c in history(uri)]

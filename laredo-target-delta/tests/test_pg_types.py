@@ -4,7 +4,6 @@ text, date and timestamp infinities as their extreme values; read back with ``de
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +13,7 @@ import laredo
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from laredo.testing import wait_until
 from laredo.types import TableIdentifier
 from laredo_source_pg.source import PostgresSource
 from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, rows_as_of
@@ -67,10 +67,7 @@ def test_numeric_precision_and_scale_reach_delta_through_baseline_and_stream(
         db.execute("UPDATE items SET amount = -0.01, free = 0.000000000000000000001 WHERE id = 2")
         db.execute("INSERT INTO items VALUES (100, 12.5, -1e-30, 'new', now())")
         db.execute("DELETE FROM items WHERE id = 3")
-        deadline = time.monotonic() + 60
-        while _delta_rows(uri) != _pg_rows(db):
-            assert time.monotonic() < deadline, "the Delta table did not converge"
-            time.sleep(0.2)
+        wait_until(lambda: _delta_rows(uri) == _pg_rows(db), 60, "the Delta table", interval=0.2)
     finally:
         eng.stop()
     assert pa.types.is_decimal(schema.field("amount").type)
@@ -118,10 +115,7 @@ def test_date_and_timestamp_infinities_reach_delta_as_the_extreme_values(
         )
         expected[3] = {"id": 3, **top}
         expected[1] = {"id": 1, **bottom}
-        deadline = time.monotonic() + 60
-        while _delta_rows(uri) != expected:
-            assert time.monotonic() < deadline, f"Delta holds {_delta_rows(uri)}"
-            time.sleep(0.2)
+        wait_until(lambda: _delta_rows(uri) == expected, 60, "the Delta rows", interval=0.2)
     finally:
         eng.stop()
     for row in _delta_rows(uri).values():

@@ -6,12 +6,7 @@ from __future__ import annotations
 import io
 import json
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -50,38 +45,6 @@ def _storage(endpoint: str) -> dict[str, str]:
         "AWS_ALLOW_HTTP": "true",
         "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def moto_process() -> Iterator[str]:
-    """A moto server in its own process: delta-rs may hold the GIL while it waits for S3, so an
-    in-process (threaded) moto server could not answer it."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.1)
-    try:
-        yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_target_source_and_as_of_on_s3(moto_process: str) -> None:

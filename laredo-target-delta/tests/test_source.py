@@ -3,7 +3,6 @@ archive with an IndexedTarget that equals the table and follows later versions."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo.errors import SourceError
+from laredo.testing import wait_until
 from laredo.testing.source_conformance import SourceConformance
 from laredo.types import SourceConfig, TableIdentifier
 from laredo_target_delta import DeltaSource, DeltaSourceOptions, rows_as_of
@@ -41,10 +41,7 @@ class TestDeltaSourceConformance(SourceConformance):
 
 
 def _wait(cond: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    wait_until(cond, timeout, cond, interval=0.05)
 
 
 def _state(target: IndexedTarget) -> dict[int, Any]:

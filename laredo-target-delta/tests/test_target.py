@@ -15,6 +15,7 @@ import pytest
 from deltalake import DeltaTable
 from laredo.errors import TargetError
 from laredo.plugins import PluginManager
+from laredo.testing import wait_until
 from laredo.types import ChangeAction, ChangeEvent, ColumnDefinition, SchemaChangeAction
 from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history
 from laredo_target_delta.writer import DeltaConfigError
@@ -168,15 +169,10 @@ def test_durable_only_after_the_commit_and_never_half_a_transaction(tmp_path: Pa
     time.sleep(0.4)
     assert t.durable_position() == 10 and t.pending_changes() == 2  # nothing committed
     t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, 30, new=item(3))])  # 20 is complete
-    deadline = time.monotonic() + 10
-    while t.durable_position() != 20:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: t.durable_position() == 20, 10, "durable 20", interval=0.02)
     assert sorted(_rows(t.options.uri)) == [1, 2]  # 30 is not in the table yet
     t.set_change_position(40)  # a heartbeat: 30 is complete
-    while t.durable_position() != 30:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: t.durable_position() == 30, 10, "durable 30", interval=0.02)
     t.on_close(ITEMS)
     assert [c.position for c in history(t.options.uri)] == ["10", "20", "30"]
 
@@ -195,10 +191,7 @@ def test_commits_while_the_stream_goes_on_keep_their_positions(tmp_path: Path) -
             ITEMS, [_ev(ChangeAction.INSERT, last, new=item(txn * 100 + i)) for i in range(20)]
         )
     t.set_change_position(last + 1)
-    deadline = time.monotonic() + 60
-    while t.durable_position() != last:
-        assert time.monotonic() < deadline, t.durable_position()
-        time.sleep(0.02)
+    wait_until(lambda: t.durable_position() == last, 60, f"durable {last}", interval=0.02)
     commits = history(t.options.uri)
     assert len(commits) > 3 and all(c.position and c.position.isdigit() for c in commits)
     assert len(_rows(t.options.uri)) == 4000
@@ -228,10 +221,7 @@ def test_transactions_completed_during_a_commit_are_committed_at_their_position(
     t.apply_changes(ITEMS, [_ev(ChangeAction.INSERT, 40, new=item(3))])  # 30 complete
     t.set_change_position(41)  # 40 complete; nothing arrives after this
     gate.set()
-    deadline = time.monotonic() + 10
-    while t.durable_position() != 40:
-        assert time.monotonic() < deadline, t.durable_position()
-        time.sleep(0.02)
+    wait_until(lambda: t.durable_position() == 40, 10, "durable 40", interval=0.02)
     assert [c.position for c in history(t.options.uri)] == ["10", "20", "40"]
     t.on_close(ITEMS)
 
@@ -301,10 +291,7 @@ def test_many_deletes_on_the_flusher_thread(tmp_path: Path) -> None:
     deletes = [_ev(ChangeAction.DELETE, 20, old={"id": i}) for i in range(0, 490_000, 7)]
     t.apply_changes(ITEMS, deletes)
     t.set_change_position(30)
-    deadline = time.monotonic() + 60
-    while t.durable_position() != 20:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: t.durable_position() == 20, 60, "durable 20", interval=0.05)
     assert sorted(_rows(t.options.uri)) == [i for i in range(100) if i % 7]
     t.on_close(ITEMS)
 

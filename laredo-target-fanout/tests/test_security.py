@@ -6,7 +6,6 @@ process."""
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ import pytest
 from laredo.errors import ConfigError
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing import free_port
 from laredo.testing.pki import make_pki
 from laredo.types import SnapshotMetadata, TableSnapshotInfo
 from laredo_target_fanout import FanOutClient, FanOutSource, ReplicationServer
@@ -98,13 +98,6 @@ def _every_rpc(ch: grpc.Channel, metadata: Any = None) -> dict[str, grpc.StatusC
 
     out["Sync"] = _code(first_sync_message)
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # -- H4: token, fail closed, client certificates ----------------------------------------------
@@ -289,7 +282,7 @@ def test_fanout_source_options_reject_half_credentials() -> None:
 
 
 def test_targets_sharing_a_port_need_the_same_grpc_options() -> None:
-    port = _free_port()
+    port = free_port()
     first = ReplicationServer.acquire(GrpcOptions(port=port))
     try:
         with pytest.raises(ConfigError) as err:

@@ -9,6 +9,7 @@ import laredo
 import pytest
 from laredo.snapshots.jsonl import JsonlSerializer
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing import wait_until
 from laredo.testing.source import columns
 from laredo.types import ChangeAction, ChangeEvent, SyncMode, TableSnapshotInfo
 from laredo_target_fanout.target import Exhausted, FanOutTarget
@@ -244,9 +245,7 @@ def test_snapshot_after_truncate_and_schema_change_with_retention(tmp_path: Any)
         assert [s.sequence for s in snaps] == [2, 1]  # keep_count 2
         assert obs.count("on_fanout_snapshot_created") == 3
         # persisted through the store, pruned to keep_count
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and len(store.list()) < 2:
-            time.sleep(0.02)
+        wait_until(lambda: len(store.list()) >= 2, 5, "two stored snapshots", interval=0.02)
         time.sleep(0.1)
         ids = [d.snapshot_id for d in store.list()]
         assert len(ids) == 2 and snaps[0].snapshot_id in ids
@@ -309,9 +308,7 @@ def test_periodic_snapshots() -> None:
     t = make(snapshot={"interval": "200ms", "keep_count": 5})
     try:
         ins(t, 100, 101)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and t.snapshots()[0].sequence != 1:
-            time.sleep(0.02)
+        wait_until(lambda: t.snapshots()[0].sequence == 1, 5, "sequence 1", interval=0.02)
         assert t.snapshots()[0].sequence == 1 and len(t.snapshots()[0].rows) == 11
     finally:
         t.on_close(T)

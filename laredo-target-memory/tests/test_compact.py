@@ -116,9 +116,10 @@ def test_compact_target_reads_stay_whole_while_a_writer_rewrites_and_compacts() 
     readers = [threading.Thread(target=reader) for _ in range(2)]
     for r in readers:
         r.start()
-    deadline = time.monotonic() + 2
+    # each round rewrites every row: pages compact often
+    deadline = time.monotonic() + 2  # a run length, not a wait
     version = 0
-    while time.monotonic() < deadline:  # each round rewrites every row: pages compact often
+    while time.monotonic() < deadline:  # a run length, not a wait
         version += 1
         for i in range(n):
             t.on_update(T, {"id": i, "v": version, "pad": "x" * 300}, None)

@@ -255,8 +255,8 @@ def test_readers_never_see_a_half_applied_batch() -> None:
     try:
         for th in threads:
             th.start()
-        deadline = time.monotonic() + 0.5
-        while time.monotonic() < deadline and not errors:
+        deadline = time.monotonic() + 0.5  # a run length, not a wait
+        while time.monotonic() < deadline and not errors:  # a run length, not a wait
             time.sleep(0.01)
     finally:
         stop.set()

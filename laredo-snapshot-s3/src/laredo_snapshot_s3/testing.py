@@ -14,6 +14,11 @@ Fixtures
     real profile can never be used. Code under test reaches the server exactly as it would reach
     AWS, through boto3 with ``endpoint_url=moto_server.endpoint_url``. ``moto_server.client("s3")``
     builds a client; ``moto_server.boto_kwargs`` is ``{"endpoint_url": ..., "region_name": ...}``.
+``moto_process`` (module)
+    The endpoint URL of a ``moto_server`` in its own process, on a free port of 127.0.0.1, for
+    code that may hold the GIL while it waits for S3 (delta-rs): an in-process (threaded) moto
+    server could not answer it. The process environment is not changed: pass credentials
+    explicitly. Terminated at the end of the module.
 ``aws_name``
     ``aws_name("bucket")`` returns a name unique to this test and call (lowercase, valid for S3
     buckets, Kinesis streams and DynamoDB tables).
@@ -40,10 +45,14 @@ import contextlib
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,6 +194,34 @@ def moto_server() -> Iterator[MotoServer]:
 
 
 _counter = 0
+
+
+@pytest.fixture(scope="module")
+def moto_process() -> Iterator[str]:
+    from laredo.testing import free_port, wait_until  # noqa: PLC0415 - lazy: test helper
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        assert proc.poll() is None, f"moto_server exited with {proc.returncode}"
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    try:
+        wait_until(answers, 30, "moto_server to answer", interval=0.1)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.fixture

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from laredo import serialization
+from laredo.testing import wait_until
+from laredo.testing.handler import RecordingHandler
 from laredo.types import ChangeEvent, ColumnDefinition, SourceConfig, TableIdentifier
 
 from .records import dumps_record
@@ -66,46 +68,28 @@ def put(kinesis: Any, stream: str, change: Any, key: str) -> tuple[str, str]:
     return resp["ShardId"], resp["SequenceNumber"]
 
 
-class Collector:
-    """A ChangeHandler that records everything it is given (thread-safe)."""
-
-    def __init__(self) -> None:
-        self.events: list[ChangeEvent] = []
-        self.heartbeats: list[Any] = []
-        self.batches = 0
-        self._cond = threading.Condition()
-
-    def on_change(self, event: ChangeEvent) -> None:
-        self.on_changes([event])
-
-    def on_changes(self, events: Sequence[ChangeEvent], complete: bool = True) -> None:
-        with self._cond:
-            self.events.extend(events)
-            self.batches += 1
-            self._cond.notify_all()
-
-    def on_heartbeat(self, position: Any) -> None:
-        with self._cond:
-            self.heartbeats.append(position)
-            self._cond.notify_all()
+class Collector(RecordingHandler):
+    """A ChangeHandler that records everything it is given (thread-safe); a schema change is
+    an error (this source never emits one)."""
 
     def on_schema_change(self, *args: Any) -> None:  # pragma: no cover - not emitted
         raise AssertionError("unexpected schema change")
 
     def wait(self, predicate: Callable[[Collector], bool], timeout: float = 15.0) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: predicate(self), timeout):
-                tail = [
-                    (str(e.table), e.action.name, e.new_values or e.old_values)
-                    for e in self.events[-10:]
-                ]
-                raise AssertionError(
-                    f"timed out after {timeout}s; have {len(self.events)} events, last: {tail}"
-                )
+        try:
+            wait_until(lambda: predicate(self), timeout)
+        except AssertionError:
+            tail = [
+                (str(e.table), e.action.name, e.new_values or e.old_values)
+                for e in self.snapshot()[-10:]
+            ]
+            raise AssertionError(
+                f"timed out after {timeout}s; have {len(self.events)} events, last: {tail}"
+            ) from None
 
     def wait_events(self, n: int, timeout: float = 15.0) -> list[ChangeEvent]:
         self.wait(lambda c: len(c.events) >= n, timeout)
-        return list(self.events)
+        return self.snapshot()
 
 
 class Runner:

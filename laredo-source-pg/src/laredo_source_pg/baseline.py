@@ -126,7 +126,7 @@ def row_chunks(
                     try:
                         rows = cur._tx.load_rows(0, res.ntuples, cur._make_row)
                     except Exception:  # a value psycopg cannot load (year 10000, 'infinity')
-                        rows = _load_each(cur, res)
+                        rows = load_each(cur, res)
                     yield rows
         finally:
             if conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
@@ -143,7 +143,7 @@ class MarkedRows(list[tuple[Any, ...]]):
     :class:`~laredo.types.Unrepresentable` markers."""
 
 
-def _load_each(cur: psycopg.Cursor[Any], res: Any) -> MarkedRows:
+def load_each(cur: psycopg.Cursor[Any], res: Any) -> MarkedRows:
     """``res``'s rows as tuples, each value through :func:`~.values.load_or_mark` (the slow
     path of a chunk whose fast load raised)."""
     tx = cur._tx

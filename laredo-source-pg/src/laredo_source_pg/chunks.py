@@ -23,7 +23,7 @@ from laredo.errors import ConfigError, SourceError
 from laredo.types import TableIdentifier
 from psycopg import sql
 
-from .baseline import MarkedRows, _load_each
+from .baseline import MarkedRows, load_each
 from .catalog import Catalog, Connections, table_sql
 from .dsn import mask_text
 from .lsn import parse_lsn
@@ -110,7 +110,7 @@ class ChunkReader:
                     values: list[Any] = cur.fetchall()
                 except psycopg.DataError:  # a value a loader refuses: infinities, markers
                     assert cur.pgresult is not None
-                    values = _load_each(cur, cur.pgresult)
+                    values = load_each(cur, cur.pgresult)
             mark = "pg_last_wal_replay_lsn()" if self._standby else "pg_current_wal_lsn()"
             high_row = conn.execute(f"SELECT {mark}::text").fetchone()
             conn.execute("COMMIT")

@@ -4,7 +4,16 @@ conformance suites that plugin packages subclass."""
 from __future__ import annotations
 
 from .recording import PerChangeTarget, RecordingTarget
+from .serving import ServedLaredo, free_port
 from .source import TestSource, columns
 from .waiting import wait_until
 
-__all__ = ["PerChangeTarget", "RecordingTarget", "TestSource", "columns", "wait_until"]
+__all__ = [
+    "PerChangeTarget",
+    "RecordingTarget",
+    "ServedLaredo",
+    "TestSource",
+    "columns",
+    "free_port",
+    "wait_until",
+]

@@ -24,32 +24,8 @@ from typing import Any
 import pytest
 
 from laredo.testing.guard import ConformanceSuite
-from laredo.types import ChangeEvent, SourceConfig, TableIdentifier
-
-
-class _Collect:
-    def __init__(self) -> None:
-        self.events: list[ChangeEvent] = []
-        self.heartbeats: list[Any] = []
-        self.cond = threading.Condition()
-
-    def on_change(self, event: ChangeEvent) -> None:
-        self.on_changes([event])
-
-    def on_changes(self, events: Any, complete: bool = True) -> None:
-        with self.cond:
-            self.events.extend(events)
-            self.cond.notify_all()
-
-    def on_heartbeat(self, position: Any) -> None:
-        self.heartbeats.append(position)
-
-    def on_schema_change(self, table: Any, old: Any, new: Any, position: Any = None) -> None:
-        pass
-
-    def wait(self, n: int, timeout: float = 20.0) -> bool:
-        with self.cond:
-            return self.cond.wait_for(lambda: len(self.events) >= n, timeout)
+from laredo.testing.handler import RecordingHandler
+from laredo.types import SourceConfig, TableIdentifier
 
 
 class SourceConformance(ConformanceSuite):
@@ -60,8 +36,8 @@ class SourceConformance(ConformanceSuite):
 
     def _stream(
         self, source: Any, position: Any
-    ) -> tuple[_Collect, threading.Thread, list[BaseException]]:
-        h = _Collect()
+    ) -> tuple[RecordingHandler, threading.Thread, list[BaseException]]:
+        h = RecordingHandler()
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -121,7 +97,10 @@ class SourceConformance(ConformanceSuite):
         h, th, errors = self._stream(source, pos)
         time.sleep(0.2)
         self.produce_changes(source, table, 5)
-        assert h.wait(5), f"expected 5 changes, got {len(h.events)}; errors={errors}"
+        try:
+            h.wait_for_events(5, 20.0)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; got {len(h.events)}; errors={errors}") from None
         self._stop(source, th)
         evs = [e for e in h.events if e.table == table]
         assert len(evs) == 5

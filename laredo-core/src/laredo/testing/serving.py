@@ -1,0 +1,107 @@
+"""``free_port`` and ``ServedLaredo``: ``laredo serve`` as a subprocess for end-to-end tests.
+
+``ServedLaredo(config)`` starts ``laredo serve --config config --ready-file ...``, waits (through
+``wait_until``) until the ready file appears, and exposes the bound ports. If the process exits
+before it is ready, the ``AssertionError`` carries the tail of its log. ``stop()`` sends SIGTERM
+and returns the exit code; the ``served_laredo`` fixture stops what a test left running and
+attaches each server's log to a failed test's report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .waiting import wait_until
+
+__all__ = ["LAREDO", "ServedLaredo", "free_port"]
+
+LAREDO = str(Path(sys.executable).parent / "laredo")
+"""The ``laredo`` console script of the running interpreter's environment."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (configs cannot ask for "any free port": 0 turns
+    gRPC off)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class ServedLaredo:
+    """``laredo serve --config config`` until ``stop``; ports come from its ready file.
+
+    ``env`` is laid over ``os.environ``; stderr goes to ``log`` (appended; default
+    ``serve-<n>.log`` beside the config), stdout to ``stdout`` (default discarded)."""
+
+    def __init__(
+        self,
+        config: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        log: Path | None = None,
+        args: Sequence[str] = (),
+        timeout: float = 60.0,
+        stdout: Path | None = None,
+    ) -> None:
+        stamp = time.monotonic_ns()
+        self.config = config
+        self.ready_file = config.parent / f"ready-{stamp}.json"
+        self.log = log or config.parent / f"serve-{stamp}.log"
+        cmd = [LAREDO, "serve", "--config", str(config), "--ready-file", str(self.ready_file)]
+        with contextlib.ExitStack() as files:
+            err = files.enter_context(self.log.open("ab"))
+            out = files.enter_context(stdout.open("ab")) if stdout else subprocess.DEVNULL
+            self.proc = subprocess.Popen(
+                [*cmd, *args], stdout=out, stderr=err, env={**os.environ, **(env or {})}
+            )
+        self.pid = self.proc.pid
+        try:
+            wait_until(lambda: self.ready_file.exists() or self.proc.poll() is not None, timeout)
+        except AssertionError:
+            self.stop(signal.SIGKILL)
+            raise AssertionError(
+                f"laredo serve not ready after {timeout:g}s; log:\n{self.tail()}"
+            ) from None
+        assert self.proc.poll() is None, (
+            f"laredo serve exited with {self.proc.returncode}; log:\n{self.tail()}"
+        )
+        wait_until(lambda: self.ready_file.read_text().strip(), 10, "ready file content")
+        self.ports: dict[str, int] = json.loads(self.ready_file.read_text())
+        self.grpc_port: int = self.ports["grpc_port"]
+        self.health_port: int = self.ports["health_port"]
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.health_port}"
+
+    def text(self) -> str:
+        """The whole log so far."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.text()[-chars:]
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        """Send ``sig`` (if still running) and return the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> int:
+        """SIGKILL (a crash) and return the exit code."""
+        return self.stop(signal.SIGKILL)
