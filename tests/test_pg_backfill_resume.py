@@ -25,6 +25,7 @@ import laredo
 import psycopg
 import pytest
 from laredo.base import RowTarget
+from laredo.testing import wait_until
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -241,13 +242,16 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
     )
     eng: laredo.Engine | None = None
     try:
-        deadline = time.monotonic() + 120
-        created: str | None = None  # the slot's confirmed position when it appeared
-        while _progress(path) < 0.4 * N:
+        seen: list[str] = []  # the slot's confirmed position when it appeared
+
+        def forty_percent() -> bool:
             assert child.poll() is None, "the engine process ended on its own"
-            assert time.monotonic() < deadline, "the chunked baseline made no progress"
-            created = created or _confirmed(db)
-            time.sleep(0.01)
+            if not seen and (pos := _confirmed(db)):
+                seen.append(pos)
+            return _progress(path) >= 0.4 * N
+
+        wait_until(forty_percent, 120, "40 % of the chunked baseline durable", interval=0.01)
+        created = seen[0] if seen else None
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
         # nothing was acknowledged while the baseline ran (the writers moved the stream on)
