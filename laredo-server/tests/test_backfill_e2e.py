@@ -6,13 +6,13 @@ finds it equal; a ``--where`` that is not one condition is refused."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from laredo.testing import free_port
 
-from .test_e2e import TOKEN, Server
+from .test_verify_e2e import serve_items, verify_items
 from .testkit import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -38,24 +38,8 @@ observability {{ log_format = json, log_level = info }}
 
 def test_chunked_start_and_backfill_on_demand(pg_database: Any, tmp_path: Path) -> None:
     db = pg_database
-    db.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text)")
-    db.execute("INSERT INTO items SELECT g, g, 'n' || g FROM generate_series(1, 300) g")
-    cfg = tmp_path / "laredo.conf"
-    cfg.write_text(
-        CONFIG.format(
-            slot=db.slot_name,
-            publication=db.publication,
-            grpc=free_port(),
-            health=free_port(),
-            token=TOKEN,
-        )
-    )
-    log = tmp_path / "serve.log"
-    server = Server(cfg, {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}, log)
-
-    def verify() -> tuple[int, dict[str, Any]]:
-        r = server.cli("verify", "public.items", "--wait", "60", token=True)
-        return r.returncode, json.loads(r.stdout)
+    server, log = serve_items(db, tmp_path, CONFIG)
+    verify = partial(verify_items, server)
 
     try:
         assert wait_for(lambda: server.health("/health/ready") == 200, 60)

@@ -9,6 +9,7 @@ import json
 import random
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,14 @@ def runs(metrics: str, result: str = "match") -> float:
     )
 
 
-def test_validation_and_verify_compare_with_postgresql(pg_database: Any, tmp_path: Path) -> None:
-    db = pg_database
+def serve_items(db: Any, tmp_path: Path, config: str) -> tuple[Server, Path]:
+    """A table ``items`` of 300 rows and ``laredo serve`` on ``config`` (a template with
+    ``slot``, ``publication``, ``grpc``, ``health`` and ``token``); the server and its log."""
     db.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text)")
     db.execute("INSERT INTO items SELECT g, g, 'n' || g FROM generate_series(1, 300) g")
     cfg = tmp_path / "laredo.conf"
     cfg.write_text(
-        CONFIG.format(
+        config.format(
             slot=db.slot_name,
             publication=db.publication,
             grpc=free_port(),
@@ -63,11 +65,19 @@ def test_validation_and_verify_compare_with_postgresql(pg_database: Any, tmp_pat
         )
     )
     log = tmp_path / "serve.log"
-    server = Server(cfg, {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}, log)
+    return Server(cfg, {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}, log), log
 
-    def verify() -> tuple[int, dict[str, Any]]:
-        r = server.cli("verify", "public.items", "--wait", "60", token=True)
-        return r.returncode, json.loads(r.stdout)
+
+def verify_items(server: Server) -> tuple[int, dict[str, Any]]:
+    """``laredo verify public.items`` (admin): its exit code and JSON answer."""
+    r = server.cli("verify", "public.items", "--wait", "60", token=True)
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_validation_and_verify_compare_with_postgresql(pg_database: Any, tmp_path: Path) -> None:
+    db = pg_database
+    server, log = serve_items(db, tmp_path, CONFIG)
+    verify = partial(verify_items, server)
 
     try:
         assert wait_for(lambda: server.health("/health/ready") == 200, 60)
