@@ -3,12 +3,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from .common import hookimpl, split_table, state, to_dict
+from .common import CliState, hookimpl, split_table, state, to_dict
 from .status import pipelines_table
+
+
+def _answer(cli: CliState, resp: Any, ok: bool = True) -> None:
+    """Print an admin RPC's answer (its JSON with ``-o json``, else its message); exit 1 when
+    not ``ok``."""
+    if cli.json:
+        cli.emit_json(to_dict(resp))
+    else:
+        cli.out.print(resp.message, highlight=False)
+    if not ok:
+        raise typer.Exit(1)
 
 
 def reload(
@@ -26,10 +37,7 @@ def reload(
     else:
         s, t = split_table(table or "")
         resp = cli.oam("ReloadTable", timeout=None, source_id=source_ or "", schema=s, table=t)
-    if cli.json:
-        return cli.emit_json(to_dict(resp))
-    cli.out.print(resp.message, highlight=False)
-    return None
+    _answer(cli, resp)
 
 
 def pause(ctx: typer.Context, source_id: Annotated[str, typer.Argument()]) -> None:
@@ -69,10 +77,7 @@ def reset_source(
     resp = cli.oam(
         "ResetSource", source_id=source_id, confirm=True, drop_publication=drop_publication
     )
-    if cli.json:
-        return cli.emit_json(to_dict(resp))
-    cli.out.print(resp.message, highlight=False)
-    return None
+    _answer(cli, resp)
 
 
 def drain(
@@ -98,12 +103,7 @@ def drain(
     resp = cli.oam(
         "DrainReplication", schema=s, table=t, drain_deadline_seconds=round(seconds or 0)
     )
-    if cli.json:
-        cli.emit_json(to_dict(resp))
-    else:
-        cli.out.print(resp.message, highlight=False)
-    if not resp.accepted:
-        raise typer.Exit(1)
+    _answer(cli, resp, ok=resp.accepted)
 
 
 def verify(
@@ -129,12 +129,7 @@ def verify(
         max_keys=max_keys,
         timeout_seconds=wait,
     )
-    if cli.json:
-        cli.emit_json(to_dict(resp))
-    else:
-        cli.out.print(resp.message, highlight=False)
-    if not resp.match:
-        raise typer.Exit(1)
+    _answer(cli, resp, ok=resp.match)
 
 
 def backfill(
@@ -163,12 +158,7 @@ def backfill(
         chunk_rows=chunk_rows,
         wait_seconds=wait,
     )
-    if cli.json:
-        cli.emit_json(to_dict(resp))
-    else:
-        cli.out.print(resp.message, highlight=False)
-    if resp.error:
-        raise typer.Exit(1)
+    _answer(cli, resp, ok=not resp.error)
 
 
 @hookimpl
