@@ -65,6 +65,16 @@ def _setup(db: PgTestDb) -> None:
     db.execute("INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, 5000) g")
 
 
+def _chunked_source(db: PgTestDb, chunk_rows: int) -> PostgresSource:
+    """A source on ``db`` that baselines in chunks of ``chunk_rows`` (publication created)."""
+    return PostgresSource(
+        db.dsn,
+        slot_name=db.slot_name,
+        publication={"create": True},
+        baseline={"mode": "chunked", "chunk_rows": chunk_rows},
+    )
+
+
 def test_chunked_baseline_with_writers_ends_equal_to_postgres(
     pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -76,12 +86,7 @@ def test_chunked_baseline_with_writers_ends_equal_to_postgres(
     for w in writers:
         w.start()
     target = IndexedTarget()
-    src = PostgresSource(
-        db.dsn,
-        slot_name=db.slot_name,
-        publication={"create": True},
-        baseline={"mode": "chunked", "chunk_rows": 150},
-    )
+    src = _chunked_source(db, 150)
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
     caplog.set_level(logging.INFO, logger="laredo.engine.backfiller")
     try:
@@ -152,12 +157,7 @@ def test_a_table_without_a_key_keeps_the_snapshot_baseline(
     db.execute("INSERT INTO nokey SELECT g, 'x' FROM generate_series(1, 300) g")
     nokey = laredo.Table("public", "nokey")
     items, loose = IndexedTarget(), IndexedTarget(lookup_fields=["id"])
-    src = PostgresSource(
-        db.dsn,
-        slot_name=db.slot_name,
-        publication={"create": True},
-        baseline={"mode": "chunked", "chunk_rows": 1000},
-    )
+    src = _chunked_source(db, 1000)
     eng = laredo.Engine(
         sources={"pg": src},
         pipelines=[laredo.Pipeline("pg", ITEMS, items), laredo.Pipeline("pg", nokey, loose)],
@@ -191,12 +191,7 @@ def test_a_durable_target_without_chunk_progress_keeps_the_snapshot_baseline(
     db = pg_database
     _setup(db)
     durable, memory = _DurableIndexed(), IndexedTarget()
-    src = PostgresSource(
-        db.dsn,
-        slot_name=db.slot_name,
-        publication={"create": True},
-        baseline={"mode": "chunked", "chunk_rows": 1000},
-    )
+    src = _chunked_source(db, 1000)
     eng = laredo.Engine(
         sources={"pg": src},
         pipelines=[
@@ -225,12 +220,7 @@ def test_a_table_joining_a_chunked_source_is_baselined_in_chunks(
     db.execute("CREATE TABLE other (id int PRIMARY KEY, v int NOT NULL, note text)")
     db.execute("INSERT INTO other SELECT g, 0, 'seed' FROM generate_series(1, 2000) g")
     other = laredo.Table("public", "other")
-    src = PostgresSource(
-        db.dsn,
-        slot_name=db.slot_name,
-        publication={"create": True},
-        baseline={"mode": "chunked", "chunk_rows": 100},
-    )
+    src = _chunked_source(db, 100)
     eng = laredo.Engine(
         sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, IndexedTarget())]
     )
@@ -286,12 +276,7 @@ def test_chunks_load_infinities_and_dead_letter_unrepresentable_rows(
     ev = laredo.Table("public", "ev")
     store = MemoryDeadLetterStore()
     target = IndexedTarget()
-    src = PostgresSource(
-        db.dsn,
-        slot_name=db.slot_name,
-        publication={"create": True},
-        baseline={"mode": "chunked", "chunk_rows": 2},
-    )
+    src = _chunked_source(db, 2)
     eng = laredo.Engine(
         sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ev, target)], dead_letter_store=store
     )
