@@ -310,7 +310,16 @@ class Engine:
         timeout: float | None = None,
         durable: bool = False,
     ) -> bool:
-        """See :meth:`EngineView.wait_for` (read-your-writes)."""
+        """Block until every pipeline of ``source_id`` has applied every change at or before
+        ``position`` (the source's position, or its text: for PostgreSQL the text of
+        ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
+        ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
+        sources advance through heartbeats, so an idle wait answers once the source reports
+        its current position. With ``durable`` it waits until every target holds those changes
+        durably (what the source may be acknowledged: a buffering target's flush, a volatile
+        target's snapshot when acknowledgements follow snapshots). Raises ``KeyError`` listing
+        the known sources for an unknown id, ``ValueError`` naming the expected form for an
+        unparsable position."""
         return self._view.wait_for(source_id, position, timeout, durable)
 
     def applied_position(self, source_id: str) -> str | None:

@@ -78,22 +78,9 @@ class EngineView:
 
     # -- read-your-writes -------------------------------------------------------------------
     def wait_for(
-        self,
-        source_id: str,
-        position: Position | str,
-        timeout: float | None = None,
-        durable: bool = False,
+        self, source_id: str, position: Position | str, timeout: float | None, durable: bool
     ) -> bool:
-        """Block until every pipeline of ``source_id`` has applied every change at or before
-        ``position`` (the source's position, or its text: for PostgreSQL the text of
-        ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
-        ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
-        sources advance through heartbeats, so an idle wait answers once the source reports
-        its current position. With ``durable`` it waits until every target holds those changes
-        durably (what the source may be acknowledged: a buffering target's flush, a volatile
-        target's snapshot when acknowledgements follow snapshots). Raises ``KeyError`` listing
-        the known sources for an unknown id, ``ValueError`` naming the expected form for an
-        unparsable position."""
+        """:meth:`Engine.wait_for <laredo.engine.Engine.wait_for>`."""
         reader = self.reader(source_id)
         if isinstance(position, str):
             position = self._parse_position(reader, position)
