@@ -138,7 +138,6 @@ class Engine:
             readers=self._readers,
             workers=self._pipelines,
             lifecycle=lambda: self._lifecycle,
-            observer=self._obs,
         )
         if snapshot_store is not None and snapshot_serializer is not None:
             self._coordinator = SnapshotCoordinator(

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..contracts import EngineObserver, SyncSource, SyncTarget
+from ..contracts import SyncSource, SyncTarget
 from ..errors import EngineStateError
 from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from ..types import ColumnDefinition, Position, TableIdentifier
@@ -33,14 +33,12 @@ class EngineView:
         readers: dict[str, SourceReader],
         workers: list[PipelineWorker],
         lifecycle: Callable[[], str],
-        observer: EngineObserver,
     ) -> None:
         self.sources = sources
         self.configs = configs
         self.readers = readers
         self.workers = workers
         self._lifecycle = lifecycle
-        self.observer = observer
 
     def require_running(self) -> None:
         state = self._lifecycle()
