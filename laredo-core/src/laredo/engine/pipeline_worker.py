@@ -773,7 +773,7 @@ class PipelineWorker:
     def submit(self, kind: ControlKind, payload: Callable[[], Any] | None = None) -> Future[Any]:
         """Run work on this pipeline's thread; the future answers it."""
         req = ControlRequest(kind, Future(), payload)
-        if self.thread is None or not self.thread.is_alive():
+        if not self.is_running():
             req.future.set_exception(RuntimeError(f"pipeline {self.id} is not running"))
             return req.future
         self.buffer.submit(req)
