@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..batches import ChangeBatch
-from ..contracts import ProgressTarget
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
 from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
@@ -155,7 +154,7 @@ class Backfiller:
         if self._read_done and not self._ended and self.merger.pending() == 0:
             self._ended = True
             for p in self.pipes:
-                p.buffer.put(Call(self._completer(p)))
+                p.enqueue_item(Call(self._completer(p)))
 
     def _deliver(self, chunk: ChunkRead, rows: list[Any], position: Position) -> None:
         table = self.table
@@ -175,26 +174,18 @@ class Backfiller:
     def _save_progress(self, record: str | None) -> None:
         """Queue the progress record behind the chunk's rows on every pipeline whose target
         keeps it (:class:`~laredo.contracts.ProgressTarget`): it is saved after them."""
-        table = self.table
         for p in self.pipes:
-            target = p.target
-            if not p.failed and isinstance(target, ProgressTarget):
-                p.buffer.put(Call(_saver(target, table, record)))
+            if not p.failed and p.keeps_progress:
+                p.enqueue_item(Call(_saver(p, record)))
 
     def _completer(self, p: PipelineWorker) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
             # chunk rows count as inserts, also where they replaced a row: recount
-            count = p.expected_rows
-            counter = getattr(p.target, "count", None)
-            if callable(counter):
-                try:
-                    count = int(counter())
-                except Exception:
-                    logger.debug("count() of %s failed", p.id, exc_info=True)
+            counted = p.count_rows()
+            count = p.expected_rows if counted is None else counted
             if self.initial and not p.failed:
                 p.complete_baseline(None, count, self.started)
-                if isinstance(p.target, ProgressTarget):
-                    p.target.save_progress(self.table, None)  # done: nothing to resume
+                p.save_progress(None)  # done: nothing to resume
                 p.mark_streaming()
             else:
                 p.expected_rows = count
@@ -223,10 +214,8 @@ class Backfiller:
             self._on_end(self)
 
 
-def _saver(
-    target: ProgressTarget, table: TableIdentifier, record: str | None
-) -> Callable[[], None]:
-    return lambda: target.save_progress(table, record)
+def _saver(p: PipelineWorker, record: str | None) -> Callable[[], None]:
+    return lambda: p.save_progress(record)
 
 
 class _Reader(Protocol):
@@ -271,8 +260,7 @@ def resumable(worker: PipelineWorker) -> bool:
     chunks from the start, so nothing else would tell a restart after a crash that the baseline
     had not finished (it would resume streaming over a partial table). A target that is not
     durable is baselined again (or restored from a snapshot) at every start anyway."""
-    target = worker.target
-    return isinstance(target, ProgressTarget) or not target.is_durable()
+    return worker.keeps_progress or not worker.keeps_state()
 
 
 def chunked_pipelines(reader: _Reader, rebaseline: bool) -> list[PipelineWorker]:
@@ -319,8 +307,7 @@ def start_chunked(
         p.ready = False
         p.begin_baseline(truncate=rebaseline)
         p.applied = position
-        if isinstance(p.target, ProgressTarget):
-            p.target.save_progress(p.table, None)  # a new baseline: an older record is void
+        p.save_progress(None)  # a new baseline: an older record is void
     for table, group in by_table.items():
         _launch(reader, table, group, rows, None, initial=True)
 
@@ -453,10 +440,7 @@ def resume_chunked(
     at ``position`` and its changes are applied over the target as usual. Returns them."""
     groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...]]]] = {}
     for p in pipes:
-        target = p.target
-        if p.failed or not isinstance(target, ProgressTarget):
-            continue
-        record = target.load_progress(p.table)
+        record = None if p.failed else p.load_progress()
         if record is not None:
             groups.setdefault(p.table, []).append((p, decode_progress(record)))
     if groups and not isinstance(reader.source, ChunkedSource):

@@ -22,27 +22,27 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from ..contracts import (
     DeadLetterStore,
     EngineObserver,
-    FlushableTarget,
     Resettable,
     SnapshotSerializer,
     SnapshotStore,
     SyncSource,
+    SyncTarget,
 )
 from ..engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT, SNAPSHOT_META_POLICY
 from ..errors import ConfigError, EngineStateError
 from ..observers import composite
-from ..pipeline import Pipeline
+from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from ..snapshots.jsonl import JsonlSerializer
 from ..types import ColumnDefinition, PipelineState, Position, TableIdentifier
 from .context import EngineContext, FailureScope, ObserverWants
-from .membership import attach, detach, preflight
+from .membership import attach, detach, preflight, retire
 from .pipeline_worker import PipelineWorker
-from .queries import EngineQueries
+from .queries import EngineView
 from .scheduler import Scheduler
 from .snapshots import Export, SnapshotCoordinator
 from .source_reader import SourceReader
@@ -55,7 +55,7 @@ T = TypeVar("T")
 __all__ = ["Engine"]
 
 
-class Engine(EngineQueries):
+class Engine:
     """Runs pipelines. Construct, ``start()``, ``await_ready()``, query targets, ``stop()``.
 
     All public methods are thread-safe. ``a``-prefixed coroutines wrap them for asyncio callers.
@@ -132,6 +132,13 @@ class Engine(EngineQueries):
         self._coordinator: SnapshotCoordinator | None = None
         self._ctx: EngineContext | None = None
         self._membership = threading.Lock()  # one add/remove at a time
+        self._view = EngineView(
+            sources=self.sources,
+            configs=self.pipeline_configs,
+            readers=self._readers,
+            workers=self._pipelines,
+            lifecycle=lambda: self._lifecycle,
+        )
         if snapshot_store is not None and snapshot_serializer is not None:
             self._coordinator = SnapshotCoordinator(
                 snapshot_store,
@@ -205,42 +212,26 @@ class Engine(EngineQueries):
         for reader in self._readers.values():
             reader.stop_stream()
         for reader in self._readers.values():
-            if reader.thread is not None:
-                reader.thread.join(left())
-                if reader.thread.is_alive():
-                    logger.warning("source %s did not stop in time; closing it", reader.id)
-                    with contextlib.suppress(Exception):
-                        reader.source.close()
-                    reader.thread.join(left())
-        for p in self._pipelines:
-            p.buffer.set_paused(False)
-            p.buffer.close()
-        for p in self._pipelines:
-            if p.thread is not None:
-                p.thread.join(left())
-                if p.thread.is_alive():
-                    logger.warning("pipeline %s did not drain in time", p.id)
-                    p.stop_now()
-        if self.snapshot_on_shutdown and self._coordinator is not None:
+            if not reader.join(left()):
+                logger.warning("source %s did not stop in time; closing it", reader.id)
+                with contextlib.suppress(Exception):
+                    reader.source.close()
+                reader.join(left())
+
+        def shutdown_snapshot() -> None:
             try:
                 self._take_snapshot({"trigger": "shutdown"}, direct=True)
             except Exception:
                 logger.exception("snapshot on shutdown failed")
-        for p in self._pipelines:
-            if isinstance(p.target, FlushableTarget) and not p.failed:
-                try:
-                    p.target.flush()
-                except Exception:
-                    logger.warning("pipeline %s: final flush failed", p.id, exc_info=True)
-        for reader in self._readers.values():
-            reader.try_ack()
-        for p in self._pipelines:
-            try:
-                p.target.on_close(p.table)
-            except Exception:
-                logger.warning("pipeline %s: on_close failed", p.id, exc_info=True)
-            if not p.failed:
-                p.set_state(PipelineState.STOPPED)
+
+        def ack() -> None:
+            for reader in self._readers.values():
+                reader.try_ack()
+
+        snapshot = self.snapshot_on_shutdown and self._coordinator is not None
+        retire(
+            self._pipelines, deadline, drained=shutdown_snapshot if snapshot else None, flushed=ack
+        )
         for reader in self._readers.values():
             try:
                 reader.source.close()
@@ -259,9 +250,6 @@ class Engine(EngineQueries):
     def __exit__(self, *exc: object) -> None:
         if self._lifecycle == "running":
             self.stop()
-
-    def _last_snapshot_at(self) -> float:
-        return self._coordinator.last_taken_at if self._coordinator else time.monotonic()
 
     def _escalate(self, scope: FailureScope, source_id: str, message: str) -> None:
         readers = (
@@ -294,7 +282,7 @@ class Engine(EngineQueries):
     ) -> bool:
         """True when every matching pipeline finished its baseline/restore and is streaming
         (or paused). An unknown source or table is not ready."""
-        pipes = self._match(source_id, table)
+        pipes = self._view.match(source_id, table)
         return bool(pipes) and all(
             p.ready and p.state in (PipelineState.STREAMING, PipelineState.PAUSED) for p in pipes
         )
@@ -313,16 +301,84 @@ class Engine(EngineQueries):
                 return
         callback()
 
+    # -- the read side (delegated to EngineView, :mod:`laredo.engine.queries`) ------------------
+    def wait_for(
+        self,
+        source_id: str,
+        position: Position | str,
+        timeout: float | None = None,
+        durable: bool = False,
+    ) -> bool:
+        """Block until every pipeline of ``source_id`` has applied every change at or before
+        ``position`` (the source's position, or its text: for PostgreSQL the text of
+        ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
+        ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
+        sources advance through heartbeats, so an idle wait answers once the source reports
+        its current position. With ``durable`` it waits until every target holds those changes
+        durably (what the source may be acknowledged: a buffering target's flush, a volatile
+        target's snapshot when acknowledgements follow snapshots). Raises ``KeyError`` listing
+        the known sources for an unknown id, ``ValueError`` naming the expected form for an
+        unparsable position."""
+        return self._view.wait_for(source_id, position, timeout, durable)
+
+    def applied_position(self, source_id: str) -> str | None:
+        """See :meth:`EngineView.applied_position`."""
+        return self._view.applied_position(source_id)
+
+    def durable_position(self, source_id: str) -> str | None:
+        """See :meth:`EngineView.durable_position`."""
+        return self._view.durable_position(source_id)
+
+    def targets(
+        self, source_id: str | None = None, table: TableIdentifier | str | None = None
+    ) -> list[SyncTarget]:
+        return self._view.targets(source_id, table)
+
+    @overload
+    def get_target(self, source_id: str | None, table: TableIdentifier | str) -> Any: ...
+
+    @overload
+    def get_target(
+        self, source_id: str | None, table: TableIdentifier | str, cls: type[T]
+    ) -> T | None: ...
+
+    def get_target(
+        self, source_id: str | None, table: TableIdentifier | str, cls: type[Any] | None = None
+    ) -> Any:
+        """The first target for ``(source_id, table)`` (of type ``cls`` if given), or None."""
+        return self._view.get_target(source_id, table, cls)  # the overloads type it
+
+    def pipelines(self) -> list[PipelineInfo]:
+        return self._view.pipelines()
+
+    def source_ids(self) -> list[str]:
+        return self._view.source_ids()
+
+    def source(self, source_id: str) -> SyncSource:
+        return self._view.source(source_id)
+
+    def source_info(self, source_id: str) -> SourceRunInfo | None:
+        return self._view.source_info(source_id)
+
+    def table_schema(
+        self, table: TableIdentifier | str, source_id: str | None = None
+    ) -> list[ColumnDefinition]:
+        return self._view.table_schema(table, source_id)
+
+    @property
+    def observer(self) -> EngineObserver:
+        return self._obs
+
     # -- admin ----------------------------------------------------------------------------------
     def reload(
         self, source_id: str, table: TableIdentifier | str, timeout: float | None = None
     ) -> None:
         """Re-baseline one table: its targets are emptied and reloaded; changes that arrive
         meanwhile are buffered and applied after the reload (none is lost). Blocks until done."""
-        self._reader(source_id)
+        self._view.reader(source_id)
         pipes = [
             p
-            for p in self._match(source_id, table)
+            for p in self._view.match(source_id, table)
             if p.state in (PipelineState.STREAMING, PipelineState.PAUSED)
         ]
         if not pipes:
@@ -345,7 +401,7 @@ class Engine(EngineQueries):
         :mod:`laredo.engine.backfiller`). Waits up to ``timeout`` seconds (``None``: until
         done; ``0``: not at all) and returns the table's progress. ``ConfigError`` when the
         source cannot read in chunks, the table has no key or a backfill of it runs."""
-        reader = self._reader(source_id)
+        reader = self._view.reader(source_id)
         tid = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
         bf = reader.backfill(tid, where, chunk_rows)
         if timeout != 0:
@@ -381,10 +437,7 @@ class Engine(EngineQueries):
         ``TimeoutError`` after ``timeout`` seconds (``work`` may still run later)."""
         worker = self._worker(pipeline_id)
 
-        def running() -> bool:
-            return worker.thread is not None and worker.thread.is_alive()
-
-        if not running():
+        if not worker.is_running():
             raise EngineStateError(f"pipeline {pipeline_id} is not running")
         future = worker.submit("call", work)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -395,7 +448,7 @@ class Engine(EngineQueries):
             except TimeoutError:
                 if future.done():
                     raise  # raised by ``work`` itself
-            if not running() and not future.done():
+            if not worker.is_running() and not future.done():
                 raise EngineStateError(f"pipeline {pipeline_id} stopped before the call ran")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"pipeline {pipeline_id} did not run the call in {timeout}s")
@@ -407,7 +460,7 @@ class Engine(EngineQueries):
         one source position, while the source keeps streaming (see :mod:`laredo.engine.verify`).
         ``KeyError`` for an unknown pipeline; ``EngineStateError`` when it is not streaming or
         its target cannot list its rows; ``TimeoutError`` after ``timeout`` seconds."""
-        self._require_running()
+        self._view.require_running()
         worker = self._worker(pipeline_id)
         return verify_pipeline(
             lambda work, left: self.call_in_pipeline(pipeline_id, work, left),
@@ -419,19 +472,19 @@ class Engine(EngineQueries):
     def pause(self, source_id: str) -> None:
         """Pause a source: its pipelines stop applying; changes keep buffering (with the block
         policy the source is then back-pressured). Nothing is dropped."""
-        reader = self._reader(source_id)
+        reader = self._view.reader(source_id)
         self._tell_source(source_id, reader.source.pause, "pause")
         for p in reader.pipelines:
-            p.buffer.set_paused(True)
+            p.hold(True)
             if p.state is PipelineState.STREAMING:
                 p.set_state(PipelineState.PAUSED)
 
     def resume(self, source_id: str) -> None:
-        reader = self._reader(source_id)
+        reader = self._view.reader(source_id)
         for p in reader.pipelines:
             if p.state is PipelineState.PAUSED:
                 p.set_state(PipelineState.STREAMING)
-            p.buffer.set_paused(False)
+            p.hold(False)
         self._tell_source(source_id, reader.source.resume, "resume")
 
     @staticmethod
@@ -464,7 +517,7 @@ class Engine(EngineQueries):
         if not isinstance(src, Resettable):
             raise EngineStateError(f"source {source_id!r} ({type(src).__name__}) cannot be reset")
         reader = self._readers.get(source_id)
-        if reader is not None and reader.thread is not None and reader.thread.is_alive():
+        if reader is not None and reader.is_running():
             reader.reset_in_place(lambda: src.reset_source(drop_publication))
             return True
         src.reset_source(drop_publication)
@@ -487,7 +540,7 @@ class Engine(EngineQueries):
         if source is not None:
             self.add_source(pipeline.source_id, source, [pipeline], timeout)
             return
-        self._require_running()
+        self._view.require_running()
         assert self._ctx is not None
         with self._membership:
             self._check_new(self.sources, [pipeline])
@@ -504,7 +557,7 @@ class Engine(EngineQueries):
         """What joining ``pipeline`` to its running source would meet, changing nothing: the
         table's live columns (None when the source cannot tell without delivering the table)
         and every problem that would stop the pipeline (see :func:`membership.preflight`)."""
-        self._require_running()
+        self._view.require_running()
         reader = self._readers.get(pipeline.source_id)
         if reader is None:
             return None, [f"source {pipeline.source_id!r} is not running"]
@@ -521,7 +574,7 @@ class Engine(EngineQueries):
         source: resume, snapshot restore or baseline) and return once they stream. Raises
         ``ConfigError`` (nothing started) for a duplicate source or pipeline id or an invalid
         pipeline, ``EngineStateError`` when a pipeline does not become ready in ``timeout``."""
-        self._require_running()
+        self._view.require_running()
         assert self._ctx is not None
         with self._membership:
             problems = (
@@ -569,11 +622,7 @@ class Engine(EngineQueries):
             raise ConfigError(problems)
 
     def _worker(self, pipeline_id: str) -> PipelineWorker:
-        for p in self._pipelines:
-            if p.id == pipeline_id:
-                return p
-        known = ", ".join(p.id for p in self._pipelines) or "none"
-        raise KeyError(f"unknown pipeline {pipeline_id!r} (pipelines: {known})")
+        return self._view.worker(pipeline_id)
 
     def _wait_streaming(self, worker: PipelineWorker, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -588,7 +637,7 @@ class Engine(EngineQueries):
         target is closed, and its source stops delivering the table when no other pipeline
         needs it. ACKs no longer wait for it. A source left without pipelines is stopped and
         closed. Raises ``KeyError`` (listing the pipelines) for an unknown id."""
-        self._require_running()
+        self._view.require_running()
         with self._membership:
             worker = self._worker(pipeline_id)
             sid = worker.link.source_id
@@ -600,9 +649,9 @@ class Engine(EngineQueries):
     def remove_source(self, source_id: str, timeout: float | None = None) -> None:
         """Remove every pipeline of a source (each drained, its target closed), then stop and
         close the source. Raises ``KeyError`` (listing the sources) for an unknown id."""
-        self._require_running()
+        self._view.require_running()
         with self._membership:
-            reader = self._reader(source_id)
+            reader = self._view.reader(source_id)
             for worker in list(reader.pipelines):
                 self._detach(reader, worker, timeout)
             self._stop_source(reader)
@@ -610,13 +659,12 @@ class Engine(EngineQueries):
     def _detach(self, reader: SourceReader, worker: PipelineWorker, timeout: float | None) -> None:
         detach(reader, worker, timeout if timeout is not None else self.shutdown_timeout)
         self._pipelines.remove(worker)
-        self.pipeline_configs = [c for c in self.pipeline_configs if c is not worker.cfg]
+        self.pipeline_configs[:] = [c for c in self.pipeline_configs if c is not worker.cfg]
         self._obs.on_pipeline_removed(worker.id, reader.id, "removed")
 
     def _stop_source(self, reader: SourceReader) -> None:
         reader.stop_stream()
-        if reader.thread is not None:
-            reader.thread.join(self.shutdown_timeout)
+        reader.join(self.shutdown_timeout)
         try:
             reader.source.close()
         except Exception:
@@ -629,7 +677,7 @@ class Engine(EngineQueries):
     def create_snapshot(self, user_meta: Mapping[str, Any] | None = None) -> str:
         """Export every pipeline's target consistently with its applied position and save a
         snapshot. Returns the snapshot id."""
-        self._require_running()
+        self._view.require_running()
         if self._coordinator is None:
             raise EngineStateError("no snapshot store configured (snapshot_store=...)")
         return self._take_snapshot(dict(user_meta or {}), direct=False)

@@ -9,25 +9,27 @@ rest. No change of any table is lost or applied twice, and no other pipeline is 
 ACKs of the source wait while the new pipeline is not ready.
 
 Leaving (:func:`detach`): the pipeline is no longer routed changes, its worker drains what its
-buffer holds into the target, the target is flushed and closed, and the source stops delivering
-the table when no other pipeline of the source needs it. ACKs stop waiting for it.
+buffer holds into the target, the target is flushed and closed (:func:`retire`, the engine's
+stop too), and the source stops delivering the table when no other pipeline of the source needs
+it. ACKs stop waiting for it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
-from ..contracts import FlushableTarget, PipelineAware, TableDescriber, TableSetSource
+from ..contracts import TableDescriber, TableSetSource
 from ..errors import ConfigError, EngineStateError
-from ..types import ColumnDefinition, PipelineState, TableIdentifier
+from ..types import ColumnDefinition, TableIdentifier
 from .backfiller import attach_chunked, joins_chunked
 from .pipeline_worker import PipelineWorker
 from .source_reader import SourceReader
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["attach", "detach", "preflight"]
+__all__ = ["attach", "detach", "preflight", "retire"]
 
 
 def _table_columns(reader: SourceReader, table: TableIdentifier) -> Sequence[ColumnDefinition]:
@@ -82,18 +84,15 @@ def attach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) 
     Blocks until the pipeline streams; on failure the source is left as it was."""
     table = worker.table
     columns = _table_columns(reader, table)
-    worker.columns = list(columns)
     reader.schemas[table] = list(columns)
     try:
-        if isinstance(worker.target, PipelineAware):
-            worker.target.bind_pipeline(reader.pipeline_context(worker))
-        worker.target.on_init(table, columns)
+        worker.init_target(columns, reader.pipeline_context(worker))
     except Exception as exc:
         _undo_table(reader, table)
         raise EngineStateError(f"target init failed for {table}: {exc}") from exc
     chunked = joins_chunked(reader, worker)  # else: a reload, the stream held back meanwhile
     if not chunked:
-        worker.buffer.set_paused(True)  # hold the stream's changes until the baseline is in
+        worker.hold(True)  # hold the stream's changes until the baseline is in
     reader.add(worker)
     worker.start_worker()
     try:
@@ -103,10 +102,10 @@ def attach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) 
             worker.submit("reload").result(timeout)
     except BaseException:
         reader.remove(worker)
-        worker.buffer.close()
+        worker.end_input()
         _undo_table(reader, table)
         raise
-    worker.buffer.set_paused(False)
+    worker.hold(False)
     worker.mark_streaming()
     reader.try_ack()
 
@@ -123,24 +122,33 @@ def _undo_table(reader: SourceReader, table: TableIdentifier) -> None:
 def detach(reader: SourceReader, worker: PipelineWorker, timeout: float | None) -> None:
     """Remove ``worker`` from its source after draining it (see the module docstring)."""
     reader.remove(worker)
-    worker.buffer.set_paused(False)
-    worker.buffer.close()
-    if worker.thread is not None:
-        worker.thread.join(timeout)
-        if worker.thread.is_alive():
-            logger.warning("pipeline %s did not drain in time; abandoning", worker.id)
-            worker.stop_now()
-    target = worker.target
-    if isinstance(target, FlushableTarget) and not worker.failed:
-        try:
-            target.flush()
-        except Exception:
-            logger.warning("pipeline %s: final flush failed", worker.id, exc_info=True)
-    try:
-        target.on_close(worker.table)
-    except Exception:
-        logger.warning("pipeline %s: on_close failed", worker.id, exc_info=True)
-    if not worker.failed:
-        worker.set_state(PipelineState.STOPPED)
+    retire([worker], None if timeout is None else time.monotonic() + timeout)
     _undo_table(reader, worker.table)
     reader.try_ack()
+
+
+def retire(
+    workers: Sequence[PipelineWorker],
+    deadline: float | None,
+    *,
+    drained: Callable[[], None] | None = None,
+    flushed: Callable[[], None] | None = None,
+) -> None:
+    """The end of pipelines, written once (engine stop, pipeline and source removal): every
+    worker applies what its buffer holds (all at once, until ``deadline``, a
+    ``time.monotonic()`` value; one still busy then abandons the rest, which stays
+    unacknowledged); ``drained()`` runs (the shutdown snapshot); every target of a pipeline that
+    did not fail is flushed; ``flushed()`` runs (the ACK of what is now durable, while every
+    target is still open); then every target is closed and its pipeline STOPPED."""
+    for w in workers:
+        w.end_input()
+    for w in workers:
+        w.drain(None if deadline is None else max(0.1, deadline - time.monotonic()))
+    if drained is not None:
+        drained()
+    for w in workers:
+        w.flush()
+    if flushed is not None:
+        flushed()
+    for w in workers:
+        w.close()

@@ -14,18 +14,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..base import LegacyDoor, door_of
 from ..batches import ChangeBatch
 from ..contracts import (
     CountableTarget,
     DurablePositionTarget,
+    FlushableTarget,
     KeyedTarget,
+    PipelineAware,
+    PipelineContext,
     PositionedTarget,
+    ProgressTarget,
     RowCounter,
     SecondaryIndexed,
     SelfFilteringTarget,
@@ -48,9 +52,11 @@ from ..types import (
     Row,
     SchemaChangeAction,
     TableIdentifier,
+    TableSnapshotInfo,
     ValidationAction,
 )
 from ..units import to_seconds
+from .at_position import AtPosition
 from .baseline import baseline_into
 from .buffer import (
     Batch,
@@ -109,8 +115,7 @@ class PipelineWorker:
         self.snapshot_position: Position | None = None  # latest completed snapshot export
         self.skip_until: Position | None = None  # drop changes at or before (restore/reload)
         self.expected_rows = 0
-        self._at: tuple[Position, Callable[[], None], Callable[[], None] | None] | None = None
-        self._counting = False  # a source count of periodic validation is running
+        self._at = AtPosition(link.compare)
         self.ready = False
         target = self.target
         # the one door into the target: apply(table, changes, complete) and load(table, rows)
@@ -124,6 +129,10 @@ class PipelineWorker:
         self.retry_backoff = to_seconds(cfg.retry_backoff) or RETRY_BACKOFF.default
         self.retry_max_backoff = to_seconds(cfg.retry_max_backoff) or RETRY_MAX_BACKOFF.default
         self.thread: threading.Thread | None = None
+        # the reader's hot path: heartbeats and markers (schema change, skip, call) go straight
+        # into the buffer, in stream order
+        self.enqueue_heartbeat = self.buffer.put_heartbeat
+        self.enqueue_item = self.buffer.put
         self._stop_now = threading.Event()
         self._last_ttl_scan = time.monotonic()
         self._last_validation = time.monotonic()
@@ -176,6 +185,112 @@ class PipelineWorker:
         """Abandon retries and pending items (shutdown deadline passed)."""
         self._stop_now.set()
 
+    # -- lifecycle (called from other threads) -------------------------------------------------
+    def is_running(self) -> bool:
+        """The worker thread runs."""
+        return self.thread is not None and self.thread.is_alive()
+
+    def buffer_fill(self) -> tuple[int, int]:
+        """(changes buffered, the buffer's capacity)."""
+        return self.buffer.depth, self.buffer.capacity
+
+    def hold(self, held: bool) -> None:
+        """Hold buffered changes back or let them apply (control requests run; none is lost)."""
+        self.buffer.set_paused(held)
+
+    def end_input(self) -> None:
+        """No more changes: the worker applies what its buffer holds (held or not), then ends."""
+        self.buffer.set_paused(False)
+        self.buffer.close()
+
+    def drain(self, timeout: float | None) -> bool:
+        """:meth:`end_input` and wait up to ``timeout`` for the worker to apply what is buffered;
+        False when it did not finish: the rest is abandoned (:meth:`stop_now`), never acked."""
+        self.end_input()
+        if self.thread is None:
+            return True
+        self.thread.join(timeout)
+        if not self.thread.is_alive():
+            return True
+        logger.warning("pipeline %s did not drain in time; abandoning", self.id)
+        self.stop_now()
+        return False
+
+    def flush(self) -> None:
+        """After :meth:`drain`: make what a ``FlushableTarget`` buffers durable (logged)."""
+        if isinstance(self.target, FlushableTarget) and not self.failed:
+            try:
+                self.target.flush()
+            except Exception:
+                logger.warning("pipeline %s: final flush failed", self.id, exc_info=True)
+
+    def close(self) -> None:
+        """After :meth:`flush`: close the target (logged) and, unless failed, STOPPED."""
+        try:
+            self.target.on_close(self.table)
+        except Exception:
+            logger.warning("pipeline %s: on_close failed", self.id, exc_info=True)
+        if not self.failed:
+            self.set_state(PipelineState.STOPPED)
+
+    # -- the target's set-up and stored state (reader, snapshots, backfills, verify) ------------
+    def init_target(self, columns: Sequence[ColumnDefinition], context: PipelineContext) -> None:
+        """Tell the target its columns (a ``PipelineAware`` one its pipeline first); raises."""
+        self.columns = list(columns)
+        if isinstance(self.target, PipelineAware):
+            self.target.bind_pipeline(context)
+        self.target.on_init(self.table, columns)
+
+    def keeps_state(self) -> bool:
+        """Does the target keep what it applied across a restart of this process?"""
+        if self._durable is not None:
+            return True
+        try:
+            return bool(self.target.is_durable())
+        except Exception:
+            return False
+
+    @property
+    def keeps_progress(self) -> bool:
+        return isinstance(self.target, ProgressTarget)
+
+    def save_progress(self, record: str | None) -> None:
+        """Save a chunked baseline's progress record with the target (``None``: done)."""
+        if isinstance(self.target, ProgressTarget):
+            self.target.save_progress(self.table, record)
+
+    def load_progress(self) -> str | None:
+        """The progress record of an unfinished chunked baseline the target holds, if any."""
+        target = self.target
+        return target.load_progress(self.table) if isinstance(target, ProgressTarget) else None
+
+    def count_rows(self) -> int | None:
+        """The target's row count; ``None`` when it cannot count (or counting failed)."""
+        counter = getattr(self.target, "count", None)
+        if not callable(counter):
+            return None
+        try:
+            return int(counter())
+        except Exception:
+            logger.debug("count() of %s failed", self.id, exc_info=True)
+            return None
+
+    def stored_rows(self) -> Iterable[Row] | None:
+        """Every row the target holds (``None`` when it cannot list them)."""
+        target = self.target
+        if isinstance(target, KeyedTarget):
+            return (row for _key, row in target.items())
+        export = getattr(target, "export_snapshot", None)
+        return None if export is None else cast("Iterable[Row]", export())
+
+    def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
+        """Load a snapshot's rows of this table into the target (start-up restore)."""
+        self.target.restore_snapshot(info, rows)
+
+    def truncate(self) -> None:
+        """Empty the target (a failed restore is undone); raises what the target raises."""
+        self.target.on_truncate(self.table)
+
     def _on_policy(self, policy: str) -> None:
         self.ctx.observer.on_buffer_policy_triggered(self.id, policy)
 
@@ -213,10 +328,13 @@ class PipelineWorker:
         return self.applied
 
     # -- baseline (runs on the source thread, or on this worker for reloads) ---------------
-    def begin_baseline(self, truncate: bool = False) -> None:
-        """The pipeline's table is about to be baselined (start-up, re-baseline or reload).
+    def begin_baseline(self, truncate: bool = False, *, keep_ready: bool = False) -> None:
+        """The pipeline's table is about to be baselined (start-up, re-baseline or reload): it
+        is not ready (``keep_ready``: a reload keeps readiness) until :meth:`mark_streaming`.
         ``truncate`` (a re-baseline): buffered changes are dropped and the target emptied first
         (a failure to empty it fails the pipeline)."""
+        if not keep_ready:
+            self.ready = False
         self.set_state(PipelineState.BASELINING)
         self.ctx.observer.on_baseline_started(self.id, self.table)
         if truncate:
@@ -308,8 +426,8 @@ class PipelineWorker:
 
     def handle(self, item: Batch | Heartbeat | SchemaItem | Skip | Call) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
-        if self._at is not None:
-            self._reached(item)
+        if self._at.armed is not None:
+            self._at.reached(item)
         if isinstance(item, Batch):
             self.apply_batch(item.events, item.complete)
         elif isinstance(item, Heartbeat):
@@ -347,86 +465,22 @@ class PipelineWorker:
         missed: Callable[[], None] | None = None,
     ) -> bool:
         """Run ``work`` on this thread once the target holds exactly the changes up to
-        ``position``: now when they are applied, else just before the first item after it (a
-        change past it, or a heartbeat at or past it). ``missed`` runs instead when one batch
-        holds changes on both sides of ``position`` (no exact moment). False when another is
-        waiting."""
-        if self._at is not None:
-            return False
-        applied = self.applied
-        if applied is not None and self.link.compare(applied, position) >= 0:
-            work()
-        else:
-            self._at = (position, work, missed)
-        return True
+        ``position`` (see :mod:`.at_position`; ``missed`` when there is no exact moment). False
+        when another is waiting."""
+        return self._at.arm(self.applied, position, work, missed)
 
     def cancel_at_position(self) -> None:
-        self._at = None
-
-    def _reached(self, item: Any) -> None:
-        assert self._at is not None
-        position, work, missed = self._at
-        compare = self.link.compare
-        due = False
-        if type(item) is Batch and item.events:
-            events = item.events
-            one = type(events) is ChangeBatch  # one position for the whole batch
-            first = events.position if one else events[0].position  # type: ignore[attr-defined]
-            if compare(first, position) > 0:
-                due = True
-            elif not one and compare(events[-1].position, position) > 0:
-                self._at = None  # the batch spans the position: no exact moment
-                if missed is not None:
-                    missed()
-        elif type(item) is Heartbeat:
-            due = compare(item.position, position) >= 0
-        if due:
-            self._at = None
-            work()
+        self._at.cancel()
 
     def _validate_with_source(self) -> bool:
-        """Periodic validation against the source: for a pipeline without filters, transforms
-        or TTL on a :class:`~laredo.contracts.RowCounter` source, the table is counted at a
-        source position on a helper thread (this worker keeps applying) and compared with the
-        target once it holds exactly that position; a round the worker has already passed is
-        skipped. False: not applicable (the caller compares with the engine's count)."""
+        """Periodic validation against a ``RowCounter`` source (:meth:`AtPosition.count_at_source`)
+        without filters, transforms or TTL; False: the caller compares with the engine's count."""
         source = self.link.source
         if not (self.chain.plain and isinstance(source, RowCounter)):
             return False
-        if self._counting or self._at is not None:
-            return True  # the previous round is still on its way
-
-        def count() -> None:
-            try:
-                rows, position = source.count_rows_at(self.table)
-            except Exception as exc:
-                logger.warning(
-                    "pipeline %s: counting %s at the source failed (%s); comparing with the "
-                    "engine's count",
-                    self.id,
-                    self.table,
-                    exc,
-                )
-                self.submit("call", lambda: self.validate(self.expected_rows))
-            else:
-                self.submit("call", lambda: self._arm_count(rows, position))
-            finally:
-                self._counting = False
-
-        self._counting = True
-        threading.Thread(target=count, name=f"laredo-count-{self.id}", daemon=True).start()
+        if not (self._at.counting or self._at.armed is not None):  # else: still on its way
+            self._at.count_at_source(self, source)
         return True
-
-    def _arm_count(self, rows: int, position: Position) -> None:
-        applied = self.applied
-        if applied is not None and self.link.compare(applied, position) > 0:
-            logger.debug("pipeline %s: applied past the counted position; next round", self.id)
-            return
-
-        def compare() -> None:
-            self.validate(rows)
-
-        self.at_position(position, compare)
 
     def control(self, req: ControlRequest) -> None:
         try:
@@ -681,7 +735,7 @@ class PipelineWorker:
         ones apply. No stale row survives (the target is truncated first). On failure the
         pipeline is failed and the error raised."""
         was = self.state
-        self.begin_baseline()
+        self.begin_baseline(keep_ready=True)
         started = time.monotonic()
         try:
             self.target.on_truncate(self.table)
@@ -719,7 +773,7 @@ class PipelineWorker:
     def submit(self, kind: ControlKind, payload: Callable[[], Any] | None = None) -> Future[Any]:
         """Run work on this pipeline's thread; the future answers it."""
         req = ControlRequest(kind, Future(), payload)
-        if self.thread is None or not self.thread.is_alive():
+        if not self.is_running():
             req.future.set_exception(RuntimeError(f"pipeline {self.id} is not running"))
             return req.future
         self.buffer.submit(req)

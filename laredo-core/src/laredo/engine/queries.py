@@ -1,78 +1,85 @@
 """The engine's read side: looking up pipelines, sources and targets, introspection, and
-read-your-writes (:meth:`EngineQueries.wait_for`). A mixin of :class:`~laredo.engine.Engine`;
-nothing here changes what runs."""
+read-your-writes (:meth:`EngineView.wait_for`). :class:`~laredo.engine.Engine` holds one
+:class:`EngineView` over its own collections and delegates to it; nothing here changes what
+runs."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
-from ..contracts import CountableTarget, EngineObserver, SyncSource, SyncTarget
+from ..contracts import SyncSource, SyncTarget
 from ..errors import EngineStateError
 from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from ..types import ColumnDefinition, Position, TableIdentifier
 from .pipeline_worker import PipelineWorker
 from .source_reader import SourceReader
 
-__all__ = ["EngineQueries"]
+__all__ = ["EngineView"]
 
 T = TypeVar("T")
 
 
-class EngineQueries:
-    """Read-only queries over a running (or configured) engine; thread-safe."""
+class EngineView:
+    """Read-only queries over a running (or configured) engine; thread-safe. It holds the
+    engine's collections themselves (the engine changes them in place, never rebinds them)."""
 
-    sources: dict[str, SyncSource]
-    pipeline_configs: list[Pipeline]
-    _lifecycle: str
-    _obs: EngineObserver
-    _pipelines: list[PipelineWorker]
-    _readers: dict[str, SourceReader]
+    def __init__(
+        self,
+        *,
+        sources: dict[str, SyncSource],
+        configs: list[Pipeline],
+        readers: dict[str, SourceReader],
+        workers: list[PipelineWorker],
+        lifecycle: Callable[[], str],
+    ) -> None:
+        self.sources = sources
+        self.configs = configs
+        self.readers = readers
+        self.workers = workers
+        self._lifecycle = lifecycle
 
-    def _require_running(self) -> None:
-        if self._lifecycle != "running":
-            raise EngineStateError(f"engine is {self._lifecycle}; call start() first")
+    def require_running(self) -> None:
+        state = self._lifecycle()
+        if state != "running":
+            raise EngineStateError(f"engine is {state}; call start() first")
 
-    def _reader(self, source_id: str) -> SourceReader:
-        self._require_running()
+    def reader(self, source_id: str) -> SourceReader:
+        """The running source's reader; ``KeyError`` listing the sources."""
+        self.require_running()
         try:
-            return self._readers[source_id]
+            return self.readers[source_id]
         except KeyError:
-            known = ", ".join(sorted(self._readers))
+            known = ", ".join(sorted(self.readers))
             raise KeyError(f"unknown source {source_id!r} (sources: {known})") from None
 
-    def _match(
+    def worker(self, pipeline_id: str) -> PipelineWorker:
+        """The pipeline's worker; ``KeyError`` listing the pipelines."""
+        for p in self.workers:
+            if p.id == pipeline_id:
+                return p
+        known = ", ".join(p.id for p in self.workers) or "none"
+        raise KeyError(f"unknown pipeline {pipeline_id!r} (pipelines: {known})")
+
+    def match(
         self, source_id: str | None, table: TableIdentifier | str | None
     ) -> list[PipelineWorker]:
         if isinstance(table, str):
             table = TableIdentifier.parse(table)
         return [
             p
-            for p in self._pipelines
+            for p in self.workers
             if (not source_id or p.link.source_id == source_id)
             and (table is None or p.table == table)
         ]
 
     # -- read-your-writes -------------------------------------------------------------------
     def wait_for(
-        self,
-        source_id: str,
-        position: Position | str,
-        timeout: float | None = None,
-        durable: bool = False,
+        self, source_id: str, position: Position | str, timeout: float | None, durable: bool
     ) -> bool:
-        """Block until every pipeline of ``source_id`` has applied every change at or before
-        ``position`` (the source's position, or its text: for PostgreSQL the text of
-        ``pg_current_wal_lsn()`` read after a commit). True when reached, False when
-        ``timeout`` (seconds) passes first or no pipeline of the source is active. Idle
-        sources advance through heartbeats, so an idle wait answers once the source reports
-        its current position. With ``durable`` it waits until every target holds those changes
-        durably (what the source may be acknowledged: a buffering target's flush, a volatile
-        target's snapshot when acknowledgements follow snapshots). Raises ``KeyError`` listing
-        the known sources for an unknown id, ``ValueError`` naming the expected form for an
-        unparsable position."""
-        reader = self._reader(source_id)
+        """:meth:`Engine.wait_for <laredo.engine.Engine.wait_for>`."""
+        reader = self.reader(source_id)
         if isinstance(position, str):
             position = self._parse_position(reader, position)
         return reader.wait_applied(position, timeout, durable)
@@ -80,14 +87,14 @@ class EngineQueries:
     def applied_position(self, source_id: str) -> str | None:
         """The text of the lowest position every active pipeline of the source has applied
         (``None`` while a pipeline is not ready). Raises ``KeyError`` for an unknown source."""
-        reader = self._reader(source_id)
+        reader = self.reader(source_id)
         low = reader.applied_through()
         return reader.pos_str(low) if low is not None else None
 
     def durable_position(self, source_id: str) -> str | None:
         """The text of the lowest position every active pipeline of the source holds durably
         (``None`` while one holds nothing durably). Raises ``KeyError`` for an unknown source."""
-        reader = self._reader(source_id)
+        reader = self.reader(source_id)
         low = reader.durable_through()
         return reader.pos_str(low) if low is not None else None
 
@@ -107,23 +114,15 @@ class EngineQueries:
     def targets(
         self, source_id: str | None = None, table: TableIdentifier | str | None = None
     ) -> list[SyncTarget]:
-        if self._pipelines:
-            return [p.target for p in self._match(source_id, table)]
+        if self.workers:
+            return [p.target for p in self.match(source_id, table)]
         if isinstance(table, str):
             table = TableIdentifier.parse(table)
         return [
             c.target
-            for c in self.pipeline_configs
+            for c in self.configs
             if (not source_id or c.source_id == source_id) and (table is None or c.table == table)
         ]
-
-    @overload
-    def get_target(self, source_id: str | None, table: TableIdentifier | str) -> Any: ...
-
-    @overload
-    def get_target(
-        self, source_id: str | None, table: TableIdentifier | str, cls: type[T]
-    ) -> T | None: ...
 
     def get_target(
         self, source_id: str | None, table: TableIdentifier | str, cls: type[Any] | None = None
@@ -136,11 +135,8 @@ class EngineQueries:
 
     def pipelines(self) -> list[PipelineInfo]:
         out = []
-        for p in self._pipelines:
-            count = None
-            if isinstance(p.target, CountableTarget):
-                with contextlib.suppress(Exception):
-                    count = int(p.target.count())
+        for p in self.workers:
+            depth, capacity = p.buffer_fill()
             durable = None
             with contextlib.suppress(Exception):
                 c = p.confirmed()
@@ -152,9 +148,9 @@ class EngineQueries:
                     table=p.table,
                     target_type=p.target_type,
                     state=p.state,
-                    row_count=count,
-                    buffer_depth=p.buffer.depth,
-                    buffer_capacity=p.buffer.capacity,
+                    row_count=p.count_rows(),
+                    buffer_depth=depth,
+                    buffer_capacity=capacity,
                     error=p.error,
                     applied_position=p.link.pos_str(p.applied) if p.applied is not None else None,
                     durable_position=durable,
@@ -172,7 +168,7 @@ class EngineQueries:
         src = self.sources.get(source_id)
         if src is None:
             return None
-        reader = self._readers.get(source_id)
+        reader = self.readers.get(source_id)
         lag = _safe(src.get_lag)
         state = _safe(src.state)
         og = _safe(src.ordering_guarantee)
@@ -199,17 +195,13 @@ class EngineQueries:
     ) -> list[ColumnDefinition]:
         if isinstance(table, str):
             table = TableIdentifier.parse(table)
-        for reader in self._readers.values():
+        for reader in self.readers.values():
             if source_id and reader.id != source_id:
                 continue
             cols = reader.schemas.get(table)
             if cols is not None:
                 return list(cols)
         return []
-
-    @property
-    def observer(self) -> EngineObserver:
-        return self._obs
 
 
 def _safe(fn: Callable[[], T]) -> T | None:

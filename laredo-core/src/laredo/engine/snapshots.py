@@ -17,12 +17,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from ..contracts import EngineObserver, SnapshotSerializer, SnapshotStore, SyncSource, SyncTarget
+from ..contracts import EngineObserver, SnapshotSerializer, SnapshotStore, SyncSource
 from ..errors import SnapshotError
 from ..snapshots.schedule import apply_retention
 from ..types import (
@@ -97,8 +97,9 @@ class RestoreTarget(Protocol):
     @property
     def table(self) -> TableIdentifier: ...
 
-    @property
-    def target(self) -> SyncTarget: ...
+    def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None: ...
+
+    def truncate(self) -> None: ...
 
 
 class Restorer(Protocol):
@@ -301,14 +302,14 @@ class SnapshotCoordinator:
                 if rows is None:
                     raise SnapshotError(f"snapshot {snap_id} misses table file for {info.table}")
                 restored.append(p)
-                p.target.restore_snapshot(info, rows)
+                p.restore_snapshot(info, rows)
                 tables[p.id] = TableRestore(p.id, pos, info.row_count)
         except Exception as exc:
             logger.warning("snapshot %s unusable, falling back: %s", snap_id, exc)
             obs.on_snapshot_failed(snap_id, ErrorInfo.of(exc, "restore failed: "))
             for p in restored:
                 with contextlib.suppress(Exception):
-                    p.target.on_truncate(p.table)
+                    p.truncate()
             return None
         obs.on_snapshot_restore_completed(snap_id, timedelta(seconds=time.monotonic() - started))
         return RestoreResult(snap_id, src_pos, tables)

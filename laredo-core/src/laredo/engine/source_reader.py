@@ -21,7 +21,6 @@ from typing import Any
 from ..batches import ChangeBatch
 from ..contracts import (
     DeadLetterBindable,
-    PipelineAware,
     PipelineContext,
     StoppableSource,
     SyncSource,
@@ -219,7 +218,7 @@ class SourceReader:
         if self.total_order and complete:
             for p in others:
                 if not p.failed:
-                    p.buffer.put_heartbeat(last)
+                    p.enqueue_heartbeat(last)
 
     def on_change_batch(self, batch: ChangeBatch, complete: bool = True) -> None:
         """One table's changes at one position (``BatchChangeHandler``): routed as a whole,
@@ -247,14 +246,14 @@ class SourceReader:
         if self.total_order and complete:
             for p in self.others.get(table, self.pipelines):
                 if not p.failed:
-                    p.buffer.put_heartbeat(last)
+                    p.enqueue_heartbeat(last)
 
     def on_heartbeat(self, position: Position) -> None:
         with self._merge_lock:
             self.current = position
             for p in self.pipelines:
                 if not p.failed:
-                    p.buffer.put_heartbeat(position)
+                    p.enqueue_heartbeat(position)
             if self.backfills:
                 self.merge_backfills(position)
 
@@ -295,7 +294,7 @@ class SourceReader:
         )
         item = SchemaItem(table, list(old_columns), list(new_columns), position)
         for p in self.by_table.get(table, ()):
-            p.buffer.put(item)
+            p.enqueue_item(item)
 
     def on_resync_required(self, table: TableIdentifier, reason: str) -> None:
         """The source saw ``table`` change in a way its stream cannot carry as row changes (a
@@ -418,6 +417,17 @@ class SourceReader:
         )
         self.thread.start()
 
+    def is_running(self) -> bool:
+        """The reader thread runs."""
+        return self.thread is not None and self.thread.is_alive()
+
+    def join(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds for the reader thread to end (after
+        :meth:`stop_stream`); False when it still runs."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+        return not self.is_running()
+
     def _run(self) -> None:
         try:
             self._run_inner()
@@ -470,11 +480,8 @@ class SourceReader:
             if cols is None:
                 p.fail(f"table {p.table} not found in source {self.id}")
                 continue
-            p.columns = cols
             try:
-                if isinstance(p.target, PipelineAware):
-                    p.target.bind_pipeline(self.pipeline_context(p))
-                p.target.on_init(p.table, cols)
+                p.init_target(cols, self.pipeline_context(p))
             except Exception as exc:
                 p.fail(f"target init failed for {p.table}: {exc}")
         return True
@@ -609,7 +616,7 @@ class SourceReader:
         if self.current is not None:
             self._merge_after = self.current
             for p in self.pipelines:
-                p.buffer.put(Skip(self.current))
+                p.enqueue_item(Skip(self.current))
         return restart
 
     def _resumable(self) -> bool:

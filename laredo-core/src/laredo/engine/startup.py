@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..contracts import DurablePositionTarget, SyncSource, SyncTarget
+from ..contracts import SyncSource
 from ..types import Position
 from .baseline import baseline_into
 from .context import EngineContext
@@ -32,7 +32,6 @@ __all__ = [
     "BaselineFailed",
     "StartKind",
     "StartPlan",
-    "is_durable",
     "plan_start",
     "run_baseline",
 ]
@@ -59,16 +58,6 @@ class BaselineFailed(Exception):
     """The source's baseline failed; ``str(exc)`` says why (the reader fails the source)."""
 
 
-def is_durable(target: SyncTarget) -> bool:
-    """Does the target keep what it applied across a restart of this process?"""
-    if isinstance(target, DurablePositionTarget):
-        return True
-    try:
-        return bool(target.is_durable())
-    except Exception:
-        return False
-
-
 def _supports_resume(source: SyncSource) -> bool:
     try:
         return bool(source.supports_resume())
@@ -86,7 +75,7 @@ def plan_start(
     if _supports_resume(source):
         last = source.last_acked_position()
         if last is not None:
-            volatile = [p for p in active if not is_durable(p.target)]
+            volatile = [p for p in active if not p.keeps_state()]
             if not volatile:
                 return StartPlan(StartKind.RESUME, last)
             restored = (
@@ -118,7 +107,6 @@ def run_baseline(
     active = [p for p in pipes if not p.failed]
     started = time.monotonic()
     for p in active:
-        p.ready = False
         p.begin_baseline(truncate=rebaseline)
     try:
         position, loaded = baseline_into(ctx, source, active)

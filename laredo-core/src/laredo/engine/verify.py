@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..contracts import BatchBaselineSource, KeyedTarget
+from ..contracts import BatchBaselineSource
 from ..errors import EngineStateError
 from ..types import PipelineState, Position, Row, TableIdentifier, row_key_columns
 from .pipeline_worker import PipelineWorker
@@ -150,13 +150,9 @@ class _Check:
             self.done.set_exception(exc)
 
     def target_rows(self) -> Iterable[Row]:
-        target = self.worker.target
-        if isinstance(target, KeyedTarget):
-            return (row for _key, row in target.items())
-        export = getattr(target, "export_snapshot", None)
-        if export is None:
+        rows = self.worker.stored_rows()
+        if rows is None:
             raise EngineStateError(f"the target of pipeline {self.worker.id} cannot list its rows")
-        rows: Iterable[Row] = export()
         return rows
 
     def compare(self) -> VerifyResult:
@@ -206,12 +202,11 @@ def _start(worker: PipelineWorker, max_keys: int) -> Future[VerifyResult]:
             "(resume a paused source first)"
         )
     check = _Check(worker, max_keys)
-    buffer = worker.buffer
-    buffer.set_paused(True)  # hold the source back while reading: nothing is dropped
+    worker.hold(True)  # hold the source back while reading: nothing is dropped
     try:
         check.read_source()
     finally:
-        buffer.set_paused(_paused(worker))  # a pause meanwhile stays
+        worker.hold(_paused(worker))  # a pause meanwhile stays
     if not worker.at_position(check.position, check.finish, check.missed):
         raise EngineStateError(f"pipeline {worker.id}: a validation or verification is running")
     return check.done
