@@ -30,6 +30,18 @@ from .lsn import parse_lsn
 
 __all__ = ["ChunkReader", "check_where"]
 
+_IDENTITY_INDEX = """
+SELECT a.attname::text FROM pg_class c
+JOIN pg_index i ON i.indrelid = c.oid AND i.indisreplident
+CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+WHERE c.oid = to_regclass(format('%%I.%%I', %s::text, %s::text)) AND c.relreplident = 'i'
+ORDER BY k.ord
+"""
+"""The columns of a table's ``REPLICA IDENTITY USING INDEX`` index, in index order (unique,
+not partial, on NOT NULL columns: PostgreSQL requires it, so keyset pagination by it is
+exact)."""
+
 
 def check_where(where: str) -> str:
     """A ``--where`` condition as it may enter the chunk query: one SQL expression, no ``;``
@@ -55,14 +67,26 @@ class ChunkReader:
         self._standby: bool | None = None
 
     def key(self, table: TableIdentifier) -> list[str] | None:
-        """The primary key columns in key order (``None``: no primary key)."""
+        """The columns chunks are ordered and paged by: the primary key in key order, else
+        the ``REPLICA IDENTITY USING INDEX`` index's columns (``None``: neither)."""
         cols = self._catalog.columns.get(table)
         if cols is None:
             cols = self._catalog.discover([table]).get(table)
             if cols is None:
                 raise SourceError(f"postgresql source: table {table} not found")
         pk = sorted((c for c in cols if c.primary_key), key=lambda c: c.primary_key_ordinal)
-        return [c.name for c in pk] or None
+        if pk:
+            return [c.name for c in pk]
+        try:
+            rows = self._connection().execute(_IDENTITY_INDEX, (table.schema, table.table))
+            names = [r[0] for r in rows.fetchall()]
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source: reading the replica identity of {table} failed: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        published = {c.name for c in cols}
+        return names if names and published.issuperset(names) else None
 
     def read(
         self,
@@ -74,8 +98,8 @@ class ChunkReader:
         key = self.key(table)
         if key is None:
             raise ConfigError(
-                f"postgresql source: {table} has no primary key: it cannot be read in chunks "
-                "(use baseline.mode = snapshot, or add a primary key)"
+                f"postgresql source: {table} has no primary key nor replica identity index: it "
+                "cannot be read in chunks (use baseline.mode = snapshot, or add a primary key)"
             )
         names = [c.name for c in self._catalog.columns[table]]
         conds: list[sql.Composable] = []

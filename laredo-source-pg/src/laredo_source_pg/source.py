@@ -301,8 +301,10 @@ class PostgresSource:
         return opts.chunk_rows if opts.mode == "chunked" else None
 
     def chunk_key(self, table: TableIdentifier) -> list[str] | None:
-        """The key chunked reads order by (``ChunkedSource``): the primary key."""
-        return self._chunks.key(table)
+        """The key chunked reads order by (``ChunkedSource``): the primary key, else the
+        ``REPLICA IDENTITY USING INDEX`` index (``None``: neither)."""
+        with self._chunk_lock:
+            return self._chunks.key(table)
 
     def read_chunk(
         self,
