@@ -38,6 +38,17 @@ JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
 WHERE c.oid = to_regclass(format('%%I.%%I', %s::text, %s::text)) AND c.relreplident = 'i'
 ORDER BY k.ord
 """
+_ESTIMATE = """
+WITH r AS (SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) AS oid)
+SELECT CASE WHEN bool_and(c.reltuples < 0) THEN -1
+            ELSE sum(greatest(c.reltuples, 0)) END::bigint
+FROM r, pg_class c
+WHERE (c.oid = r.oid AND c.relkind <> 'p')
+   OR c.oid IN (SELECT t.relid FROM pg_partition_tree(r.oid) t WHERE t.isleaf)
+"""
+"""A table's estimated rows: ``reltuples`` (its partitions' summed for a partitioned table);
+``-1`` when never vacuumed or analyzed."""
+
 """The columns of a table's ``REPLICA IDENTITY USING INDEX`` index, in index order (unique,
 not partial, on NOT NULL columns: PostgreSQL requires it, so keyset pagination by it is
 exact)."""
@@ -156,6 +167,17 @@ class ChunkReader:
             tuple(names),
             unrepresentable=type(values) is MarkedRows,
         )
+
+    def estimate(self, table: TableIdentifier) -> int:
+        """The planner's row estimate of ``table`` (``-1``: unknown); a catalog read, no scan."""
+        try:
+            row = self._connection().execute(_ESTIMATE, (table.schema, table.table)).fetchone()
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source: estimating the rows of {table} failed: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        return -1 if row is None or row[0] is None else int(row[0])
 
     def check(self, table: TableIdentifier, where: str) -> str:
         """``where`` checked by :func:`check_where`, then parsed and planned by PostgreSQL

@@ -317,6 +317,12 @@ class PostgresSource:
         with self._chunk_lock:
             return self._chunks.read(table, after, limit, where)
 
+    def estimate_rows(self, table: TableIdentifier) -> int:
+        """A backfill's row estimate (``EstimatesRows``): ``pg_class.reltuples``, ``-1`` when
+        the table was never vacuumed or analyzed."""
+        with self._chunk_lock:
+            return self._chunks.estimate(table)
+
     def check_where(self, table: TableIdentifier, where: str) -> str:
         """A backfill's ``where`` condition, validated (see :meth:`.chunks.ChunkReader.check`)."""
         with self._chunk_lock:

@@ -33,7 +33,7 @@ from ..batches import ChangeBatch
 from ..contracts import ProgressTarget
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
-from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
+from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead, estimate_rows
 from .buffer import Call
 from .pipeline_worker import PipelineWorker
 
@@ -110,6 +110,7 @@ class Backfiller:
     # -- the backfill thread ------------------------------------------------------------------
     def _run(self) -> None:
         try:
+            self.progress.rows_estimated = estimate_rows(self.source, self.table)
             self._read_all()
         finally:
             if self._stop.is_set() and not self.finished.is_set():
@@ -208,6 +209,7 @@ class Backfiller:
         if self.finished.is_set():
             return
         self.progress.done = self.progress.error is None
+        self.progress.end()
         logger.info(
             "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes "
             "in %.2fs",
