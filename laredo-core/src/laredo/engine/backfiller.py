@@ -192,16 +192,18 @@ class Backfiller:
                     count = int(counter())
                 except Exception:
                     logger.debug("count() of %s failed", p.id, exc_info=True)
-            if self.initial and not p.failed:
+            streams = self.initial and not p.failed
+            if streams:
                 p.complete_baseline(None, count, self.started)
                 if isinstance(p.target, ProgressTarget):
                     p.target.save_progress(self.table, None)  # done: nothing to resume
-                p.mark_streaming()
             else:
                 p.expected_rows = count
             self._done_pipes.add(p.id)
             if all(q.failed or q.id in self._done_pipes for q in self.pipes):
-                self._end()
+                self._end()  # before the last pipeline is ready: ready means it ended
+            if streams:
+                p.mark_streaming()
 
         return complete
 
