@@ -61,11 +61,21 @@ def test_a_table_section_overrides_the_source_baseline_mode(
         assert built.engine.await_ready(60)
         counts = [p.target.count() for p in built.engine.pipeline_configs]
         assert counts == [2500, 2500]
+        # a table joining (hot reload, add_pipeline) with its own mode: read in chunks too
+        joined = IndexedTarget()
+        built.engine.add_pipeline(
+            laredo.Pipeline(
+                "pg", "public.c", joined, baseline_mode="chunked", baseline_chunk_rows=900
+            ),
+            timeout=60,
+        )
+        assert joined.count() == 2500
     finally:
         built.engine.stop()
     lines = _chunk_lines(caplog)
-    assert set(lines) == {"public.a"}, lines
+    assert set(lines) == {"public.a", "public.c"}, lines
     assert "4 chunk(s), 2500 row(s) read" in lines["public.a"]  # 700, 700, 700, 400
+    assert "3 chunk(s), 2500 row(s) read" in lines["public.c"]  # 900, 900, 700
     caplog.clear()
     # a chunked source: a table's mode = snapshot keeps it out, chunk_rows alone resizes
     tables = [

@@ -904,7 +904,7 @@ class BackfillTableRequest(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., where: _Optional[str] = ..., chunk_rows: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
 class BackfillTableResponse(_message.Message):
-    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message")
+    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message", "status")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     ROWS_READ_FIELD_NUMBER: _ClassVar[int]
@@ -913,6 +913,7 @@ class BackfillTableResponse(_message.Message):
     DONE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     table: str
     chunks: int
     rows_read: int
@@ -921,4 +922,5 @@ class BackfillTableResponse(_message.Message):
     done: bool
     error: str
     message: str
-    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    status: BackfillStatus
+    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ..., status: _Optional[_Union[BackfillStatus, _Mapping]] = ...) -> None: ...
