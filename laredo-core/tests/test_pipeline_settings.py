@@ -19,6 +19,7 @@ from laredo.config import (
     ErrorHandlingConfig,
     RetentionConfig,
     SnapshotConfig,
+    TableBaselineConfig,
     TableConfig,
     TtlConfig,
     ValidationConfig,
@@ -32,10 +33,11 @@ from laredo.engine_settings import (
     serve_only_keys,
 )
 from laredo.pipeline import Pipeline
-from laredo.pipeline_settings import BUFFER_SIZE, MAX_RETRIES, SETTINGS
+from laredo.pipeline_settings import BASELINE_CHUNK_ROWS, BUFFER_SIZE, MAX_RETRIES, SETTINGS
 from laredo.testing import RecordingTarget
 
 SECTIONS: dict[str, type[pydantic.BaseModel]] = {
+    "baseline": TableBaselineConfig,
     "buffer": BufferConfig,
     "error_handling": ErrorHandlingConfig,
     "ttl": TtlConfig,
@@ -54,7 +56,10 @@ def test_python_and_config_defaults_and_docs_come_from_the_declaration(setting: 
     assert setting.doc in (model_field.description or "")
 
 
-@pytest.mark.parametrize(("setting", "bad"), [(BUFFER_SIZE, 0), (MAX_RETRIES, -1)])
+@pytest.mark.parametrize(
+    ("setting", "bad"),
+    [(BUFFER_SIZE, 0), (MAX_RETRIES, -1), (BASELINE_CHUNK_ROWS, 0), (BASELINE_CHUNK_ROWS, 10**8)],
+)
 def test_bounds_hold_in_both_homes(setting: Any, bad: int) -> None:
     pipe = Pipeline("src", "public.t", RecordingTarget(), **{setting.keyword: bad})
     (problem,) = pipe.problems(0)
@@ -75,13 +80,17 @@ def test_every_config_key_reaches_its_pipeline_keyword() -> None:
         "ttl_scan_interval": 30.0,
         "validation_action": "fail",
         "validation_interval": 60.0,
+        "baseline_mode": "chunked",
+        "baseline_chunk_rows": 500,
     }
     assert set(given) == {s.keyword for s in SETTINGS}
     target: dict[str, Any] = {"type": "memory"}
+    table_sections: dict[str, Any] = {}
     for s in SETTINGS:
-        target.setdefault(s.section, {})[s.key] = given[s.keyword]
+        home = target if s.target_level else table_sections
+        home.setdefault(s.section, {})[s.key] = given[s.keyword]
     table = TableConfig.model_validate(
-        {"source": "src", "schema": "public", "table": "t", "targets": [target]}
+        {"source": "src", "schema": "public", "table": "t", "targets": [target], **table_sections}
     )
     pipe = build_pipeline(Maker(), table, table.targets[0], "tables.0.targets.0")
     for s in SETTINGS:
@@ -140,7 +149,7 @@ def test_serve_only_keys_follow_the_flags() -> None:
     assert serve_only_keys() == {
         "": frozenset({"dead_letter"}),
         "snapshot": frozenset({"schedule", "on_shutdown", "retention", "on_restore_mismatch"}),
-        "tables": frozenset({"ttl", "validation"}),
+        "tables": frozenset({"ttl", "validation", "baseline"}),
         "targets": frozenset({"buffer", "error_handling", "ttl", "validation"}),
     }
     # user_meta is written by the Spark baseline too: not serve-only

@@ -6,12 +6,17 @@ finds it equal; a ``--where`` that is not one condition is refused."""
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo.testing.serving import LAREDO
+from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 
+from .test_e2e import TOKEN
 from .test_verify_e2e import serve_items, verify_items
 from .testkit import wait_for
 
@@ -63,6 +68,7 @@ def test_chunked_start_and_backfill_on_demand(pg_database: Any, tmp_path: Path) 
         out = json.loads(r.stdout)
         assert r.returncode == 0 and out["done"], out
         assert int(out["rows_read"]) == 103 and int(out["chunks"]) == 3, out
+        assert out["status"]["state"] == "done" and out["status"]["has_eta"], out
         code, out = verify()  # 8 was outside --where: it still differs
         assert code == 1 and out["different_keys"] == ["8"] and not out["missing_keys"], out
         r = server.cli("backfill", "public.items", "--wait", "60", token=True)
@@ -73,5 +79,65 @@ def test_chunked_start_and_backfill_on_demand(pg_database: Any, tmp_path: Path) 
         labels = 'source="pg",table="public.items"'
         assert f"laredo_backfill_done{{{labels}}} 1" in metrics, metrics
         assert f'laredo_backfill_rows{{{labels},kind="read"}} 302' in metrics, metrics
+        _progress_while_running(db, server)
     finally:
         assert server.stop() == 0
+
+
+def _progress_while_running(db: Any, server: Any) -> None:
+    """A backfill of 3000 rows in chunks of 10 with writers on: while it runs, ``GetStatus``
+    shows it running with rows read of the ``reltuples`` estimate and an ETA; at the end done
+    with ETA 0, in ``GetStatus``, ``laredo status`` and the metrics."""
+    db.execute("INSERT INTO items SELECT g, g, 'm' FROM generate_series(10001, 12698) g")
+    db.execute("ANALYZE items")
+    stop = threading.Event()
+
+    def writer() -> None:  # keeps the stream moving past each chunk's high mark
+        with db.connect() as conn:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                conn.execute("UPDATE items SET v = v + 1 WHERE id = %s", (n % 300 + 1,))
+
+    def status() -> Any:
+        (b,) = server.oam.GetStatus(oam.GetStatusRequest()).backfills
+        return b
+
+    w = threading.Thread(target=writer)
+    w.start()
+    try:
+        started = server.oam.BackfillTable(
+            oam.BackfillTableRequest(schema="public", table="items", chunk_rows=10),
+            metadata=[("authorization", f"Bearer {TOKEN}")],
+        )
+        assert not started.done and started.status.state == "running", started
+        seen = []
+        while (b := status()).state == "running":
+            seen.append(b)
+            assert wait_for(
+                lambda: status().rows_read > b.rows_read or status().state != "running", 30
+            )
+    finally:
+        stop.set()
+        w.join()
+    partway = [b for b in seen if 0 < b.rows_read < 3000]
+    assert partway, f"no status showed the backfill partway: {seen}"
+    mid = partway[0]
+    assert (mid.schema, mid.table, mid.source_id) == ("public", "items", "pg"), mid
+    assert mid.rows_estimated == 3000 and mid.started_at > 0, mid
+    assert all(b.has_eta and b.eta_seconds > 0 for b in partway), partway
+    assert b.state == "done" and b.has_eta and b.eta_seconds == 0.0, b
+    assert b.rows_read == 3000 and b.chunks == 301 and b.rows_estimated == 3000, b
+    text = subprocess.run(
+        [LAREDO, "--address", f"127.0.0.1:{server.grpc_port}", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={"COLUMNS": "250", "PATH": ""},
+    ).stdout
+    assert "backfills" in text and "3000 of ~3000" in text, text
+    metrics = server.metrics()
+    labels = 'source="pg",table="public.items"'
+    assert f"laredo_backfill_rows_estimated{{{labels}}} 3000" in metrics, metrics
+    assert f"laredo_backfill_eta_seconds{{{labels}}} 0\n" in metrics, metrics

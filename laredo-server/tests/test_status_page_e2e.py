@@ -222,6 +222,22 @@ def test_the_page_shows_streaming_lag_while_paused_errors_and_needs_the_token(
     assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", durable), durable
     assert value(late, acc, "durable_lag") >= 0
     assert late.locator("#nofanout").is_visible()  # no fan-out target in this configuration
+    # a backfill of one table (issue 32): its progress on the page, done, ETA 0
+    assert late.locator("#nobackfill").is_visible()
+    server.db.execute("ANALYZE accounts")
+    done = server.call(
+        "BackfillTable",
+        {"schema": "public", "table": "accounts", "chunk_rows": 1000, "wait_seconds": 60},
+    )
+    assert done["done"], done
+    bf = 'tr[data-backfill="pg:public.accounts"]'
+    until(lambda: (next_poll(late), late.locator(bf).count())[1] == 1, 30, "the backfill row")
+    assert not late.locator("#nobackfill").is_visible()
+    assert cell(late, bf, "state").inner_text() == "done"
+    assert cell(late, bf, "rows_read").inner_text() == done["rows_read"]
+    assert int(cell(late, bf, "rows_estimated").inner_text()) > 0
+    assert cell(late, bf, "progress").inner_text().strip() == "100 %"
+    assert cell(late, bf, "eta").inner_text() == "0s"
     server.db.execute("UPDATE accounts SET n = n + 1 WHERE id <= 200")
     until(
         lambda: (next_poll(late), value(late, src, "rate"))[1] > 0,

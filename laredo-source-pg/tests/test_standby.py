@@ -319,6 +319,84 @@ def test_a_source_on_a_hot_standby_baselines_and_streams_from_it(
         standby.close()
 
 
+@pytest.fixture
+def primary16() -> Iterator[EmbeddedPostgres]:
+    """A primary of PostgreSQL 16 or newer (logical decoding on a standby is 16's)."""
+    try:
+        bindir = find_bindir()
+    except PostgresNotFoundError as exc:
+        pytest.skip(str(exc))
+    if _major(bindir) < 16:
+        pytest.skip(f"needs PostgreSQL 16+ (PG_BINDIR; found {_major(bindir)})")
+    with _primary(bindir) as pg:
+        yield pg
+
+
+def test_chunked_baseline_and_backfill_on_a_hot_standby_end_equal_to_the_primary(
+    primary16: EmbeddedPostgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32 on a hot standby: the chunks are read there in read-only transactions
+    bracketed by ``pg_current_snapshot()`` and ``pg_last_wal_replay_lsn()`` (nothing is
+    written anywhere) while writers run on the primary; the chunked start-up baseline and an
+    on-demand backfill both leave the target equal to the primary."""
+    primary = primary16
+    primary.execute(
+        "INSERT INTO items SELECT g, 0, 'more' FROM generate_series(501, 3000) g", "app"
+    )
+    primary.execute("CREATE PUBLICATION cb_pub FOR TABLE items", "app")
+    standby = primary.standby()
+    caplog.set_level(logging.INFO, logger="laredo.engine.backfiller")
+    caplog.set_level(logging.INFO, logger="laredo_source_pg")
+    stop = threading.Event()
+
+    def kick() -> None:  # slot creation on a standby waits for a running-xacts record
+        while not stop.wait(0.2):
+            primary.execute("SELECT pg_log_standby_snapshot()")
+
+    kicker = threading.Thread(target=kick, daemon=True)
+    try:
+        wait_until(
+            lambda: standby.execute("SELECT count(*) FROM pg_publication", "app")[0][0] == 1,
+            what="publication replayed",
+        )
+        src = PostgresSource(
+            standby.dsn("app"),
+            slot_mode="stateful",
+            slot_name="cb",
+            publication={"name": "cb_pub", "create": False},
+            status_interval=0.2,
+            catalog_check_interval=0.3,
+            baseline={"mode": "chunked", "chunk_rows": 200},
+        )
+        target = RecordingTarget(durable=False)
+        eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
+        kicker.start()
+        try:
+            with _Writers(primary.dsn("app")) as writers:
+                eng.start()
+                assert eng.await_ready(60)
+                start = writers.committed
+                progress = eng.backfill("pg", ITEMS, "id <= 2000", chunk_rows=100, timeout=60)
+                assert progress["done"] and progress["chunks"] >= 15, progress
+                assert writers.committed > start, "no write on the primary during the backfill"
+            expected = _rows(primary)
+            wait_until(lambda: dict(target.items()) == expected, 60, what="target == primary")
+            assert _slot(standby, "cb", "slot_type") == ("logical",)
+            baselines = [c for c in target.calls if c[0] == "on_baseline_complete"]
+            assert len(baselines) == 1
+        finally:
+            stop.set()
+            eng.stop()
+    finally:
+        stop.set()
+        if kicker.is_alive():
+            kicker.join(5)
+        standby.close()
+    lines = [r.getMessage() for r in caplog.records if "backfill of public.items" in r.getMessage()]
+    assert len(lines) == 2 and "16 chunk(s)" in lines[0], lines  # 15 x 200 and an empty one
+    assert "catalog check of public.items failed" not in caplog.text  # its LSN on a standby
+
+
 def test_check_flags_idle_replication_slot_timeout_on_18(primary: EmbeddedPostgres) -> None:
     if _major(primary.bindir) < 18:
         pytest.skip("idle_replication_slot_timeout is PostgreSQL 18's")

@@ -169,5 +169,5 @@ def serve_only_keys() -> dict[str, frozenset[str]]:
         "": _SERVE_ONLY_SECTIONS,
         "snapshot": _heads(s.key for s in SNAPSHOT_SETTINGS if s.serve_only),
         "tables": frozenset(s.section for s in pipeline if s.table_level),
-        "targets": frozenset(s.section for s in pipeline),
+        "targets": frozenset(s.section for s in pipeline if s.target_level),
     }

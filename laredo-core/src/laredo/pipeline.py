@@ -10,6 +10,9 @@ from typing import Any
 from .contracts import SyncTarget
 from .errors import ConfigError
 from .pipeline_settings import (
+    BASELINE_CHUNK_ROWS,
+    BASELINE_MODE,
+    BASELINE_MODES,
     BUFFER_POLICY,
     BUFFER_SIZE,
     ERROR_POLICY,
@@ -46,7 +49,9 @@ class Pipeline:
     to an expired value becomes a delete, and ``ttl_scan_interval`` sweeps stored rows.
     ``validation_interval`` compares the target's row count with the source's at one position
     (a :class:`~laredo.contracts.RowCounter` source and a pipeline without filters, transforms
-    or TTL), else with the engine's count of the rows it delivered.
+    or TTL), else with the engine's count of the rows it delivered. ``baseline_mode``
+    (``snapshot`` | ``chunked``) and ``baseline_chunk_rows`` override the source's
+    ``baseline`` for this table (``None``: the source's); pipelines of one table should agree.
     """
 
     source_id: str
@@ -66,6 +71,8 @@ class Pipeline:
     ttl_scan_interval: float | timedelta | None = TTL_SCAN_INTERVAL.default
     validation_action: ValidationAction | str = _VALIDATION_ACTION
     validation_interval: float | timedelta | None = VALIDATION_INTERVAL.default
+    baseline_mode: str | None = BASELINE_MODE.default
+    baseline_chunk_rows: int | None = BASELINE_CHUNK_ROWS.default
     id: str | None = None
     target_type: str | None = None
 
@@ -108,6 +115,7 @@ class Pipeline:
                     out.append(f"{where}.{name}: unknown value {value!r}; use one of {allowed}")
         if problem := MAX_RETRIES.problem(self.max_retries, where):
             out.append(problem)
+        out.extend(self._baseline_problems(where))
         for name in (s.keyword for s in SETTINGS if s.duration):
             value = getattr(self, name)
             try:
@@ -119,6 +127,18 @@ class Pipeline:
                 out.append(f"{where}.{name}: must be positive (got {value!r})")
             else:
                 setattr(self, name, seconds)
+        return out
+
+    def _baseline_problems(self, where: str) -> list[str]:
+        out: list[str] = []
+        if self.baseline_mode is not None and self.baseline_mode not in BASELINE_MODES:
+            out.append(
+                f"{where}.baseline_mode: unknown value {self.baseline_mode!r}; use one of "
+                f"{', '.join(BASELINE_MODES)} (None: the source's baseline.mode)"
+            )
+        rows = self.baseline_chunk_rows
+        if rows is not None and (problem := BASELINE_CHUNK_ROWS.problem(rows, where)):
+            out.append(problem)
         return out
 
     @property

@@ -19,6 +19,9 @@ from pydantic import Field
 from .types import BufferPolicy, ErrorPolicy, ValidationAction
 
 __all__ = [
+    "BASELINE_CHUNK_ROWS",
+    "BASELINE_MODE",
+    "BASELINE_MODES",
     "BUFFER_POLICY",
     "BUFFER_SIZE",
     "ERROR_POLICY",
@@ -49,10 +52,14 @@ class PipelineSetting:
     doc: str
     minimum: int | float | None = None
     """Least allowed value (inclusive), if any."""
+    maximum: int | None = None
+    """Greatest allowed value (inclusive), if any."""
     positive: bool = False
     """Must be > 0."""
     table_level: bool = False
     """Its section may also be given on the table (for every target of it); the target's wins."""
+    target_level: bool = True
+    """Its section may be given on a target (``False``: on the table only)."""
     serve_only: bool = True
     """Only the serving process (``laredo serve``) uses it; the Spark baseline leaves it."""
     choices: type[enum.Enum] | None = None
@@ -70,6 +77,7 @@ class PipelineSetting:
         return Field(
             default=self.default,
             ge=self.minimum,
+            le=self.maximum,
             gt=0 if self.positive else None,
             description=f"{self.doc} (Pipeline keyword: {self.keyword})",
         )
@@ -77,7 +85,7 @@ class PipelineSetting:
     def read(self, target: Any, table: Any) -> Any:
         """This setting's value for a target section model of a table model: the target's
         section, else the table's (``table_level``), else the default."""
-        section = getattr(target, self.section, None)
+        section = getattr(target, self.section, None) if self.target_level else None
         if section is None and self.table_level:
             section = getattr(table, self.section, None)
         return self.default if section is None else getattr(section, self.key)
@@ -90,6 +98,8 @@ class PipelineSetting:
             not isinstance(value, int) or isinstance(value, bool) or value < self.minimum
         ):
             return f"{where}.{self.keyword}: must be >= {self.minimum} (got {value!r})"
+        if self.maximum is not None and value > self.maximum:
+            return f"{where}.{self.keyword}: must be <= {self.maximum} (got {value!r})"
         return None
 
 
@@ -167,6 +177,29 @@ VALIDATION_INTERVAL = PipelineSetting(
     duration=True,
 )
 
+BASELINE_MODES = ("snapshot", "chunked")
+"""The values of ``baseline.mode``."""
+BASELINE_MODE = PipelineSetting(
+    "baseline_mode",
+    "baseline",
+    "mode",
+    None,
+    "how the table's baseline is read: snapshot, chunked (None: its source's baseline.mode)",
+    table_level=True,
+    target_level=False,
+)
+BASELINE_CHUNK_ROWS = PipelineSetting(
+    "baseline_chunk_rows",
+    "baseline",
+    "chunk_rows",
+    None,
+    "rows per chunk of a chunked baseline (None: its source's baseline.chunk_rows)",
+    minimum=1,
+    maximum=10_000_000,
+    table_level=True,
+    target_level=False,
+)
+
 SETTINGS: tuple[PipelineSetting, ...] = (
     BUFFER_SIZE,
     BUFFER_POLICY,
@@ -178,5 +211,7 @@ SETTINGS: tuple[PipelineSetting, ...] = (
     TTL_SCAN_INTERVAL,
     VALIDATION_ACTION,
     VALIDATION_INTERVAL,
+    BASELINE_MODE,
+    BASELINE_CHUNK_ROWS,
 )
 """Every pipeline setting, in the order of :class:`laredo.Pipeline`'s keywords."""

@@ -121,12 +121,14 @@ class TableUse:
     """A configured table (``where``: ``tables.<i>``) and the source fields its pipelines read.
     ``keyed``: ``(key path, fields)`` of each target that stores rows by a key
     (:class:`KeysRows`); empty ``fields``: the table's own key (primary key or replica identity
-    index), which a source check reports missing."""
+    index), which a source check reports missing. ``baseline_mode``: the table's own
+    ``baseline.mode`` (``None``: its source's)."""
 
     table: TableIdentifier
     where: str
     fields: tuple[FieldUse, ...] = ()
     keyed: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    baseline_mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

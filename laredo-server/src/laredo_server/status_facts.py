@@ -206,6 +206,23 @@ class StatusFacts(NullObserver):
                 labels,
                 1.0 if bf["done"] else 0.0,
             )
+            if bf["rows_estimated"] >= 0:
+                yield (
+                    "laredo_backfill_rows_estimated",
+                    "gauge",
+                    "The table's rows estimated when its backfill started (pg_class.reltuples).",
+                    labels,
+                    bf["rows_estimated"],
+                )
+            if bf["eta_seconds"] is not None:
+                yield (
+                    "laredo_backfill_eta_seconds",
+                    "gauge",
+                    "Seconds the table's backfill still needs at its rate so far (0 when done; "
+                    "absent when unknown).",
+                    labels,
+                    bf["eta_seconds"],
+                )
         if eng.snapshot_store is not None:
             yield from self._snapshot_samples()
         # no dead-letter store: nothing is stored, so every backlog is a true zero

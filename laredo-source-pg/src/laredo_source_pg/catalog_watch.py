@@ -36,6 +36,12 @@ from .partitions import partition_fingerprints
 from .typmods import Signature, column_signature, signature_typmod
 
 logger = logging.getLogger(__name__)
+_LSN = (
+    "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+    "ELSE pg_current_wal_lsn() END::text"
+)
+"""Where the catalog was read: the WAL written on a primary, the WAL replayed on a hot standby
+(``pg_current_wal_lsn()`` fails there)."""
 
 __all__ = ["CatalogWatch", "Signature"]
 
@@ -119,7 +125,7 @@ class CatalogWatch:
         names = [t.table for t in tables]
 
         def read(conn: Any) -> tuple[int, list[Any], dict[TableIdentifier, Any]]:
-            lsn_row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+            lsn_row = conn.execute(_LSN).fetchone()
             gen = self._catalog.generated  # stored generated columns, when published
             rows = conn.execute(_SIGNATURES, (gen, gen, gen, schemas, names)).fetchall()
             return parse_lsn(lsn_row[0]), rows, partition_fingerprints(conn, tables)

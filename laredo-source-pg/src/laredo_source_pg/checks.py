@@ -9,6 +9,7 @@ Codes: ``CONNECTION_FAILED``; ``WAL_LEVEL``, ``MAX_REPLICATION_SLOTS``, ``MAX_WA
 ``PUBLICATION_ALTER_PRIVILEGE``, ``TABLE_NOT_IN_PUBLICATION``; ``TABLE_NOT_FOUND``,
 ``NOT_A_TABLE``, ``MISSING_SELECT_PRIVILEGE``, ``REPLICA_IDENTITY``, ``KEY_REQUIRED`` (a target
 that stores rows by key on a table without one), ``COLUMN_NOT_FOUND``, ``COLUMN_NOT_PUBLISHED``;
+``CHUNKED_WITHOUT_KEY`` (a warning: ``baseline.mode = chunked`` on a table without a key);
 ``SLOT_CONFLICT``, ``SLOT_NAME_IN_USE``, ``SLOT_INVALIDATED``, ``SLOT_ACTIVE``; and infos
 (``SERVER``, ``PUBLICATION_WILL_BE_CREATED``, ``SLOT_EXISTS``, ...).
 """
@@ -258,6 +259,7 @@ class _Check:
                         table=t,
                     )
                 )
+        self.chunked_key(use, info)
         cols = set(info.columns)
         listed = self.opts.publication.tables.get(str(t))
         published = set(listed.columns) if listed is not None and listed.columns else None
@@ -274,6 +276,28 @@ class _Check:
                     )
                 )
         self.out.extend(missing_field_findings(use, cols))
+
+    def chunked_key(self, use: TableUse, info: TableSummary) -> None:
+        """A chunked baseline needs a key to page by (primary key or replica identity index);
+        a table without one keeps the snapshot baseline."""
+        table_mode = use.baseline_mode
+        mode = table_mode or self.opts.baseline.mode
+        if mode != "chunked" or info.key:
+            return
+        t = use.table
+        key = f"{use.where}.baseline.mode" if table_mode else f"{self.where}.baseline.mode"
+        self.add(
+            Finding.warning(
+                "CHUNKED_WITHOUT_KEY",
+                f"{t} has no primary key nor replica identity index: {key} = chunked cannot "
+                "page it by key, so its baseline is read in one snapshot",
+                f"ALTER TABLE {_q(t)} ADD PRIMARY KEY (...); or ALTER TABLE {_q(t)} REPLICA "
+                f"IDENTITY USING INDEX <unique index on NOT NULL columns>; or set "
+                f"{use.where}.baseline.mode = snapshot",
+                where=key,
+                table=t,
+            )
+        )
 
     # -- publication -----------------------------------------------------------------------
     def publication(self, s: _Server, tables: dict[TableIdentifier, TableSummary]) -> None:

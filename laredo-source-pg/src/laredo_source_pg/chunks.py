@@ -30,6 +30,29 @@ from .lsn import parse_lsn
 
 __all__ = ["ChunkReader", "check_where"]
 
+_IDENTITY_INDEX = """
+SELECT a.attname::text FROM pg_class c
+JOIN pg_index i ON i.indrelid = c.oid AND i.indisreplident
+CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+WHERE c.oid = to_regclass(format('%%I.%%I', %s::text, %s::text)) AND c.relreplident = 'i'
+ORDER BY k.ord
+"""
+_ESTIMATE = """
+WITH r AS (SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) AS oid)
+SELECT CASE WHEN bool_and(c.reltuples < 0) THEN -1
+            ELSE sum(greatest(c.reltuples, 0)) END::bigint
+FROM r, pg_class c
+WHERE (c.oid = r.oid AND c.relkind <> 'p')
+   OR c.oid IN (SELECT t.relid FROM pg_partition_tree(r.oid) t WHERE t.isleaf)
+"""
+"""A table's estimated rows: ``reltuples`` (its partitions' summed for a partitioned table);
+``-1`` when never vacuumed or analyzed."""
+
+"""The columns of a table's ``REPLICA IDENTITY USING INDEX`` index, in index order (unique,
+not partial, on NOT NULL columns: PostgreSQL requires it, so keyset pagination by it is
+exact)."""
+
 
 def check_where(where: str) -> str:
     """A ``--where`` condition as it may enter the chunk query: one SQL expression, no ``;``
@@ -55,14 +78,26 @@ class ChunkReader:
         self._standby: bool | None = None
 
     def key(self, table: TableIdentifier) -> list[str] | None:
-        """The primary key columns in key order (``None``: no primary key)."""
+        """The columns chunks are ordered and paged by: the primary key in key order, else
+        the ``REPLICA IDENTITY USING INDEX`` index's columns (``None``: neither)."""
         cols = self._catalog.columns.get(table)
         if cols is None:
             cols = self._catalog.discover([table]).get(table)
             if cols is None:
                 raise SourceError(f"postgresql source: table {table} not found")
         pk = sorted((c for c in cols if c.primary_key), key=lambda c: c.primary_key_ordinal)
-        return [c.name for c in pk] or None
+        if pk:
+            return [c.name for c in pk]
+        try:
+            rows = self._connection().execute(_IDENTITY_INDEX, (table.schema, table.table))
+            names = [r[0] for r in rows.fetchall()]
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source: reading the replica identity of {table} failed: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        published = {c.name for c in cols}
+        return names if names and published.issuperset(names) else None
 
     def read(
         self,
@@ -74,8 +109,8 @@ class ChunkReader:
         key = self.key(table)
         if key is None:
             raise ConfigError(
-                f"postgresql source: {table} has no primary key: it cannot be read in chunks "
-                "(use baseline.mode = snapshot, or add a primary key)"
+                f"postgresql source: {table} has no primary key nor replica identity index: it "
+                "cannot be read in chunks (use baseline.mode = snapshot, or add a primary key)"
             )
         names = [c.name for c in self._catalog.columns[table]]
         conds: list[sql.Composable] = []
@@ -132,6 +167,17 @@ class ChunkReader:
             tuple(names),
             unrepresentable=type(values) is MarkedRows,
         )
+
+    def estimate(self, table: TableIdentifier) -> int:
+        """The planner's row estimate of ``table`` (``-1``: unknown); a catalog read, no scan."""
+        try:
+            row = self._connection().execute(_ESTIMATE, (table.schema, table.table)).fetchone()
+        except psycopg.Error as exc:
+            raise SourceError(
+                f"postgresql source: estimating the rows of {table} failed: "
+                f"{mask_text(str(exc)).strip()}"
+            ) from None
+        return -1 if row is None or row[0] is None else int(row[0])
 
     def check(self, table: TableIdentifier, where: str) -> str:
         """``where`` checked by :func:`check_where`, then parsed and planned by PostgreSQL

@@ -301,8 +301,10 @@ class PostgresSource:
         return opts.chunk_rows if opts.mode == "chunked" else None
 
     def chunk_key(self, table: TableIdentifier) -> list[str] | None:
-        """The key chunked reads order by (``ChunkedSource``): the primary key."""
-        return self._chunks.key(table)
+        """The key chunked reads order by (``ChunkedSource``): the primary key, else the
+        ``REPLICA IDENTITY USING INDEX`` index (``None``: neither)."""
+        with self._chunk_lock:
+            return self._chunks.key(table)
 
     def read_chunk(
         self,
@@ -314,6 +316,12 @@ class PostgresSource:
         """One key-range chunk (``ChunkedSource``, see :mod:`.chunks`); serialized."""
         with self._chunk_lock:
             return self._chunks.read(table, after, limit, where)
+
+    def estimate_rows(self, table: TableIdentifier) -> int:
+        """A backfill's row estimate (``EstimatesRows``): ``pg_class.reltuples``, ``-1`` when
+        the table was never vacuumed or analyzed."""
+        with self._chunk_lock:
+            return self._chunks.estimate(table)
 
     def check_where(self, table: TableIdentifier, where: str) -> str:
         """A backfill's ``where`` condition, validated (see :meth:`.chunks.ChunkReader.check`)."""

@@ -19,6 +19,8 @@ from ..engine_settings import (
     SNAPSHOT_USER_META,
 )
 from ..pipeline_settings import (
+    BASELINE_CHUNK_ROWS,
+    BASELINE_MODE,
     BUFFER_POLICY,
     BUFFER_SIZE,
     ERROR_POLICY,
@@ -42,6 +44,7 @@ __all__ = [
     "PluginSpec",
     "RetentionConfig",
     "SnapshotConfig",
+    "TableBaselineConfig",
     "TableConfig",
     "TargetConfig",
     "TtlConfig",
@@ -88,6 +91,17 @@ class ValidationConfig(_Section):
     action: Literal["warn", "re_baseline", "fail"] = VALIDATION_ACTION.field()
 
 
+class TableBaselineConfig(_Section):
+    """``baseline { mode = snapshot | chunked, chunk_rows = 10000 }`` on a table: overrides
+    its source's ``baseline`` for this table (unset keys: the source's). ``chunked`` reads the
+    table in key-range chunks by its primary key, else its ``REPLICA IDENTITY USING INDEX``
+    index; a table with neither keeps the snapshot baseline (logged, and ``laredo check``
+    warns)."""
+
+    mode: Literal["snapshot", "chunked"] | None = BASELINE_MODE.field()
+    chunk_rows: int | None = BASELINE_CHUNK_ROWS.field()
+
+
 class PluginSpec(BaseModel):
     """``{ type = <plugin name>, ...options of that plugin }``"""
 
@@ -129,6 +143,7 @@ class TableConfig(_Section):
     targets: list[TargetConfig] = Field(min_length=1)
     ttl: TtlConfig | None = None
     validation: ValidationConfig | None = None
+    baseline: TableBaselineConfig | None = None
 
 
 class RetentionConfig(_Section):

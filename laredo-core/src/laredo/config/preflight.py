@@ -131,7 +131,8 @@ def table_uses(model: EngineConfig) -> list[TableUse]:
             if isinstance(model_, KeysRows):
                 keyed.append((where, tuple(model_.row_key_fields())))
         table = TableIdentifier(t.schema_, t.table)
-        out.append(TableUse(table, f"tables.{i}", tuple(uses.values()), tuple(keyed)))
+        mode = t.baseline.mode if t.baseline is not None else None
+        out.append(TableUse(table, f"tables.{i}", tuple(uses.values()), tuple(keyed), mode))
     return out
 
 

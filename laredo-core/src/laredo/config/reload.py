@@ -5,7 +5,8 @@
 * a pipeline (by its id) only in the new one is **added** (only its table is baselined);
 * a pipeline only in the old one is **removed** (drained, its target closed);
 * a pipeline whose target options, filters, transforms, buffer, error handling, TTL or
-  validation changed is **rebuilt** alone (removed, then added with a fresh target);
+  validation changed (or its table's ``baseline``) is **rebuilt** alone (removed, then added
+  with a fresh target, baselined the new way);
 * a source whose options changed is **restarted**: its pipelines are removed and the source
   starts again with them (resume, snapshot restore or baseline, as at start);
 * everything else is untouched: no re-baseline, no gap.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -37,6 +38,7 @@ __all__ = [
     "ChunkMerger",
     "ChunkRead",
     "ChunkedSource",
+    "EstimatesRows",
     "TxSnapshot",
     "key_of",
 ]
@@ -121,6 +123,28 @@ class ChunkedSource(Protocol):
         ...
 
 
+@runtime_checkable
+class EstimatesRows(Protocol):
+    """A source that can estimate a table's row count cheaply (a backfill's ETA)."""
+
+    def estimate_rows(self, table: TableIdentifier) -> int:
+        """The table's approximate row count (PostgreSQL: ``pg_class.reltuples``); ``-1``
+        when unknown."""
+        ...
+
+
+def estimate_rows(source: object, table: TableIdentifier) -> int:
+    """``source``'s estimate of ``table``'s rows (:class:`EstimatesRows`), ``-1`` when it has
+    none or it fails (logged at DEBUG: the ETA is then unknown)."""
+    if not isinstance(source, EstimatesRows):
+        return -1
+    try:
+        return int(source.estimate_rows(table))
+    except Exception:
+        logger.debug("estimating the rows of %s failed", table, exc_info=True)
+        return -1
+
+
 def key_of(columns: Sequence[str]) -> Callable[[Row], tuple[Any, ...]]:
     """``row -> key tuple`` for these key columns."""
     cols = tuple(columns)
@@ -141,7 +165,12 @@ def touched_keys(
 
 @dataclass
 class BackfillProgress:
-    """Per-table progress (shown by status): chunks and rows read, rows applied."""
+    """Per-table progress (shown by status, metrics and the status page): chunks and rows
+    read, applied and dropped, the row estimate at the start and the ETA it gives.
+
+    ``rows_estimated`` is the source's estimate when the backfill started (PostgreSQL:
+    ``pg_class.reltuples``; ``-1``: unknown); with ``--where`` or a resumed baseline it is the
+    whole table's, so the ETA is then an upper bound."""
 
     table: TableIdentifier
     chunks: int = 0
@@ -150,14 +179,54 @@ class BackfillProgress:
     rows_dropped: int = 0
     done: bool = False
     error: str | None = None
+    rows_estimated: int = -1
+    started_at: float = field(default_factory=time.time)
+    """Wall-clock start (seconds since the epoch)."""
+    ended_at: float | None = None
+    _started: float = field(default_factory=time.monotonic, repr=False)
+    _ended: float | None = field(default=None, repr=False)
+
+    @property
+    def state(self) -> str:
+        """``running``, ``done``, ``stopped`` (the engine stopped it) or ``failed``."""
+        if self.done:
+            return "done"
+        if self.error is None:
+            return "running" if self._ended is None else "failed"
+        return "stopped" if self.error == "stopped" else "failed"
+
+    def end(self) -> None:
+        """The backfill ended (``done`` and ``error`` set before)."""
+        if self._ended is None:
+            self._ended = time.monotonic()
+            self.ended_at = time.time()
+
+    def elapsed(self) -> float:
+        """Seconds since the start (until the end, once ended)."""
+        return (self._ended if self._ended is not None else time.monotonic()) - self._started
+
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the rate so far (rows read per second) for the rows estimated not
+        read yet; ``0.0`` once done; ``None`` when unknown (no estimate, nothing read yet, or
+        the backfill ended without finishing)."""
+        if self.done:
+            return 0.0
+        if self._ended is not None or self.rows_estimated < 0 or self.rows_read <= 0:
+            return None
+        rate = self.rows_read / max(self.elapsed(), 1e-3)
+        return max(0, self.rows_estimated - self.rows_read) / rate
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "table": str(self.table),
+            "state": self.state,
             "chunks": self.chunks,
             "rows_read": self.rows_read,
             "rows_applied": self.rows_applied,
             "rows_dropped": self.rows_dropped,
+            "rows_estimated": self.rows_estimated,
+            "started_at": self.started_at,
+            "eta_seconds": self.eta_seconds(),
             "done": self.done,
             "error": self.error,
         }

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from ..batches import ChangeBatch
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
-from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
+from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead, estimate_rows
 from .buffer import Call
 from .pipeline_worker import PipelineWorker
 
@@ -109,6 +109,7 @@ class Backfiller:
     # -- the backfill thread ------------------------------------------------------------------
     def _run(self) -> None:
         try:
+            self.progress.rows_estimated = estimate_rows(self.source, self.table)
             self._read_all()
         finally:
             if self._stop.is_set() and not self.finished.is_set():
@@ -183,15 +184,17 @@ class Backfiller:
             # chunk rows count as inserts, also where they replaced a row: recount
             counted = p.count_rows()
             count = p.expected_rows if counted is None else counted
-            if self.initial and not p.failed:
+            streams = self.initial and not p.failed
+            if streams:
                 p.complete_baseline(None, count, self.started)
                 p.save_progress(None)  # done: nothing to resume
-                p.mark_streaming()
             else:
                 p.expected_rows = count
             self._done_pipes.add(p.id)
             if all(q.failed or q.id in self._done_pipes for q in self.pipes):
-                self._end()
+                self._end()  # before the last pipeline is ready: ready means it ended
+            if streams:
+                p.mark_streaming()
 
         return complete
 
@@ -199,6 +202,7 @@ class Backfiller:
         if self.finished.is_set():
             return
         self.progress.done = self.progress.error is None
+        self.progress.end()
         logger.info(
             "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes "
             "in %.2fs",
@@ -254,6 +258,19 @@ def chunk_rows_of(source: Any) -> int | None:
     return rows() if callable(rows) else None
 
 
+def chunked_rows(source: Any, worker: PipelineWorker) -> int | None:
+    """The chunk size of ``worker``'s chunked baseline, ``None`` when its table is baselined
+    in one snapshot: the table's ``baseline`` (``Pipeline.baseline_mode`` /
+    ``baseline_chunk_rows``) overrides its source's (a source that cannot read chunks keeps the
+    snapshot baseline)."""
+    cfg = worker.cfg
+    source_rows = chunk_rows_of(source)
+    mode = cfg.baseline_mode or ("snapshot" if source_rows is None else "chunked")
+    if mode != "chunked" or not isinstance(source, ChunkedSource):
+        return None
+    return cfg.baseline_chunk_rows or source_rows or DEFAULT_CHUNK_ROWS
+
+
 def resumable(worker: PipelineWorker) -> bool:
     """May ``worker`` be baselined in chunks? A durable target must keep the chunks' progress
     with its own state (:class:`~laredo.contracts.ProgressTarget`): the stream runs beside the
@@ -264,21 +281,29 @@ def resumable(worker: PipelineWorker) -> bool:
 
 
 def chunked_pipelines(reader: _Reader, rebaseline: bool) -> list[PipelineWorker]:
-    """The pipelines a (re-)baseline reads in chunks: all of a chunked source's whose table
-    has a key and whose target may resume (:func:`resumable`); the others keep the snapshot
-    baseline, logged."""
-    if chunk_rows_of(reader.source) is None:
-        return []
+    """The pipelines a (re-)baseline reads in chunks: those whose table's (or source's)
+    ``baseline.mode`` is ``chunked`` (:func:`chunked_rows`), whose table has a key and whose
+    target may resume (:func:`resumable`); the others keep the snapshot baseline, logged."""
     out: list[PipelineWorker] = []
     keys: dict[TableIdentifier, list[str] | None] = {}
     for p in reader.pipelines:
         if p.failed:
             continue
+        if chunked_rows(reader.source, p) is None:
+            if p.cfg.baseline_mode == "chunked":
+                logger.warning(
+                    "pipeline %s: source %s cannot read %s in chunks: baselined in one snapshot",
+                    p.id,
+                    reader.id,
+                    p.table,
+                )
+            continue
         if p.table not in keys:
             keys[p.table] = reader.source.chunk_key(p.table)
             if keys[p.table] is None:
                 logger.warning(
-                    "source %s: %s has no primary key: baselined in one snapshot, not in chunks",
+                    "source %s: %s has no primary key (nor replica identity index): baselined "
+                    "in one snapshot, not in chunks",
                     reader.id,
                     p.table,
                 )
@@ -299,8 +324,6 @@ def start_chunked(
     reader: _Reader, pipes: Sequence[PipelineWorker], position: Position, rebaseline: bool
 ) -> None:
     """Start the chunked baseline of ``pipes`` (their stream starts after ``position``)."""
-    rows = chunk_rows_of(reader.source)
-    assert rows is not None
     by_table: dict[TableIdentifier, list[PipelineWorker]] = {}
     for p in pipes:
         by_table.setdefault(p.table, []).append(p)
@@ -309,6 +332,7 @@ def start_chunked(
         p.applied = position
         p.save_progress(None)  # a new baseline: an older record is void
     for table, group in by_table.items():
+        rows = min(chunked_rows(reader.source, p) or DEFAULT_CHUNK_ROWS for p in group)
         _launch(reader, table, group, rows, None, initial=True)
 
 
@@ -333,7 +357,8 @@ def start_backfill(
         if not callable(check):
             raise ConfigError(f"backfill: source {reader.id} does not take a where condition")
         where = str(check(table, where))
-    rows = chunk_rows or chunk_rows_of(source) or DEFAULT_CHUNK_ROWS
+    table_rows = [p.cfg.baseline_chunk_rows for p in pipes if p.cfg.baseline_chunk_rows]
+    rows = chunk_rows or min(table_rows, default=0) or chunk_rows_of(source) or DEFAULT_CHUNK_ROWS
     return _launch(reader, table, pipes, rows, where, initial=False)
 
 
@@ -353,7 +378,10 @@ def _launch(
     source = reader.source
     key = source.chunk_key(table)
     if key is None:
-        raise ConfigError(f"backfill: {table} has no primary key to read it in chunks by")
+        raise ConfigError(
+            f"backfill: {table} has no primary key (nor replica identity index) to read it in "
+            "chunks by: add one, or use `laredo reload` (one snapshot)"
+        )
     old = reader.backfills.get(table)
     if old is not None:
         old.stop()
@@ -382,10 +410,10 @@ def _launch(
 
 
 def joins_chunked(reader: _Reader, worker: PipelineWorker) -> bool:
-    """Does a pipeline joining a streaming source get a chunked baseline (a chunked source,
-    a table with a key and no pipeline yet)?"""
+    """Does a pipeline joining a streaming source get a chunked baseline (its table's or
+    source's ``baseline.mode`` is ``chunked``, the table has a key and no pipeline yet)?"""
     table = worker.table
-    if chunk_rows_of(reader.source) is None or reader.by_table.get(table):
+    if chunked_rows(reader.source, worker) is None or reader.by_table.get(table):
         return False
     if not resumable(worker):
         return False
@@ -403,7 +431,7 @@ def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | Non
     worker.begin_baseline()
     worker.ready = False
     worker.applied = getattr(reader, "current", None)
-    rows = chunk_rows_of(reader.source)
+    rows = chunked_rows(reader.source, worker)
     assert rows is not None
     bf = _launch(reader, table, [worker], rows, None, initial=True)
     if not bf.finished.wait(timeout):
@@ -448,11 +476,11 @@ def resume_chunked(
             f"source {reader.id}: a chunked baseline of {', '.join(map(str, groups))} is "
             "unfinished but the source cannot read chunks: reset the targets to re-baseline"
         )
-    rows = chunk_rows_of(reader.source) or DEFAULT_CHUNK_ROWS
     resumed: list[PipelineWorker] = []
     for table, group in groups.items():
         after = min(k for _, k in group)
         workers = [p for p, _ in group]
+        rows = min(chunked_rows(reader.source, p) or DEFAULT_CHUNK_ROWS for p in workers)
         for p in workers:
             p.ready = False
             p.begin_baseline()

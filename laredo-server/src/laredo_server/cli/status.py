@@ -79,6 +79,29 @@ def pipelines_table(cli: CliState, pipes: list[Any], title: str = "pipelines") -
     )
 
 
+def backfills_table(cli: CliState, backfills: list[Any]) -> None:
+    """Chunked baselines and backfills: running ones and the last of each table (rows read of
+    the estimate taken at the start; the ETA at the rate so far, ``-`` when unknown)."""
+    cli.table(
+        "backfills",
+        ["source", "table", "state", "chunks", "rows read", "applied", "dropped", "started", "ETA"],
+        [
+            [
+                b.source_id,
+                f"{b.schema}.{b.table}",
+                b.state + (f": {b.error}" if b.error and b.state != "done" else ""),
+                b.chunks,
+                f"{b.rows_read} of ~{b.rows_estimated}" if b.rows_estimated >= 0 else b.rows_read,
+                b.rows_applied,
+                b.rows_dropped,
+                _stamp(b.started_at) if b.started_at else "-",
+                age_text(b.eta_seconds) if b.has_eta else "-",
+            ]
+            for b in backfills
+        ],
+    )
+
+
 def status(
     ctx: typer.Context,
     table: Annotated[str | None, typer.Option("--table", help="schema.table")] = None,
@@ -131,6 +154,8 @@ def status(
         ],
     )
     pipelines_table(cli, list(resp.pipelines))
+    if resp.backfills:
+        backfills_table(cli, list(resp.backfills))
     _snapshot_line(cli, resp.snapshot_status)
     _reload_lines(cli, resp)
     return None

@@ -38,7 +38,7 @@ from .convert import (
     table_id,
 )
 from .replays import start_replay
-from .status import pipeline_status, service_status
+from .status import backfill_status, pipeline_status, service_status
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +208,9 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             chunk_rows=request.chunk_rows or None,
             timeout=float(request.wait_seconds),
         )
-        state = "done" if p["done"] else ("failed" if p["error"] else "running")
+        state = p["state"]
         return oam.BackfillTableResponse(
+            status=backfill_status({"source": sid, **p}),
             table=p["table"],
             chunks=p["chunks"],
             rows_read=p["rows_read"],

@@ -21,7 +21,13 @@ from .convert import (
     source_status_pb,
 )
 
-__all__ = ["pipeline_status", "service_status", "snapshot_status", "source_status"]
+__all__ = [
+    "backfill_status",
+    "pipeline_status",
+    "service_status",
+    "snapshot_status",
+    "source_status",
+]
 
 
 def pipeline_status(
@@ -72,6 +78,27 @@ def snapshot_status(rt: ServerRuntime) -> oam.SnapshotStatus:
     )
 
 
+def backfill_status(progress: dict[str, Any]) -> oam.BackfillStatus:
+    """One entry of ``Engine.backfills()`` (a table's chunked baseline or backfill)."""
+    schema, _, table = str(progress["table"]).partition(".")
+    eta = progress.get("eta_seconds")
+    return oam.BackfillStatus(
+        source_id=progress["source"],
+        schema=schema,
+        table=table,
+        state=progress["state"],
+        chunks=progress["chunks"],
+        rows_read=progress["rows_read"],
+        rows_applied=progress["rows_applied"],
+        rows_dropped=progress["rows_dropped"],
+        rows_estimated=progress["rows_estimated"],
+        started_at=int(progress["started_at"] * 1000),
+        has_eta=eta is not None,
+        eta_seconds=eta or 0.0,
+        error=progress.get("error") or "",
+    )
+
+
 def service_status(rt: ServerRuntime) -> oam.GetStatusResponse:
     """The answer of ``GetStatus``: the service, every source and pipeline, the snapshots and
     the last configuration reload."""
@@ -89,6 +116,7 @@ def service_status(rt: ServerRuntime) -> oam.GetStatusResponse:
         version=rt.version,
         config_generation=rt.config_generation,
         security_warnings=rt.security_warnings,
+        backfills=[backfill_status(b) for b in eng.backfills()],
     )
     last = rt.reloader.last if rt.reloader is not None else None
     if last is not None and rt.reloader is not None:

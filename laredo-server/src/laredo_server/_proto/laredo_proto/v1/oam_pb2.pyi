@@ -142,7 +142,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation", "last_reload", "last_reload_at", "security_warnings")
+    __slots__ = ("state", "ready", "sources", "pipelines", "started_at", "last_change_at", "snapshot_status", "version", "config_generation", "last_reload", "last_reload_at", "security_warnings", "backfills")
     STATE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +155,7 @@ class GetStatusResponse(_message.Message):
     LAST_RELOAD_FIELD_NUMBER: _ClassVar[int]
     LAST_RELOAD_AT_FIELD_NUMBER: _ClassVar[int]
     SECURITY_WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILLS_FIELD_NUMBER: _ClassVar[int]
     state: ServiceState
     ready: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceStatus]
@@ -167,7 +168,38 @@ class GetStatusResponse(_message.Message):
     last_reload: ReloadConfigResponse
     last_reload_at: int
     security_warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ..., last_reload: _Optional[_Union[ReloadConfigResponse, _Mapping]] = ..., last_reload_at: _Optional[int] = ..., security_warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    backfills: _containers.RepeatedCompositeFieldContainer[BackfillStatus]
+    def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ..., last_reload: _Optional[_Union[ReloadConfigResponse, _Mapping]] = ..., last_reload_at: _Optional[int] = ..., security_warnings: _Optional[_Iterable[str]] = ..., backfills: _Optional[_Iterable[_Union[BackfillStatus, _Mapping]]] = ...) -> None: ...
+
+class BackfillStatus(_message.Message):
+    __slots__ = ("source_id", "schema", "table", "state", "chunks", "rows_read", "rows_applied", "rows_dropped", "rows_estimated", "started_at", "has_eta", "eta_seconds", "error")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_READ_FIELD_NUMBER: _ClassVar[int]
+    ROWS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    ROWS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    ROWS_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    HAS_ETA_FIELD_NUMBER: _ClassVar[int]
+    ETA_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    schema: str
+    table: str
+    state: str
+    chunks: int
+    rows_read: int
+    rows_applied: int
+    rows_dropped: int
+    rows_estimated: int
+    started_at: int
+    has_eta: bool
+    eta_seconds: float
+    error: str
+    def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., state: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., rows_estimated: _Optional[int] = ..., started_at: _Optional[int] = ..., has_eta: _Optional[bool] = ..., eta_seconds: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
 
 class GetTableStatusRequest(_message.Message):
     __slots__ = ("schema", "table")
@@ -872,7 +904,7 @@ class BackfillTableRequest(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., where: _Optional[str] = ..., chunk_rows: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
 class BackfillTableResponse(_message.Message):
-    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message")
+    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message", "status")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     ROWS_READ_FIELD_NUMBER: _ClassVar[int]
@@ -881,6 +913,7 @@ class BackfillTableResponse(_message.Message):
     DONE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     table: str
     chunks: int
     rows_read: int
@@ -889,4 +922,5 @@ class BackfillTableResponse(_message.Message):
     done: bool
     error: str
     message: str
-    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    status: BackfillStatus
+    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ..., status: _Optional[_Union[BackfillStatus, _Mapping]] = ...) -> None: ...
