@@ -17,7 +17,6 @@ from laredo.config import (
     BufferConfig,
     EngineSettings,
     ErrorHandlingConfig,
-    RetentionConfig,
     SnapshotConfig,
     TableConfig,
     TtlConfig,
@@ -110,11 +109,10 @@ def test_a_table_section_applies_to_its_targets_and_the_targets_own_wins() -> No
 
 
 def _snapshot_field(setting: Any) -> Any:
-    head, _, rest = setting.key.partition(".")
-    if rest:
-        assert head == "retention"
-        return RetentionConfig.model_fields[rest]
-    return SnapshotConfig.model_fields[head]
+    model: Any = SnapshotConfig
+    for part in setting.section.split(".")[1:]:
+        model = model.model_fields[part].annotation
+    return model.model_fields[setting.key]
 
 
 @pytest.mark.parametrize("setting", SNAPSHOT_SETTINGS, ids=lambda s: s.keyword)
