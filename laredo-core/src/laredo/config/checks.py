@@ -82,7 +82,7 @@ def _allowed_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
 
 
 def _unknown_key(model: type[BaseModel], loc: Sequence[Any]) -> str:
-    """"unknown key", with the closest allowed key (a misspelling) and every allowed key."""
+    """ "unknown key", with the closest allowed key (a misspelling) and every allowed key."""
     allowed = _allowed_keys(model, loc)
     close = difflib.get_close_matches(str(loc[-1]), allowed, n=1) if loc else []
     return (
