@@ -64,20 +64,24 @@ else:
     TlsConfig = section_model("TlsConfig", TLS_SETTINGS, module=__name__)
 
 _grpc = partial(Setting, section="grpc")
+GRPC_REFLECTION = _grpc(
+    key="reflection", of_type=bool, default=True, doc="serve gRPC server reflection"
+)
+GRPC_MAX_WORKERS = _grpc(
+    key="max_workers",
+    of_type=int,
+    default=16,
+    minimum=2,
+    doc="threads serving calls; must be more than max_streams, so that unary calls "
+    "(admin RPCs included) always find one",
+)
 GRPC_SETTINGS = (
     _grpc(key="port", default=DEFAULT_GRPC_PORT, doc="0 turns the gRPC listener off", **_PORT),
     _grpc(**_HOST),
     _grpc(key="tls", of_type=TlsConfig | None, doc="serve TLS (mutual with client_ca_file)"),
     _grpc(key="auth", of_type=AuthConfig, default=AuthConfig(), doc="tokens of the RPCs"),
-    _grpc(key="reflection", of_type=bool, default=True, doc="serve gRPC server reflection"),
-    _grpc(
-        key="max_workers",
-        of_type=int,
-        default=16,
-        minimum=2,
-        doc="threads serving calls; must be more than max_streams, so that unary calls "
-        "(admin RPCs included) always find one",
-    ),
+    GRPC_REFLECTION,
+    GRPC_MAX_WORKERS,
     _grpc(
         key="max_streams",
         of_type=int,
@@ -117,45 +121,64 @@ else:
     )
 
 _health = partial(Setting, section="health")
+HEALTH_CONNECT = _health(
+    key="connect",
+    of_type=bool,
+    default=True,
+    doc="serve the OAM and Query RPCs (Connect protocol) on this port too; the token of "
+    "grpc.auth applies. False: probes and metrics only",
+)
+HEALTH_STATUS_PAGE = _health(
+    key="status_page",
+    of_type=bool,
+    default=True,
+    doc="serve the operator's status page at / (it holds no data: it reads GetStatus over "
+    "Connect, so it shows nothing with connect = false). False: / answers 404",
+)
+HEALTH_MAX_BODY = _health(
+    key="max_body",
+    of_type=int,
+    default=4 << 20,
+    minimum=1024,
+    doc="largest Connect request body, in bytes, before and after decompression (413 beyond)",
+)
+HEALTH_MAX_CONNECTIONS = _health(
+    key="max_connections",
+    of_type=int,
+    default=64,
+    minimum=2,
+    doc="Connect RPCs served at once (one thread each); probes, metrics and the page have "
+    "a pool of their own. Connections still sending their request head take no thread",
+)
+HEALTH_TIMEOUT = _health(
+    key="timeout",
+    of_type=Duration,
+    default=30.0,
+    doc="seconds the rest of a request (its body) may take as a whole, and each write of "
+    "an answer. The TLS handshake and request head must arrive within 5 s",
+)
+HEALTH_HISTORY_INTERVAL = _health(
+    key="history_interval",
+    of_type=Duration,
+    default=5.0,
+    positive=True,
+    doc="seconds between two samples of the status page's last hour (per source and "
+    "pipeline); memory is bounded by 3600 / history_interval samples per series",
+)
 HEALTH_SETTINGS = (
     _health(key="enabled", of_type=bool, default=True, doc="serve the HTTP port"),
     _health(key="port", default=8080, doc="probes, metrics, status page, Connect", **_PORT),
     _health(**_HOST),
-    _health(
-        key="connect",
-        of_type=bool,
-        default=True,
-        doc="serve the OAM and Query RPCs (Connect protocol) on this port too; the token of "
-        "grpc.auth applies. False: probes and metrics only",
-    ),
-    _health(
-        key="status_page",
-        of_type=bool,
-        default=True,
-        doc="serve the operator's status page at / (it holds no data: it reads GetStatus over "
-        "Connect, so it shows nothing with connect = false). False: / answers 404",
-    ),
+    HEALTH_CONNECT,
+    HEALTH_STATUS_PAGE,
     _health(
         key="tls",
         of_type=TlsConfig | None,
         doc="serve HTTPS. With client_ca_file, Connect calls need a client certificate signed "
         "by that CA (probes and metrics do not)",
     ),
-    _health(
-        key="max_body",
-        of_type=int,
-        default=4 << 20,
-        minimum=1024,
-        doc="largest Connect request body, in bytes, before and after decompression (413 beyond)",
-    ),
-    _health(
-        key="max_connections",
-        of_type=int,
-        default=64,
-        minimum=2,
-        doc="Connect RPCs served at once (one thread each); probes, metrics and the page have "
-        "a pool of their own. Connections still sending their request head take no thread",
-    ),
+    HEALTH_MAX_BODY,
+    HEALTH_MAX_CONNECTIONS,
     _health(
         key="allowed_hosts",
         of_type=list[str],
@@ -164,21 +187,8 @@ HEALTH_SETTINGS = (
         "localhost: DNS-rebinding protection, so a web page cannot call the port through a "
         "name it controls. List the names clients use; ['*']: any",
     ),
-    _health(
-        key="timeout",
-        of_type=Duration,
-        default=30.0,
-        doc="seconds the rest of a request (its body) may take as a whole, and each write of "
-        "an answer. The TLS handshake and request head must arrive within 5 s",
-    ),
-    _health(
-        key="history_interval",
-        of_type=Duration,
-        default=5.0,
-        positive=True,
-        doc="seconds between two samples of the status page's last hour (per source and "
-        "pipeline); memory is bounded by 3600 / history_interval samples per series",
-    ),
+    HEALTH_TIMEOUT,
+    HEALTH_HISTORY_INTERVAL,
 )
 
 if TYPE_CHECKING:
