@@ -33,7 +33,15 @@ from ..contracts import (
     SnapshotStore,
     SyncSource,
 )
-from ..engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT, SNAPSHOT_META_POLICY
+from ..engine_settings import (
+    LAG_INTERVAL,
+    SHUTDOWN_TIMEOUT,
+    SNAPSHOT_MAX_AGE,
+    SNAPSHOT_META_POLICY,
+    SNAPSHOT_ON_SHUTDOWN,
+    SNAPSHOT_RETENTION,
+    SNAPSHOT_SCHEDULE,
+)
 from ..errors import ConfigError, EngineStateError
 from ..observers import composite
 from ..pipeline import Pipeline
@@ -68,10 +76,10 @@ class Engine(EngineQueries):
         *,
         snapshot_store: SnapshotStore | None = None,
         snapshot_serializer: SnapshotSerializer | None = None,
-        snapshot_schedule: float | timedelta | str | None = None,
-        snapshot_retention: int | None = None,
-        snapshot_max_age: float | timedelta | str | None = None,
-        snapshot_on_shutdown: bool = False,
+        snapshot_schedule: float | timedelta | str | None = SNAPSHOT_SCHEDULE.default,
+        snapshot_retention: int | None = SNAPSHOT_RETENTION.default,
+        snapshot_max_age: float | timedelta | str | None = SNAPSHOT_MAX_AGE.default,
+        snapshot_on_shutdown: bool = SNAPSHOT_ON_SHUTDOWN.default,
         snapshot_user_meta: Mapping[str, Any] | None = None,
         snapshot_meta_policy: str = SNAPSHOT_META_POLICY.default,
         dead_letter_store: DeadLetterStore | None = None,
