@@ -23,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from .deprecation import deprecated_option
 
-__all__ = ["DEFAULT", "Section", "Setting", "declared", "section_model", "stub_problems"]
+__all__ = [
+    "DEFAULT",
+    "Section",
+    "Setting",
+    "declared",
+    "field_problems",
+    "section_model",
+    "stub_problems",
+]
 
 
 DEFAULT: Any = ...
@@ -138,6 +146,26 @@ def section_model(
     )
     _DECLARED[model] = tuple(settings)
     return model
+
+
+def field_problems(model: type[BaseModel]) -> list[str]:
+    """Every field of a generated ``model`` that is not what its declaration says (keys and
+    their order, required or not, default, description); empty when all are."""
+    settings = declared(model)
+    keys = [s.key for s in settings]
+    if list(model.model_fields) != keys:
+        return [f"{model.__name__}: fields {list(model.model_fields)} are not {keys}"]
+    out = []
+    for s in settings:
+        field = model.model_fields[s.key]
+        where = f"{model.__name__}.{s.key}"
+        if field.is_required() != s.required:
+            out.append(f"{where}: required is {field.is_required()}, declared {s.required}")
+        elif not s.required and field.get_default(call_default_factory=True) != s.default:
+            out.append(f"{where}: default {field.default!r}, declared {s.default!r}")
+        if not s.doc or s.doc not in (field.description or ""):
+            out.append(f"{where}: the description does not carry the declared doc")
+    return out
 
 
 _TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
