@@ -119,7 +119,7 @@ def _spellings(section: str, aliases: Mapping[str, str]) -> Any:
             deprecated_option(f"{section}.{old} is a deprecated spelling; write {section}.{new}")
         return out
 
-    return model_validator(mode="before")(classmethod(move))  # type: ignore[arg-type]
+    return model_validator(mode="before")(move)
 
 
 def section_model(
