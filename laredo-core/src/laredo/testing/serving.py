@@ -47,8 +47,9 @@ def pg_serve_config(
     db: SlotAndPublication,
     tables: str,
     *,
-    stateful: bool = True,
-    status_interval: str = "200ms",
+    slot_mode: str | None = "stateful",
+    create_publication: bool = True,
+    status_interval: str | None = "200ms",
     connection: str | None = None,
     source: str = "",
     grpc: str = "",
@@ -58,12 +59,13 @@ def pg_serve_config(
     """The HOCON of ``laredo serve`` reading ``db`` as source ``pg`` into ``tables`` (the
     entries of ``tables = [...]``), with gRPC and health on free ports.
 
-    ``stateful``: a stateful slot and a publication created if missing. ``connection``: the
+    ``slot_mode``, ``status_interval``: None leaves the source's default. ``connection``: the
     connection string (default: read from :data:`PG_CONNECTION_ENV`). ``source``, ``grpc``,
     ``health``: more keys of those sections; ``rest``: more sections."""
     conn = connection or f"set by {PG_CONNECTION_ENV}"
-    mode = "slot_mode = stateful" if stateful else ""
-    create = ", create = true" if stateful else ""
+    mode = f"slot_mode = {slot_mode}" if slot_mode else ""
+    create = ", create = true" if create_publication else ""
+    interval = f"status_interval = {status_interval}" if status_interval else ""
     more_grpc = f", {grpc}" if grpc else ""
     more_health = f", {health}" if health else ""
     return f"""
@@ -74,7 +76,7 @@ sources {{
     {mode}
     slot_name = {db.slot_name}
     publication {{ name = {db.publication}{create} }}
-    status_interval = {status_interval}
+    {interval}
     {source}
   }}
 }}
