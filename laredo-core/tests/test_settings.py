@@ -6,6 +6,7 @@ declarations."""
 from __future__ import annotations
 
 import importlib.util
+import pickle
 import sys
 import textwrap
 from pathlib import Path
@@ -43,6 +44,13 @@ def test_the_stubs_mypy_reads_match_the_declarations(module: ModuleType) -> None
 def test_each_field_is_its_declaration(model: type[Section]) -> None:
     assert declared(model)
     assert field_problems(model) == []
+
+
+@pytest.mark.parametrize("model", GENERATED, ids=lambda m: m.__name__)
+def test_generated_models_pickle_by_their_module_name(model: type[Section]) -> None:
+    """Spark ships configuration models to executors: each is found again by its name."""
+    value = model.model_validate({"field": "x"} if model is pipeline_settings.TtlConfig else {})
+    assert pickle.loads(pickle.dumps(value)) == value
 
 
 def test_a_field_that_is_not_its_declaration_is_reported() -> None:
