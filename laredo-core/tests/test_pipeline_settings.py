@@ -30,9 +30,10 @@ from laredo.engine_settings import (
     SNAPSHOT_SETTINGS,
     serve_only_keys,
 )
+from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
 from laredo.pipeline_settings import BUFFER_SIZE, MAX_RETRIES, SETTINGS
-from laredo.testing import RecordingTarget
+from laredo.testing import RecordingTarget, TestSource
 
 SECTIONS: dict[str, type[pydantic.BaseModel]] = {
     "buffer": BufferConfig,
@@ -174,3 +175,13 @@ def test_choices_and_duration_flags_match_the_pipeline_field_types(setting: Any)
     enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
     assert enums == ([setting.choices] if setting.choices else [])
     assert (datetime.timedelta in args) == setting.duration
+
+
+def test_the_engine_checks_the_meta_policy_against_the_declared_choices() -> None:
+    with pytest.raises(ConfigError) as ei:
+        Engine(
+            {"src": TestSource()},
+            [Pipeline("src", "public.t", RecordingTarget())],
+            snapshot_meta_policy="maybe",
+        )
+    assert ei.value.problems == ["snapshot_meta_policy: use 'warn' or 'reject' (got 'maybe')"]

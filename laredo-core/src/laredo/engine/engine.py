@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from ..contracts import (
     DeadLetterStore,
@@ -107,9 +107,11 @@ class Engine(EngineQueries):
             problems.append(f"snapshot_schedule: must be positive (got {snapshot_schedule!r})")
         if snapshot_retention is not None and snapshot_retention < 1:
             problems.append(f"snapshot_retention: must be >= 1 (got {snapshot_retention!r})")
-        if snapshot_meta_policy not in ("warn", "reject"):
+        policies = get_args(SNAPSHOT_META_POLICY.of_type)
+        if snapshot_meta_policy not in policies:
             problems.append(
-                f"snapshot_meta_policy: use 'warn' or 'reject' (got {snapshot_meta_policy!r})"
+                f"snapshot_meta_policy: use {' or '.join(map(repr, policies))} "
+                f"(got {snapshot_meta_policy!r})"
             )
         if problems:
             raise ConfigError(problems)
