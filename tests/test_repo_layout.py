@@ -109,3 +109,30 @@ def test_function_level_imports_are_marked() -> None:
             ):
                 bad.append(f"{_rel(p)}:{node.lineno}")
     assert not bad, f"function-level imports need '# noqa: PLC0415 - lazy: <why>': {bad}"
+
+
+FREE_PORT_HOME = ROOT / "laredo-core/src/laredo/net.py"
+"""The one ``free_port`` (``laredo.net``; ``laredo.testing`` re-exports it)."""
+
+
+def free_port_copies(path: Path, text: str) -> list[str]:
+    """``file:line`` of each function named ``free_port``/``_free_port`` outside its home."""
+    if path == FREE_PORT_HOME:
+        return []
+    return [
+        f"{_rel(path)}:{node.lineno}"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") == "free_port"
+    ]
+
+
+def test_the_free_port_rule_sees_a_copy() -> None:
+    copy = "import socket\n\ndef _free_port() -> int:\n    return 0\n"
+    assert free_port_copies(ROOT / "tests" / "x.py", copy) == ["tests/x.py:3"]
+    assert free_port_copies(FREE_PORT_HOME, FREE_PORT_HOME.read_text()) == []
+
+
+def test_free_port_has_one_home() -> None:
+    files = [*SOURCES, *TESTS, *sorted((ROOT / "benchmarks").rglob("*.py"))]
+    bad = [hit for p in files for hit in free_port_copies(p, p.read_text())]
+    assert not bad, f"free_port copies (use laredo.net.free_port): {bad}"

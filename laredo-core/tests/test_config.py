@@ -174,7 +174,8 @@ def test_unknown_keys_and_bad_values_are_reported_together_with_key_paths(
     expected = (
         "grpc: unknown key (allowed here: sources, tables, snapshot, dead_letter)",
         "tables.0.targets.0.buffer.max_size: Input should be greater than 0 (got -1)",
-        "tables.0.targets.0.buffer.polcy: unknown key (allowed here: max_size, policy)",
+        "tables.0.targets.0.buffer.polcy: unknown key; did you mean 'policy'? (allowed here: "
+        "max_size, policy)",
         "tables.0.targets.0.ttl.check_interval: Value error, invalid duration 'soon'",
         "tables.0.targets.0.key_feilds: unknown option",
         "sources.src.rowz: unknown option",

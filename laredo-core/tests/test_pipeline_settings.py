@@ -17,7 +17,6 @@ from laredo.config import (
     BufferConfig,
     EngineSettings,
     ErrorHandlingConfig,
-    RetentionConfig,
     SnapshotConfig,
     TableBaselineConfig,
     TableConfig,
@@ -32,9 +31,10 @@ from laredo.engine_settings import (
     SNAPSHOT_SETTINGS,
     serve_only_keys,
 )
+from laredo.errors import ConfigError
 from laredo.pipeline import Pipeline
 from laredo.pipeline_settings import BASELINE_CHUNK_ROWS, BUFFER_SIZE, MAX_RETRIES, SETTINGS
-from laredo.testing import RecordingTarget
+from laredo.testing import RecordingTarget, TestSource
 
 SECTIONS: dict[str, type[pydantic.BaseModel]] = {
     "baseline": TableBaselineConfig,
@@ -119,11 +119,10 @@ def test_a_table_section_applies_to_its_targets_and_the_targets_own_wins() -> No
 
 
 def _snapshot_field(setting: Any) -> Any:
-    head, _, rest = setting.key.partition(".")
-    if rest:
-        assert head == "retention"
-        return RetentionConfig.model_fields[rest]
-    return SnapshotConfig.model_fields[head]
+    model: Any = SnapshotConfig
+    for part in setting.section.split(".")[1:]:
+        model = model.model_fields[part].annotation
+    return model.model_fields[setting.key]
 
 
 @pytest.mark.parametrize("setting", SNAPSHOT_SETTINGS, ids=lambda s: s.keyword)
@@ -185,3 +184,13 @@ def test_choices_and_duration_flags_match_the_pipeline_field_types(setting: Any)
     enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
     assert enums == ([setting.choices] if setting.choices else [])
     assert (datetime.timedelta in args) == setting.duration
+
+
+def test_the_engine_checks_the_meta_policy_against_the_declared_choices() -> None:
+    with pytest.raises(ConfigError) as ei:
+        Engine(
+            {"src": TestSource()},
+            [Pipeline("src", "public.t", RecordingTarget())],
+            snapshot_meta_policy="maybe",
+        )
+    assert ei.value.problems == ["snapshot_meta_policy: use 'warn' or 'reject' (got 'maybe')"]

@@ -16,39 +16,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from laredo.testing import ServedLaredo, free_port, wait_until
+from laredo.testing import PG_CONNECTION_ENV, ServedLaredo, pg_serve_config, wait_until
 
 until = wait_until  # the one polling helper (status page tests import it from here)
 
 TOKEN = "ops-page-token"
 OAM = "/laredo.v1.LaredoOAMService/"
 
-CONFIG = """
-sources {{
-  pg {{
-    type = postgresql
-    connection = "set by LAREDO_SOURCES__PG__CONNECTION"
-    slot_mode = stateful
-    slot_name = {slot}
-    publication {{ name = {publication}, create = true }}
-    status_interval = 200ms
-  }}
-}}
-tables = [
-  {{ source = pg, schema = public, table = accounts,
-     targets = [ {{ type = indexed-memory, lookup_fields = [email] }} ] }}
-  {{ source = pg, table = orders, targets = [ {{ type = indexed-memory }} ] }} #orders
-  {{ source = pg, schema = public, table = events,
-     targets = [ {{ type = http-sync, id = events-http, base_url = "{receiver}",
+TABLES = """
+  { source = pg, schema = public, table = accounts,
+     targets = [ { type = indexed-memory, lookup_fields = [email] } ] }
+  { source = pg, table = orders, targets = [ { type = indexed-memory } ] } #orders
+  { source = pg, schema = public, table = events,
+     targets = [ { type = http-sync, id = events-http, base_url = "%(receiver)s",
                    batch_size = 1, flush_interval = 0, retry_count = 0,
-                   error_handling {{ max_retries = 0, on_persistent_failure = isolate }} }} ] }}
-]
-snapshot {{ store = local, store_config {{ path = "{snaps}" }}, schedule = {schedule} }}
-dead_letter {{ store = local, store_config {{ path = "{dead}" }} }}
-grpc {{ port = {grpc}, auth {{ token = "{token}", protect_reads = {protect} }} }}
-health {{ port = {health}, history_interval = 500ms }}
-observability {{ log_format = json, log_level = info, lag_interval = 1s }}
-shutdown {{ grace_period = 20s }}
+                   error_handling { max_retries = 0, on_persistent_failure = isolate } } ] }
+"""
+REST = """
+snapshot { store = local, store_config { path = "%(snaps)s" }, schedule = %(schedule)s }
+dead_letter { store = local, store_config { path = "%(dead)s" } }
+observability { log_format = json, log_level = info, lag_interval = 1s }
+shutdown { grace_period = 20s }
 """
 
 
@@ -103,21 +91,16 @@ class OpsServer:
         self.receiver = RefusingReceiver()
         self.cfg = cfg = tmp / "laredo.conf"
         cfg.write_text(
-            CONFIG.format(
-                slot=db.slot_name,
-                publication=db.publication,
-                receiver=self.receiver.url,
-                snaps=tmp / "snaps",
-                dead=tmp / "dead",
-                schedule=schedule,
-                grpc=free_port(),
-                health=free_port(),
-                token=TOKEN,
-                protect=str(protect_reads).lower(),
+            pg_serve_config(
+                db,
+                TABLES % {"receiver": self.receiver.url},
+                grpc=f'auth {{ token = "{TOKEN}", protect_reads = {str(protect_reads).lower()} }}',
+                health="history_interval = 500ms",
+                rest=REST % {"snaps": tmp / "snaps", "dead": tmp / "dead", "schedule": schedule},
             )
         )
         self.log = tmp / "serve.log"
-        env = {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}
+        env = {PG_CONNECTION_ENV: db.dsn}
         self.served = ServedLaredo(cfg, env=env, log=self.log, timeout=90)
         self.proc = self.served.proc
         self.base = self.served.health_url

@@ -245,7 +245,8 @@ def test_a_runner_section_is_validated_and_left_alone(tmp_path: Path) -> None:
         load_string(BASE + "spark { partitons = 4, partitions = 0 }", env={})
     assert [p.split(" [")[0] for p in ei.value.problems] == [
         "spark.partitions: Input should be greater than or equal to 1 (got 0)",
-        "spark.partitons: unknown key (allowed here: master, partitions, conf)",
+        "spark.partitons: unknown key; did you mean 'partitions'? (allowed here: master, "
+        "partitions, conf)",
     ]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import pytest
 from laredo.serialization import object_hook
-from laredo.testing import ServedLaredo, free_port
+from laredo.testing import PG_CONNECTION_ENV, ServedLaredo, pg_serve_config
 from laredo.testing.serving import LAREDO
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
@@ -33,26 +33,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 TOKEN = "e2e-admin-token"
 
 
-CONFIG = """
-sources {{
-  pg {{
-    type = postgresql
-    connection = "set by LAREDO_SOURCES__PG__CONNECTION"
-    slot_mode = stateful
-    slot_name = {slot}
-    publication {{ name = {publication}, create = true }}
-    status_interval = 200ms
-  }}
-}}
-tables = [
-  {{ source = pg, schema = public, table = accounts,
-     targets = [ {{ type = indexed-memory, lookup_fields = [email] }} ] }}
-]
-snapshot {{ store = local, store_config {{ path = "{snaps}" }}, on_shutdown = true }}
-grpc {{ port = {grpc}, auth {{ token = "{token}" }} }}
-health {{ port = {health} }}
-observability {{ log_format = json, log_level = info }}
-shutdown {{ grace_period = 20s }}
+TABLES = """
+  { source = pg, schema = public, table = accounts,
+     targets = [ { type = indexed-memory, lookup_fields = [email] } ] }
+"""
+REST = """
+snapshot { store = local, store_config { path = "%s" }, on_shutdown = true }
+observability { log_format = json, log_level = info }
+shutdown { grace_period = 20s }
 """
 
 
@@ -108,17 +96,15 @@ def setup(pg_database: Any, tmp_path: Path) -> Iterator[tuple[Any, Path, dict[st
     )
     cfg = tmp_path / "laredo.conf"
     cfg.write_text(
-        CONFIG.format(
-            slot=db.slot_name,
-            publication=db.publication,
-            snaps=tmp_path / "snaps",
-            grpc=free_port(),
-            health=free_port(),
-            token=TOKEN,
+        pg_serve_config(
+            db,
+            TABLES,
+            grpc=f'auth {{ token = "{TOKEN}" }}',
+            rest=REST % (tmp_path / "snaps"),
         )
     )
     # the password travels in the environment; it must never appear in logs or dumps
-    env = {"LAREDO_SOURCES__PG__CONNECTION": db.dsn + " password=sup3rsecret"}
+    env = {PG_CONNECTION_ENV: db.dsn + " password=sup3rsecret"}
     yield db, cfg, env
     with contextlib.suppress(Exception):
         db.execute(f"SELECT pg_drop_replication_slot('{db.slot_name}')")

@@ -10,36 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from laredo.testing import ServedLaredo, free_port
+from laredo.testing import PG_CONNECTION_ENV, ServedLaredo, pg_serve_config
 
 pytest_plugins = ["pytester"]
 
-CONFIG = """
-sources {{
-  pg {{
-    type = postgresql
-    connection = "set by LAREDO_SOURCES__PG__CONNECTION"
-    slot_mode = ephemeral
-    slot_name = {slot}
-    publication {{ name = {publication}, create = true }}
-  }}
-}}
-tables = [
-  {{ source = pg, schema = public, table = items, targets = [ {{ type = indexed-memory }} ] }}
-]
-grpc {{ port = {grpc} }}
-health {{ port = {health} }}
-"""
+TABLES = "{ source = pg, schema = public, table = items, targets = [ { type = indexed-memory } ] }"
 
 
 def _config(db: Any, tmp: Path) -> Path:
     db.execute("CREATE TABLE items (id int PRIMARY KEY)")
     cfg = tmp / "laredo.conf"
-    cfg.write_text(
-        CONFIG.format(
-            slot=db.slot_name, publication=db.publication, grpc=free_port(), health=free_port()
-        )
-    )
+    cfg.write_text(pg_serve_config(db, TABLES, slot_mode="ephemeral", status_interval=None))
     return cfg
 
 
@@ -66,7 +47,7 @@ def test_served_laredo_is_ready_on_its_ports_and_stops_cleanly(
     pg_database: Any, tmp_path: Path, served_laredo: Any
 ) -> None:
     db = pg_database
-    served = served_laredo(_config(db, tmp_path), env={"LAREDO_SOURCES__PG__CONNECTION": db.dsn})
+    served = served_laredo(_config(db, tmp_path), env={PG_CONNECTION_ENV: db.dsn})
     with urllib.request.urlopen(served.health_url + "/health/live", timeout=10) as r:
         assert r.status == 200
     assert served.grpc_address == f"127.0.0.1:{served.grpc_port}"

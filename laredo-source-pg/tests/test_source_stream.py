@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from uuid import UUID
 import psycopg
 import pytest
 from laredo.errors import ReBaselineRequired, TransientError
+from laredo.testing import free_port
 from laredo.types import ChangeAction, ChangeEvent, SourceConfig, SourceState, TableIdentifier
 from laredo_source_pg.lsn import parse_lsn
 from laredo_source_pg.pytest_plugin import PgTestDb
@@ -426,9 +426,7 @@ def test_connection_errors_are_clear_and_masked(
 ) -> None:
     caplog.set_level(logging.DEBUG)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     src = make_source(connection=f"postgresql://bob:hunter2@127.0.0.1:{port}/db", connect_timeout=2)
     with pytest.raises(TransientError) as info:
         src.init(SourceConfig([USERS]))

@@ -4,7 +4,6 @@ same Delta table with no gap and no duplicate."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -15,7 +14,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo.errors import TargetError
-from laredo.testing import wait_until
+from laredo.testing import free_port, wait_until
 from laredo.types import TableIdentifier
 
 pytest.importorskip("laredo_target_delta")
@@ -178,9 +177,7 @@ def test_an_unreachable_object_store_fails_before_the_slot_naming_the_uri(
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE items (id int PRIMARY KEY, sku text)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once we leave: nothing listens there
+    port = free_port()  # nothing listens there
     storage = {
         "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
         "AWS_ACCESS_KEY_ID": "testing",

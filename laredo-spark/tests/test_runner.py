@@ -153,7 +153,9 @@ def test_the_spark_section_is_checked_by_the_runner_when_its_plugin_is_not_loade
         cfg["spark"]["partitons"] = 4
         with pytest.raises(laredo.ConfigError) as ei:
             build_plan(cfg)
-        assert [p.split(" (")[0] for p in ei.value.problems] == ["spark.partitons: unknown key"]
+        assert [p.split(" (")[0] for p in ei.value.problems] == [
+            "spark.partitons: unknown key; did you mean 'partitions'?"
+        ]
     finally:
         dist = importlib.metadata.distribution("laredo-spark")
         pm.register(spark_plugin, name="ep:spark", provider=f"{dist.name} {dist.version}")

@@ -13,7 +13,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,33 +20,18 @@ from typing import Any
 
 import pytest
 from laredo.serialization import loads_row
-from laredo.testing import ServedLaredo, free_port, wait_until
+from laredo.testing import PG_CONNECTION_ENV, ServedLaredo, pg_serve_config, wait_until
+from laredo.testing.serving import LAREDO
 from laredo_target_delta import history, rows_as_of
 from laredo_target_delta.archive import position_order
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-LAREDO = str(Path(sys.executable).parent / "laredo")
 KEYS = 120
 
-CONFIG = """
-sources {{
-  pg {{
-    type = postgresql
-    connection = "set by LAREDO_SOURCES__PG__CONNECTION"
-    slot_mode = stateful
-    slot_name = {slot}
-    publication {{ name = {publication}, create = true }}
-    status_interval = 100ms
-  }}
-}}
-tables = [
-  {{ source = pg, schema = public, table = items,
-     targets = [ {{ type = delta, uri = "{uri}", flush_interval = 300ms, flush_rows = 200 }} ] }}
-]
-grpc {{ port = {grpc} }}
-health {{ port = {health} }}
-observability {{ log_level = info }}
+TABLES = """
+  { source = pg, schema = public, table = items,
+     targets = [ { type = delta, uri = "%s", flush_interval = 300ms, flush_rows = 200 } ] }
 """
 
 
@@ -158,15 +142,11 @@ def test_kill_9_during_writes_then_restart_equals_select_star(
     uri = str(tmp_path / "delta" / "items")
     cfg = tmp_path / "laredo.conf"
     cfg.write_text(
-        CONFIG.format(
-            slot=db.slot_name,
-            publication=db.publication,
-            uri=uri,
-            grpc=free_port(),
-            health=free_port(),
+        pg_serve_config(
+            db, TABLES % uri, status_interval="100ms", rest="observability { log_level = info }"
         )
     )
-    env = {"LAREDO_SOURCES__PG__CONNECTION": db.dsn}
+    env = {PG_CONNECTION_ENV: db.dsn}
     log = tmp_path / "serve.log"
     recorded: list[tuple[str, dict[int, dict[str, Any]]]] = []
 

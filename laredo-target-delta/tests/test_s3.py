@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import time
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import typer
 from laredo.errors import SourceError, TargetError
 from laredo.serialization import loads_row
+from laredo.testing import free_port
 from laredo.types import SourceConfig
 from laredo_target_delta import (
     ArchiveError,
@@ -83,9 +83,7 @@ def test_target_source_and_as_of_on_s3(moto_process: str) -> None:
 
 
 def test_unreachable_object_store_names_the_uri_not_the_secret() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once we leave: nothing listens there
+    port = free_port()  # nothing listens there
     storage = _storage(f"http://127.0.0.1:{port}")
     storage["timeout"] = "2s"
     storage["connect_timeout"] = "1s"

@@ -3,21 +3,23 @@ key, its default, its description and whether only the serving process uses it.
 
 Two kinds: the ``snapshot`` section's (``snapshot { schedule, retention { keep_count } }``) and
 the runner's (``shutdown { grace_period }``, ``observability { lag_interval }``: sections a
-runner such as laredo-server keeps). The configuration models take their fields from here
-(:meth:`EngineSetting.field`), ``Engine`` its defaults, and ``build_engine`` maps the model to
-``Engine`` keywords by looping over :data:`ENGINE_SETTINGS`; nothing else spells a key or a
-default. Add a setting here (and its ``Engine`` keyword), then give it a field in its model.
+runner such as laredo-server keeps). The ``snapshot`` section's models are generated here
+from the declarations (:func:`laredo.settings.section_model`), ``Engine`` takes its defaults
+from them, and ``build_engine`` maps the model to ``Engine`` keywords by looping over
+:data:`ENGINE_SETTINGS`; nothing else spells a key or a default. Add a setting here (its
+declaration, its model's tuple and the stub line the stub test asks for) and its ``Engine``
+keyword.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, Literal
 
 from .pipeline_settings import SETTINGS as PIPELINE_SETTINGS
+from .settings import DEFAULT, Section, Setting, section_model
+from .units import Duration, OptionalDuration
 
 __all__ = [
     "ENGINE_SETTINGS",
@@ -32,46 +34,32 @@ __all__ = [
     "SNAPSHOT_SETTINGS",
     "SNAPSHOT_USER_META",
     "EngineSetting",
+    "RetentionConfig",
+    "SnapshotConfig",
     "serve_only_keys",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSetting:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineSetting(Setting):
     """One engine setting: ``Engine(<keyword>=...)`` in Python, ``<section> { <key> }`` in a
-    configuration file (``key`` may be a dotted path inside the section)."""
+    configuration file."""
 
     keyword: str
     """The :class:`laredo.Engine` keyword."""
-    section: str
-    """The top-level configuration section holding it (``snapshot``, ``shutdown``, ...)."""
-    key: str
-    """Its key (or dotted path) in that section."""
-    default: Any
-    doc: str
     serve_only: bool = True
     """Only the serving process (``laredo serve``) uses it; the Spark baseline leaves it."""
     needs_store: bool = False
     """Takes effect only with a snapshot store configured (else the default applies)."""
-    minimum: int | None = None
-    """Least allowed value (inclusive), if any."""
 
-    @property
-    def config_key(self) -> str:
-        """``section.key``, as written in a configuration file."""
-        return f"{self.section}.{self.key}"
-
-    def field(self) -> Any:
-        """The pydantic field of the configuration model: default, bounds, description."""
-        description = f"{self.doc} (Engine keyword: {self.keyword})"
-        if isinstance(self.default, dict):
-            return Field(default_factory=dict, description=description)
-        return Field(default=self.default, ge=self.minimum, description=description)
+    def description(self) -> str:
+        return f"{self.doc} (Engine keyword: {self.keyword})"
 
     def read(self, section: Any) -> Any:
-        """This setting's value in a section model (None or absent: the default)."""
+        """This setting's value in the model of its top-level section (None or absent: the
+        default)."""
         value = section
-        for part in self.key.split("."):
+        for part in [*self.section.split(".")[1:], self.key]:
             if value is None:
                 return self.default
             value = getattr(value, part)
@@ -79,64 +67,100 @@ class EngineSetting:
 
 
 SNAPSHOT_SCHEDULE = EngineSetting(
-    "snapshot_schedule",
-    "snapshot",
-    "schedule",
-    None,
-    "time between two snapshots (None: none scheduled)",
+    keyword="snapshot_schedule",
+    section="snapshot",
+    key="schedule",
+    of_type=OptionalDuration,
+    doc="time between two snapshots (None: none scheduled)",
     needs_store=True,
 )
 SNAPSHOT_RETENTION = EngineSetting(
-    "snapshot_retention",
-    "snapshot",
-    "retention.keep_count",
-    None,
-    "snapshots kept per source (None: all)",
+    keyword="snapshot_retention",
+    section="snapshot.retention",
+    key="keep_count",
+    of_type=int | None,
+    doc="snapshots kept per source (None: all)",
     needs_store=True,
     minimum=1,
 )
 SNAPSHOT_MAX_AGE = EngineSetting(
-    "snapshot_max_age",
-    "snapshot",
-    "retention.max_age",
-    None,
-    "older snapshots are deleted (None: none for age)",
+    keyword="snapshot_max_age",
+    section="snapshot.retention",
+    key="max_age",
+    of_type=OptionalDuration,
+    doc="older snapshots are deleted (None: none for age)",
     needs_store=True,
 )
 SNAPSHOT_ON_SHUTDOWN = EngineSetting(
-    "snapshot_on_shutdown",
-    "snapshot",
-    "on_shutdown",
-    False,
-    "take a snapshot when the engine stops",
+    keyword="snapshot_on_shutdown",
+    section="snapshot",
+    key="on_shutdown",
+    of_type=bool,
+    default=False,
+    doc="take a snapshot when the engine stops",
     needs_store=True,
 )
 SNAPSHOT_USER_META = EngineSetting(
-    "snapshot_user_meta",
-    "snapshot",
-    "user_meta",
-    {},
-    "written into each snapshot; a restore compares it (on_restore_mismatch)",
+    keyword="snapshot_user_meta",
+    section="snapshot",
+    key="user_meta",
+    of_type=dict[str, Any],
+    default={},
+    doc="written into each snapshot; a restore compares it (on_restore_mismatch)",
     serve_only=False,
     needs_store=True,
 )
 SNAPSHOT_META_POLICY = EngineSetting(
-    "snapshot_meta_policy",
-    "snapshot",
-    "on_restore_mismatch",
-    "warn",
-    "a snapshot whose user_meta differs: warn and restore it, or reject it",
+    keyword="snapshot_meta_policy",
+    section="snapshot",
+    key="on_restore_mismatch",
+    of_type=Literal["warn", "reject"],
+    default="warn",
+    doc="a snapshot whose user_meta differs: warn and restore it, or reject it",
 )
 SHUTDOWN_TIMEOUT = EngineSetting(
-    "shutdown_timeout",
-    "shutdown",
-    "grace_period",
-    30.0,
-    "longest time stop may take (drain buffers, shutdown snapshot, close)",
+    keyword="shutdown_timeout",
+    section="shutdown",
+    key="grace_period",
+    of_type=Duration,
+    default=30.0,
+    doc="longest time stop may take (drain buffers, shutdown snapshot, close)",
 )
 LAG_INTERVAL = EngineSetting(
-    "lag_interval", "observability", "lag_interval", 10.0, "seconds between two lag reports"
+    keyword="lag_interval",
+    section="observability",
+    key="lag_interval",
+    of_type=Duration,
+    default=10.0,
+    doc="seconds between two lag reports",
 )
+
+_STORE_SETTINGS = (
+    Setting(section="snapshot", key="enabled", of_type=bool, default=True, doc="take snapshots"),
+    Setting(section="snapshot", key="store", of_type=str | None, doc="snapshot store plugin"),
+    Setting(
+        section="snapshot",
+        key="store_config",
+        of_type=dict[str, Any],
+        default={},
+        doc="the store plugin's options",
+    ),
+    Setting(
+        section="snapshot",
+        key="serializer",
+        of_type=str,
+        default="jsonl",
+        doc="snapshot serializer plugin",
+    ),
+    Setting(
+        section="snapshot",
+        key="serializer_config",
+        of_type=dict[str, Any],
+        default={},
+        doc="the serializer plugin's options",
+    ),
+)
+"""The ``snapshot`` section's plugin keys (the store and serializer are not Engine keywords)."""
 
 SNAPSHOT_SETTINGS: tuple[EngineSetting, ...] = (
     SNAPSHOT_SCHEDULE,
@@ -156,8 +180,9 @@ _SERVE_ONLY_SECTIONS = frozenset({"dead_letter"})
 """Top-level engine sections only the streaming phase uses (plugin stores, not settings)."""
 
 
-def _heads(keys: Iterable[str]) -> frozenset[str]:
-    return frozenset(k.split(".", 1)[0] for k in keys)
+def _heads(settings: Iterable[EngineSetting]) -> frozenset[str]:
+    """The keys of the ``snapshot`` section holding ``settings`` (``retention`` for its own)."""
+    return frozenset(s.section.split(".")[1] if "." in s.section else s.key for s in settings)
 
 
 def serve_only_keys() -> dict[str, frozenset[str]]:
@@ -167,7 +192,50 @@ def serve_only_keys() -> dict[str, frozenset[str]]:
     pipeline = [s for s in PIPELINE_SETTINGS if s.serve_only]
     return {
         "": _SERVE_ONLY_SECTIONS,
-        "snapshot": _heads(s.key for s in SNAPSHOT_SETTINGS if s.serve_only),
+        "snapshot": _heads(s for s in SNAPSHOT_SETTINGS if s.serve_only),
         "tables": frozenset(s.section for s in pipeline if s.table_level),
         "targets": frozenset(s.section for s in pipeline if s.target_level),
     }
+
+
+if TYPE_CHECKING:  # the generated models for mypy; test_settings checks them against the above
+
+    class RetentionConfig(Section):
+        keep_count: int | None = DEFAULT
+        max_age: OptionalDuration = DEFAULT
+
+    class SnapshotConfig(Section):
+        enabled: bool = DEFAULT
+        store: str | None = DEFAULT
+        store_config: dict[str, Any] = DEFAULT
+        serializer: str = DEFAULT
+        serializer_config: dict[str, Any] = DEFAULT
+        schedule: OptionalDuration = DEFAULT
+        on_shutdown: bool = DEFAULT
+        retention: RetentionConfig = DEFAULT
+        user_meta: dict[str, Any] = DEFAULT
+        on_restore_mismatch: Literal["warn", "reject"] = DEFAULT
+
+else:
+    RetentionConfig = section_model(
+        "RetentionConfig", (SNAPSHOT_RETENTION, SNAPSHOT_MAX_AGE), module=__name__
+    )
+    SnapshotConfig = section_model(
+        "SnapshotConfig",
+        (
+            *_STORE_SETTINGS,
+            SNAPSHOT_SCHEDULE,
+            SNAPSHOT_ON_SHUTDOWN,
+            Setting(
+                section="snapshot",
+                key="retention",
+                of_type=RetentionConfig,
+                default=RetentionConfig(),
+                doc="snapshots deleted after each one taken",
+            ),
+            SNAPSHOT_USER_META,
+            SNAPSHOT_META_POLICY,
+        ),
+        module=__name__,
+        doc="``snapshot { store = local, store_config { path = ... }, schedule = 1h, ... }``",
+    )

@@ -1,22 +1,22 @@
-"""Every pipeline setting, declared once: its ``Pipeline`` keyword, its configuration key, its
-default, its bounds and its description.
+"""Every pipeline setting, declared once: its ``Pipeline`` keyword, its configuration key,
+its type, default, bounds and description; and the target sections' models (``buffer``,
+``error_handling``, ``ttl``, ``validation``), generated from the declarations.
 
-The configuration models (:mod:`laredo.config.models`: ``buffer { max_size }``, ...), the
-Python API (:class:`laredo.Pipeline` keywords and their checks) and the pipeline worker read
-defaults and bounds from here, so the three cannot drift apart; the test pins each setting to
-the fields that use it, and ``build_pipeline`` maps a configuration to ``Pipeline`` keywords
-by looping over :data:`SETTINGS`. Add a setting here, then give it a field in both places.
+The Python API (:class:`laredo.Pipeline` keywords and their checks) and the pipeline worker
+read defaults and bounds from here, and ``build_pipeline`` maps a configuration to ``Pipeline``
+keywords by looping over :data:`SETTINGS`. Add a setting here (its declaration, its section's
+tuple and the stub line the stub test asks for) and its ``Pipeline`` keyword.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
-
+from .settings import DEFAULT, Section, Setting, section_model
 from .types import BufferPolicy, ErrorPolicy, ValidationAction
+from .units import Duration, OptionalDuration
 
 __all__ = [
     "BASELINE_CHUNK_ROWS",
@@ -30,32 +30,26 @@ __all__ = [
     "RETRY_MAX_BACKOFF",
     "SETTINGS",
     "TTL_FIELD",
+    "TTL_MODE",
     "TTL_SCAN_INTERVAL",
     "VALIDATION_ACTION",
     "VALIDATION_INTERVAL",
+    "BufferConfig",
+    "ErrorHandlingConfig",
     "PipelineSetting",
+    "TableBaselineConfig",
+    "TtlConfig",
+    "ValidationConfig",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class PipelineSetting:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineSetting(Setting):
     """One pipeline setting: ``Pipeline(<keyword>=...)`` in Python, ``<section> { <key> }`` in a
     target's configuration."""
 
     keyword: str
     """The :class:`laredo.Pipeline` keyword."""
-    section: str
-    """The target's configuration section holding it (``buffer``, ``error_handling``, ...)."""
-    key: str
-    """Its key in that section."""
-    default: Any
-    doc: str
-    minimum: int | float | None = None
-    """Least allowed value (inclusive), if any."""
-    maximum: int | None = None
-    """Greatest allowed value (inclusive), if any."""
-    positive: bool = False
-    """Must be > 0."""
     table_level: bool = False
     """Its section may also be given on the table (for every target of it); the target's wins."""
     target_level: bool = True
@@ -67,20 +61,8 @@ class PipelineSetting:
     duration: bool = False
     """A duration: seconds, a ``timedelta`` or a string such as ``"5m"``."""
 
-    @property
-    def config_key(self) -> str:
-        """``section.key``, as written in a configuration file."""
-        return f"{self.section}.{self.key}"
-
-    def field(self) -> Any:
-        """The pydantic field of the configuration model: default, bounds, description."""
-        return Field(
-            default=self.default,
-            ge=self.minimum,
-            le=self.maximum,
-            gt=0 if self.positive else None,
-            description=f"{self.doc} (Pipeline keyword: {self.keyword})",
-        )
+    def description(self) -> str:
+        return f"{self.doc} (Pipeline keyword: {self.keyword})"
 
     def read(self, target: Any, table: Any) -> Any:
         """This setting's value for a target section model of a table model: the target's
@@ -97,82 +79,108 @@ class PipelineSetting:
         if self.minimum is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < self.minimum
         ):
-            return f"{where}.{self.keyword}: must be >= {self.minimum} (got {value!r})"
+            return f"{where}.{self.keyword}: must be >= {self.minimum:g} (got {value!r})"
         if self.maximum is not None and value > self.maximum:
-            return f"{where}.{self.keyword}: must be <= {self.maximum} (got {value!r})"
+            return f"{where}.{self.keyword}: must be <= {self.maximum:g} (got {value!r})"
         return None
 
 
 BUFFER_SIZE = PipelineSetting(
-    "buffer_size",
-    "buffer",
-    "max_size",
-    10_000,
-    "changes held between source and target",
+    keyword="buffer_size",
+    section="buffer",
+    key="max_size",
+    of_type=int,
+    default=10_000,
+    doc="changes held between source and target",
     positive=True,
 )
 BUFFER_POLICY = PipelineSetting(
-    "buffer_policy",
-    "buffer",
-    "policy",
-    "block",
-    "when the buffer is full: block, drop_oldest, error",
+    keyword="buffer_policy",
+    section="buffer",
+    key="policy",
+    of_type=Literal["block", "drop_oldest", "error"],
+    default="block",
+    doc="when the buffer is full: block, drop_oldest, error",
     choices=BufferPolicy,
 )
 ERROR_POLICY = PipelineSetting(
-    "error_policy",
-    "error_handling",
-    "on_persistent_failure",
-    "isolate",
-    "after the retries: isolate, stop_source, stop_all, dead_letter",
+    keyword="error_policy",
+    section="error_handling",
+    key="on_persistent_failure",
+    of_type=Literal["isolate", "stop_source", "stop_all", "dead_letter"],
+    default="isolate",
+    doc="after the retries: isolate, stop_source, stop_all, dead_letter",
     choices=ErrorPolicy,
 )
 MAX_RETRIES = PipelineSetting(
-    "max_retries", "error_handling", "max_retries", 5, "retries of a failed apply", minimum=0
+    keyword="max_retries",
+    section="error_handling",
+    key="max_retries",
+    of_type=int,
+    default=5,
+    doc="retries of a failed apply",
+    minimum=0,
 )
 RETRY_BACKOFF = PipelineSetting(
-    "retry_backoff",
-    "error_handling",
-    "retry_backoff",
-    0.1,
-    "first backoff; doubles per retry",
+    keyword="retry_backoff",
+    section="error_handling",
+    key="retry_backoff",
+    of_type=Duration,
+    default=0.1,
+    doc="first backoff; doubles per retry",
     duration=True,
 )
 RETRY_MAX_BACKOFF = PipelineSetting(
-    "retry_max_backoff",
-    "error_handling",
-    "retry_max_backoff",
-    5.0,
-    "cap of the backoff",
+    keyword="retry_max_backoff",
+    section="error_handling",
+    key="retry_max_backoff",
+    of_type=Duration,
+    default=5.0,
+    doc="cap of the backoff",
     duration=True,
 )
 TTL_FIELD = PipelineSetting(
-    "ttl_field", "ttl", "field", None, "column holding the expiry time", table_level=True
+    keyword="ttl_field",
+    section="ttl",
+    key="field",
+    of_type=str,
+    doc="column holding the expiry time",
+    required=True,
+    min_length=1,
+    table_level=True,
 )
 TTL_SCAN_INTERVAL = PipelineSetting(
-    "ttl_scan_interval",
-    "ttl",
-    "check_interval",
-    None,
-    "sweep of expired rows (None: never)",
+    keyword="ttl_scan_interval",
+    section="ttl",
+    key="check_interval",
+    of_type=OptionalDuration,
+    doc="sweep of expired rows (None: never)",
     table_level=True,
     duration=True,
 )
+TTL_MODE = Setting(
+    section="ttl",
+    key="mode",
+    of_type=Literal["delete"],
+    default="delete",
+    doc="expired rows are deleted from the target (the only mode)",
+)
 VALIDATION_ACTION = PipelineSetting(
-    "validation_action",
-    "validation",
-    "action",
-    "warn",
-    "on a count mismatch: warn, re_baseline, fail",
+    keyword="validation_action",
+    section="validation",
+    key="action",
+    of_type=Literal["warn", "re_baseline", "fail"],
+    default="warn",
+    doc="on a count mismatch: warn, re_baseline, fail",
     table_level=True,
     choices=ValidationAction,
 )
 VALIDATION_INTERVAL = PipelineSetting(
-    "validation_interval",
-    "validation",
-    "interval",
-    None,
-    "row-count check (None: never)",
+    keyword="validation_interval",
+    section="validation",
+    key="interval",
+    of_type=OptionalDuration,
+    doc="row-count check (None: never)",
     table_level=True,
     duration=True,
 )
@@ -180,20 +188,22 @@ VALIDATION_INTERVAL = PipelineSetting(
 BASELINE_MODES = ("snapshot", "chunked")
 """The values of ``baseline.mode``."""
 BASELINE_MODE = PipelineSetting(
-    "baseline_mode",
-    "baseline",
-    "mode",
-    None,
-    "how the table's baseline is read: snapshot, chunked (None: its source's baseline.mode)",
+    keyword="baseline_mode",
+    section="baseline",
+    key="mode",
+    of_type=Literal["snapshot", "chunked"] | None,
+    default=None,
+    doc="how the table's baseline is read: snapshot, chunked (None: its source's baseline.mode)",
     table_level=True,
     target_level=False,
 )
 BASELINE_CHUNK_ROWS = PipelineSetting(
-    "baseline_chunk_rows",
-    "baseline",
-    "chunk_rows",
-    None,
-    "rows per chunk of a chunked baseline (None: its source's baseline.chunk_rows)",
+    keyword="baseline_chunk_rows",
+    section="baseline",
+    key="chunk_rows",
+    of_type=int | None,
+    default=None,
+    doc="rows per chunk of a chunked baseline (None: its source's baseline.chunk_rows)",
     minimum=1,
     maximum=10_000_000,
     table_level=True,
@@ -215,3 +225,47 @@ SETTINGS: tuple[PipelineSetting, ...] = (
     BASELINE_CHUNK_ROWS,
 )
 """Every pipeline setting, in the order of :class:`laredo.Pipeline`'s keywords."""
+
+if TYPE_CHECKING:  # the generated models for mypy; test_settings checks them against the above
+
+    class BufferConfig(Section):
+        max_size: int = DEFAULT
+        policy: Literal["block", "drop_oldest", "error"] = DEFAULT
+
+    class ErrorHandlingConfig(Section):
+        max_retries: int = DEFAULT
+        on_persistent_failure: Literal["isolate", "stop_source", "stop_all", "dead_letter"] = (
+            DEFAULT
+        )
+        retry_backoff: Duration = DEFAULT
+        retry_max_backoff: Duration = DEFAULT
+
+    class TtlConfig(Section):
+        field: str
+        check_interval: OptionalDuration = DEFAULT
+        mode: Literal["delete"] = DEFAULT
+
+    class ValidationConfig(Section):
+        interval: OptionalDuration = DEFAULT
+        action: Literal["warn", "re_baseline", "fail"] = DEFAULT
+
+    class TableBaselineConfig(Section):
+        mode: Literal["snapshot", "chunked"] | None = DEFAULT
+        chunk_rows: int | None = DEFAULT
+
+else:
+    BufferConfig = section_model("BufferConfig", (BUFFER_SIZE, BUFFER_POLICY), module=__name__)
+    ErrorHandlingConfig = section_model(
+        "ErrorHandlingConfig",
+        (MAX_RETRIES, ERROR_POLICY, RETRY_BACKOFF, RETRY_MAX_BACKOFF),
+        module=__name__,
+    )
+    TtlConfig = section_model(
+        "TtlConfig", (TTL_FIELD, TTL_SCAN_INTERVAL, TTL_MODE), module=__name__
+    )
+    ValidationConfig = section_model(
+        "ValidationConfig", (VALIDATION_INTERVAL, VALIDATION_ACTION), module=__name__
+    )
+    TableBaselineConfig = section_model(
+        "TableBaselineConfig", (BASELINE_MODE, BASELINE_CHUNK_ROWS), module=__name__
+    )

@@ -40,8 +40,16 @@ from typing import Any
 
 from . import __version__
 from .config import TlsConfig
+from .config.sections import (
+    HEALTH_CONNECT,
+    HEALTH_HISTORY_INTERVAL,
+    HEALTH_MAX_BODY,
+    HEALTH_MAX_CONNECTIONS,
+    HEALTH_STATUS_PAGE,
+    HEALTH_TIMEOUT,
+)
 from .http_gate import HEAD_TIMEOUT, Accepted, HeadGate, Prefixed
-from .httpjson import DEFAULT_MAX_BODY, HTTP_STATUS, BodyTooLarge, handle, method_of
+from .httpjson import HTTP_STATUS, BodyTooLarge, handle, method_of
 from .metrics import CONTENT_TYPE
 from .runtime import ServerRuntime
 from .services._rpc import is_admin
@@ -60,9 +68,9 @@ class HttpLimits:
     """What one client may take from the HTTP port (``health.max_body``,
     ``health.max_connections``, ``health.timeout``)."""
 
-    max_body: int = DEFAULT_MAX_BODY
-    max_connections: int = 64
-    timeout: float = 30.0
+    max_body: int = HEALTH_MAX_BODY.default
+    max_connections: int = HEALTH_MAX_CONNECTIONS.default
+    timeout: float = HEALTH_TIMEOUT.default
     allowed_hosts: tuple[str, ...] = ()
     """Host names (``health.allowed_hosts``) Connect calls may name in ``Host`` besides IP
     literals and ``localhost``; ``"*"``: any."""
@@ -488,11 +496,11 @@ class HttpFrontend:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        connect: bool = True,
+        connect: bool = HEALTH_CONNECT.default,
         tls: TlsConfig | None = None,
         limits: HttpLimits | None = None,
-        status_page: bool = True,
-        history_interval: float = 5.0,
+        status_page: bool = HEALTH_STATUS_PAGE.default,
+        history_interval: float = HEALTH_HISTORY_INTERVAL.default,
     ) -> None:
         self.rt = rt
         self.status_page = status_page

@@ -35,6 +35,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from ._proto.laredo_proto.v1 import oam_pb2, query_pb2
+from .config.sections import HEALTH_MAX_BODY
 
 __all__ = [
     "CODECS",
@@ -74,7 +75,7 @@ _MODULES = {
     "laredo.v1.LaredoQueryService": query_pb2,
 }
 
-DEFAULT_MAX_BODY = 4 << 20
+DEFAULT_MAX_BODY: int = HEALTH_MAX_BODY.default
 """Largest request body (and message, after decompression) unless configured
 (``health.max_body``)."""
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laredo.net import free_port
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -108,12 +109,6 @@ def _workload(
                 stop.wait(delay)
             else:
                 nxt = time.monotonic()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _port_taken(port: int) -> bool:
@@ -223,7 +218,7 @@ def run_quickstart(
             pg.execute(DEMO_SQL.format(rows=int(rows)), dbname="laredo_demo")
         cfg = root / "laredo.conf"
         if not grpc_port:  # 0: any free port (in the config file, 0 turns gRPC off)
-            grpc_port = _free_port()
+            grpc_port = free_port()
         _write_private(
             cfg,
             CONFIG.format(

@@ -37,6 +37,13 @@ from .config import (
     open_listener_warnings,
     reads_protected,
 )
+from .config.sections import (
+    GRPC_MAX_WORKERS,
+    GRPC_REFLECTION,
+    HEALTH_CONNECT,
+    HEALTH_HISTORY_INTERVAL,
+    HEALTH_STATUS_PAGE,
+)
 from .grpc_server import GrpcFrontend
 from .http_server import HttpFrontend, HttpLimits
 from .reload import ConfigReloader
@@ -59,14 +66,14 @@ def attach_frontends(
     grpc_host: str = "127.0.0.1",
     health_port: int | None = 0,
     health_host: str = "127.0.0.1",
-    reflection: bool = True,
+    reflection: bool = GRPC_REFLECTION.default,
     tls: TlsConfig | None = None,
-    max_workers: int = 16,
-    connect: bool = True,
+    max_workers: int = GRPC_MAX_WORKERS.default,
+    connect: bool = HEALTH_CONNECT.default,
     health_tls: TlsConfig | None = None,
     http_limits: HttpLimits | None = None,
-    status_page: bool = True,
-    history_interval: float = 5.0,
+    status_page: bool = HEALTH_STATUS_PAGE.default,
+    history_interval: float = HEALTH_HISTORY_INTERVAL.default,
 ) -> ServerRuntime:
     """Give ``rt`` its HTTP (health, metrics, with ``status_page`` the status page, with
     ``connect`` the Connect gateway) and gRPC front ends, sharing one set of servicers; a port

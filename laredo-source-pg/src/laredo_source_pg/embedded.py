@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from laredo.errors import LaredoError
+from laredo.net import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +146,6 @@ def server_env(bindir: Path) -> dict[str, str] | None:
         p for p in (str(lib), env.get("LD_LIBRARY_PATH", "")) if p
     )
     return env
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _RunAs:
@@ -381,7 +376,7 @@ class EmbeddedPostgres:
         directory: a physical slot ``standby_<port>`` here, a base backup there
         (``hot_standby_feedback = on``; ``settings`` added, e.g. ``sync_replication_slots``).
         The caller closes it."""
-        slot = f"standby_{_free_port()}"
+        slot = f"standby_{free_port()}"
         self.execute(f"SELECT pg_create_physical_replication_slot('{slot}')")
         sb = EmbeddedPostgres(
             bindir=self.bindir,
@@ -412,7 +407,7 @@ class EmbeddedPostgres:
             last_error = ""
             for _attempt in range(5):
                 if not self.port or last_error:
-                    self.port = _free_port()
+                    self.port = free_port()
                 ok, last_error = self._start_once()
                 if ok:
                     return self

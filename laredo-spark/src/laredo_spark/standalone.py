@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,18 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laredo.net import free_port
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["StandaloneCluster", "free_port", "standalone_cluster"]
+__all__ = ["StandaloneCluster", "standalone_cluster"]
 
 _PR_SET_PDEATHSIG = 1
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

@@ -3,6 +3,7 @@ models plugins registered) and references between sections, every problem with i
 
 from __future__ import annotations
 
+import difflib
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ def _inner_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _allowed_keys(model: type[BaseModel], loc: Sequence[Any]) -> str:
+def _allowed_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
     """The keys ``model`` accepts at the parent of ``loc`` (for "unknown key" hints)."""
     current: type[BaseModel] | None = model
     for part in loc[:-1]:
@@ -75,9 +76,20 @@ def _allowed_keys(model: type[BaseModel], loc: Sequence[Any]) -> str:
         if info is None:
             continue  # a dict value (sources.<id>) keeps the same model for the next level
         current = _inner_model(info.annotation)
-    if current is None or not current.model_fields:
-        return ""
-    return ", ".join(f.alias or n for n, f in current.model_fields.items())
+    if current is None:
+        return []
+    return [f.alias or n for n, f in current.model_fields.items()]
+
+
+def _unknown_key(model: type[BaseModel], loc: Sequence[Any]) -> str:
+    """ "unknown key", with the closest allowed key (a misspelling) and every allowed key."""
+    allowed = _allowed_keys(model, loc)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1) if loc else []
+    return (
+        "unknown key"
+        + (f"; did you mean {close[0]!r}?" if close else "")
+        + (f" (allowed here: {', '.join(allowed)})" if allowed else "")
+    )
 
 
 def structure_problems(model: type[M], tree: Any) -> tuple[M | None, list[Problem]]:
@@ -91,8 +103,7 @@ def structure_problems(model: type[M], tree: Any) -> tuple[M | None, list[Proble
             loc: KeyPath = tuple(err["loc"])
             message = str(err["msg"])
             if err["type"] == "extra_forbidden":
-                allowed = _allowed_keys(model, loc)
-                message = "unknown key" + (f" (allowed here: {allowed})" if allowed else "")
+                message = _unknown_key(model, loc)
             elif err["type"] != "missing" and "input" in err:
                 key = ".".join(str(p) for p in loc)
                 shown = None if is_secret_key(key) else show_value("", err["input"])

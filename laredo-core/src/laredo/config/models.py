@@ -4,35 +4,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..engine_settings import (
-    LAG_INTERVAL,
-    SHUTDOWN_TIMEOUT,
-    SNAPSHOT_MAX_AGE,
-    SNAPSHOT_META_POLICY,
-    SNAPSHOT_ON_SHUTDOWN,
-    SNAPSHOT_RETENTION,
-    SNAPSHOT_SCHEDULE,
-    SNAPSHOT_USER_META,
-)
+from ..engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT, RetentionConfig, SnapshotConfig
 from ..pipeline_settings import (
-    BASELINE_CHUNK_ROWS,
-    BASELINE_MODE,
-    BUFFER_POLICY,
-    BUFFER_SIZE,
-    ERROR_POLICY,
-    MAX_RETRIES,
-    RETRY_BACKOFF,
-    RETRY_MAX_BACKOFF,
-    TTL_FIELD,
-    TTL_SCAN_INTERVAL,
-    VALIDATION_ACTION,
-    VALIDATION_INTERVAL,
+    BufferConfig,
+    ErrorHandlingConfig,
+    TableBaselineConfig,
+    TtlConfig,
+    ValidationConfig,
 )
-from ..units import Duration, OptionalDuration
+from ..settings import Section
 
 __all__ = [
     "PIPELINE_KEYS",
@@ -52,54 +36,7 @@ __all__ = [
     "pipeline_id",
 ]
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class BufferConfig(_Section):
-    """``buffer { max_size = 10000, policy = block | drop_oldest | error }``"""
-
-    max_size: int = BUFFER_SIZE.field()
-    policy: Literal["block", "drop_oldest", "error"] = BUFFER_POLICY.field()
-
-
-class ErrorHandlingConfig(_Section):
-    """``error_handling { max_retries, on_persistent_failure, retry_backoff, ... }``"""
-
-    max_retries: int = MAX_RETRIES.field()
-    on_persistent_failure: Literal["isolate", "stop_source", "stop_all", "dead_letter"] = (
-        ERROR_POLICY.field()
-    )
-    retry_backoff: Duration = RETRY_BACKOFF.field()
-    retry_max_backoff: Duration = RETRY_MAX_BACKOFF.field()
-
-
-class TtlConfig(_Section):
-    """``ttl { field = expires_at, check_interval = 1m, mode = delete }``"""
-
-    field: str = Field(min_length=1, description=TTL_FIELD.doc)
-    check_interval: OptionalDuration = TTL_SCAN_INTERVAL.field()
-    mode: Literal["delete"] = "delete"
-    """Expired rows are deleted from the target (the only mode)."""
-
-
-class ValidationConfig(_Section):
-    """``validation { interval = 5m, action = warn | re_baseline | fail }``"""
-
-    interval: OptionalDuration = VALIDATION_INTERVAL.field()
-    action: Literal["warn", "re_baseline", "fail"] = VALIDATION_ACTION.field()
-
-
-class TableBaselineConfig(_Section):
-    """``baseline { mode = snapshot | chunked, chunk_rows = 10000 }`` on a table: overrides
-    its source's ``baseline`` for this table (unset keys: the source's). ``chunked`` reads the
-    table in key-range chunks by its primary key, else its ``REPLICA IDENTITY USING INDEX``
-    index; a table with neither keeps the snapshot baseline (logged, and ``laredo check``
-    warns)."""
-
-    mode: Literal["snapshot", "chunked"] | None = BASELINE_MODE.field()
-    chunk_rows: int | None = BASELINE_CHUNK_ROWS.field()
+_Section = Section
 
 
 class PluginSpec(BaseModel):
@@ -144,26 +81,6 @@ class TableConfig(_Section):
     ttl: TtlConfig | None = None
     validation: ValidationConfig | None = None
     baseline: TableBaselineConfig | None = None
-
-
-class RetentionConfig(_Section):
-    keep_count: int | None = SNAPSHOT_RETENTION.field()
-    max_age: OptionalDuration = SNAPSHOT_MAX_AGE.field()
-
-
-class SnapshotConfig(_Section):
-    """``snapshot { store = local, store_config { path = ... }, schedule = 1h, ... }``"""
-
-    enabled: bool = True
-    store: str | None = None
-    store_config: dict[str, Any] = Field(default_factory=dict)
-    serializer: str = "jsonl"
-    serializer_config: dict[str, Any] = Field(default_factory=dict)
-    schedule: OptionalDuration = SNAPSHOT_SCHEDULE.field()
-    on_shutdown: bool = SNAPSHOT_ON_SHUTDOWN.field()
-    retention: RetentionConfig = RetentionConfig()
-    user_meta: dict[str, Any] = SNAPSHOT_USER_META.field()
-    on_restore_mismatch: Literal["warn", "reject"] = SNAPSHOT_META_POLICY.field()
 
 
 class DeadLetterConfig(_Section):

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, get_args, overload
 
 from ..contracts import (
     DeadLetterStore,
@@ -33,7 +33,15 @@ from ..contracts import (
     SyncSource,
     SyncTarget,
 )
-from ..engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT, SNAPSHOT_META_POLICY
+from ..engine_settings import (
+    LAG_INTERVAL,
+    SHUTDOWN_TIMEOUT,
+    SNAPSHOT_MAX_AGE,
+    SNAPSHOT_META_POLICY,
+    SNAPSHOT_ON_SHUTDOWN,
+    SNAPSHOT_RETENTION,
+    SNAPSHOT_SCHEDULE,
+)
 from ..errors import ConfigError, EngineStateError
 from ..observers import composite
 from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
@@ -68,10 +76,10 @@ class Engine:
         *,
         snapshot_store: SnapshotStore | None = None,
         snapshot_serializer: SnapshotSerializer | None = None,
-        snapshot_schedule: float | timedelta | str | None = None,
-        snapshot_retention: int | None = None,
-        snapshot_max_age: float | timedelta | str | None = None,
-        snapshot_on_shutdown: bool = False,
+        snapshot_schedule: float | timedelta | str | None = SNAPSHOT_SCHEDULE.default,
+        snapshot_retention: int | None = SNAPSHOT_RETENTION.default,
+        snapshot_max_age: float | timedelta | str | None = SNAPSHOT_MAX_AGE.default,
+        snapshot_on_shutdown: bool = SNAPSHOT_ON_SHUTDOWN.default,
         snapshot_user_meta: Mapping[str, Any] | None = None,
         snapshot_meta_policy: str = SNAPSHOT_META_POLICY.default,
         dead_letter_store: DeadLetterStore | None = None,
@@ -99,9 +107,11 @@ class Engine:
             problems.append(f"snapshot_schedule: must be positive (got {snapshot_schedule!r})")
         if snapshot_retention is not None and snapshot_retention < 1:
             problems.append(f"snapshot_retention: must be >= 1 (got {snapshot_retention!r})")
-        if snapshot_meta_policy not in ("warn", "reject"):
+        policies = get_args(SNAPSHOT_META_POLICY.of_type)
+        if snapshot_meta_policy not in policies:
             problems.append(
-                f"snapshot_meta_policy: use 'warn' or 'reject' (got {snapshot_meta_policy!r})"
+                f"snapshot_meta_policy: use {' or '.join(map(repr, policies))} "
+                f"(got {snapshot_meta_policy!r})"
             )
         if problems:
             raise ConfigError(problems)

@@ -4,16 +4,18 @@ conformance suites that plugin packages subclass."""
 from __future__ import annotations
 
 from .recording import PerChangeTarget, RecordingTarget
-from .serving import ServedLaredo, free_port
+from .serving import PG_CONNECTION_ENV, ServedLaredo, free_port, pg_serve_config
 from .source import TestSource, columns
 from .waiting import wait_until
 
 __all__ = [
+    "PG_CONNECTION_ENV",
     "PerChangeTarget",
     "RecordingTarget",
     "ServedLaredo",
     "TestSource",
     "columns",
     "free_port",
+    "pg_serve_config",
     "wait_until",
 ]

@@ -1,4 +1,5 @@
-"""``free_port`` and ``ServedLaredo``: ``laredo serve`` as a subprocess for end-to-end tests.
+"""``free_port``, ``pg_serve_config`` and ``ServedLaredo``: ``laredo serve`` as a subprocess for
+end-to-end tests.
 
 ``ServedLaredo(config)`` starts ``laredo serve --config config --ready-file ...``, waits (through
 ``wait_until``) until the ready file appears, and exposes the bound ports. If the process exits
@@ -12,27 +13,80 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
+from ..net import free_port
 from .waiting import wait_until
 
-__all__ = ["LAREDO", "ServedLaredo", "free_port"]
+__all__ = ["LAREDO", "PG_CONNECTION_ENV", "ServedLaredo", "free_port", "pg_serve_config"]
 
 LAREDO = str(Path(sys.executable).parent / "laredo")
 """The ``laredo`` console script of the running interpreter's environment."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (configs cannot ask for "any free port": 0 turns
-    gRPC off)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+PG_CONNECTION_ENV = "LAREDO_SOURCES__PG__CONNECTION"
+"""The variable :func:`pg_serve_config`'s source reads its connection string from (by default),
+so that a password never sits in the file."""
+
+
+class SlotAndPublication(Protocol):
+    """What :func:`pg_serve_config` needs of a test database (the ``pg_database`` fixture)."""
+
+    @property
+    def slot_name(self) -> str: ...
+    @property
+    def publication(self) -> str: ...
+
+
+def pg_serve_config(
+    db: SlotAndPublication,
+    tables: str,
+    *,
+    slot_mode: str | None = "stateful",
+    create_publication: bool = True,
+    status_interval: str | None = "200ms",
+    connection: str | None = None,
+    source: str = "",
+    grpc: str = "",
+    health: str = "",
+    rest: str = "",
+) -> str:
+    """The HOCON of ``laredo serve`` reading ``db`` as source ``pg`` into ``tables`` (the
+    entries of ``tables = [...]``), with gRPC and health on free ports.
+
+    ``slot_mode``, ``status_interval``: None leaves the source's default. ``connection``: the
+    connection string (default: read from :data:`PG_CONNECTION_ENV`). ``source``, ``grpc``,
+    ``health``: more keys of those sections; ``rest``: more sections."""
+    conn = connection or f"set by {PG_CONNECTION_ENV}"
+    mode = f"slot_mode = {slot_mode}" if slot_mode else ""
+    create = ", create = true" if create_publication else ""
+    interval = f"status_interval = {status_interval}" if status_interval else ""
+    more_grpc = f", {grpc}" if grpc else ""
+    more_health = f", {health}" if health else ""
+    return f"""
+sources {{
+  pg {{
+    type = postgresql
+    connection = "{conn}"
+    {mode}
+    slot_name = {db.slot_name}
+    publication {{ name = {db.publication}{create} }}
+    {interval}
+    {source}
+  }}
+}}
+tables = [
+{tables}
+]
+grpc {{ port = {free_port()}{more_grpc} }}
+health {{ port = {free_port()}{more_health} }}
+{rest}
+"""
 
 
 class ServedLaredo:

@@ -23,14 +23,15 @@ length varies). Duration and size options also accept text and numbers, with the
 
 Every key is either used or rejected: the engine sections (``sources``, ``tables``,
 ``snapshot``, ``dead_letter``) are validated and built by :mod:`laredo.config`, the server's own
-sections (``grpc``, ``health``, ``observability``, ``shutdown``) by :mod:`.models`; plugin
+sections (``grpc``, ``health``, ``observability``, ``shutdown``) by :mod:`.sections`; plugin
 sections are validated by the options model the plugin registered. Every problem is reported in
 one :class:`laredo.ConfigError`, each line naming the key path and, where it can be found, the
 file and line. Secrets are masked by the one rule of :mod:`laredo.secrets`.
 
 Modules: :mod:`.loader` (HOCON, includes, conf.d, environment, ``--set``), :mod:`.loaded`
-(:class:`LoadedConfig`, ``file:line`` lookup), :mod:`.validate`, :mod:`.models` (the server's
-sections), :mod:`.dump`.
+(:class:`LoadedConfig`, ``file:line`` lookup), :mod:`.validate`, :mod:`.sections` (the server's
+settings, declared once, and their section models), :mod:`.models` (:class:`ServerConfig`),
+:mod:`.dump`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,25 @@
-"""The models of the server's own sections (``grpc``, ``health``, ``observability``,
-``shutdown``) and :class:`ServerConfig`, the whole file: the engine sections of
-:class:`laredo.config.EngineConfig` plus these."""
+"""The whole configuration file, :class:`ServerConfig`: the engine sections of
+:class:`laredo.config.EngineConfig` plus the server's own (``grpc``, ``health``,
+``observability``, ``shutdown``), whose settings are declared in :mod:`.sections`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from laredo.auth import AuthConfig
-from laredo.config import EngineConfig, EngineSettings, PluginSpec
-from laredo.engine_settings import LAG_INTERVAL, RUNNER_SETTINGS, SHUTDOWN_TIMEOUT
-from laredo.units import Duration
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from laredo.config import EngineConfig, EngineSettings
+from laredo.engine_settings import RUNNER_SETTINGS
+from pydantic import PrivateAttr
 
 from ..addresses import DEFAULT_GRPC_PORT
+from .sections import (
+    GrpcConfig,
+    HealthConfig,
+    MetricsConfig,
+    ObservabilityConfig,
+    ShutdownConfig,
+    TlsConfig,
+)
 
 __all__ = [
     "DEFAULT_GRPC_PORT",
@@ -25,97 +32,6 @@ __all__ = [
     "ShutdownConfig",
     "TlsConfig",
 ]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TlsConfig(_Section):
-    cert_file: str
-    key_file: str
-    client_ca_file: str | None = None
-    """When set, clients must present a certificate signed by this CA (mutual TLS)."""
-
-
-class GrpcConfig(_Section):
-    """``grpc { port = 4001, host = "127.0.0.1", ... }``: the OAM and Query services."""
-
-    port: int = Field(default=DEFAULT_GRPC_PORT, ge=0, le=65535)
-    """0 turns the gRPC listener off."""
-    host: str = "127.0.0.1"
-    tls: TlsConfig | None = None
-    auth: AuthConfig = AuthConfig()
-    reflection: bool = True
-    max_workers: int = Field(default=16, ge=2)
-    """Threads serving calls; must be more than ``max_streams``, so that unary calls (admin
-    RPCs included) always find one."""
-    max_streams: int = Field(default=8, ge=1)
-    """Long-lived calls (WatchStatus, Subscribe, WaitForPosition) served at once, over gRPC
-    and Connect together; one more is refused with RESOURCE_EXHAUSTED."""
-    watch_buffer: int = Field(default=16_384, ge=16)
-    """Events buffered per WatchStatus/Subscribe stream before the client is told it lost some."""
-
-
-class HealthConfig(_Section):
-    """``health { port = 8080, host = "127.0.0.1", connect = true, status_page = true,
-    tls { ... } }``: probes, metrics, the status page and the Connect gateway to the
-    services."""
-
-    enabled: bool = True
-    port: int = Field(default=8080, ge=0, le=65535)
-    host: str = "127.0.0.1"
-    connect: bool = True
-    """Serve the OAM and Query RPCs (Connect protocol) on this port too; the token of
-    ``grpc.auth`` applies. False: probes and metrics only."""
-    status_page: bool = True
-    """Serve the operator's status page at ``/`` (it holds no data: it reads ``GetStatus``
-    over Connect, so it shows nothing with ``connect = false``). False: ``/`` answers 404."""
-    tls: TlsConfig | None = None
-    """Serve HTTPS. With ``client_ca_file``, Connect calls need a client certificate signed by
-    that CA (probes and metrics do not)."""
-    max_body: int = Field(default=4 << 20, ge=1024)
-    """Largest Connect request body, in bytes, before and after decompression (413 beyond)."""
-    max_connections: int = Field(default=64, ge=2)
-    """Connect RPCs served at once (one thread each); probes, metrics and the page have a
-    pool of their own. Connections still sending their request head take no thread."""
-    allowed_hosts: list[str] = Field(default_factory=list)
-    """Host names Connect calls may be addressed to (``Host``), besides IP literals and
-    ``localhost``: DNS-rebinding protection, so a web page cannot call the port through a name
-    it controls. List the names clients use (``laredo.example.internal``); ``["*"]``: any."""
-    timeout: Duration = 30.0
-    """Seconds the rest of a request (its body) may take as a whole, and each write of an
-    answer. The TLS handshake and request head must arrive within 5 s of the connection."""
-    history_interval: Duration = Field(default=5.0, gt=0)
-    """Seconds between two samples of the status page's last hour (per source and pipeline:
-    changes/s, lag, buffer fill); memory is bounded by ``3600 / history_interval`` samples
-    per series."""
-
-
-class MetricsConfig(_Section):
-    enabled: bool = True
-    per_action: bool = True
-    """Count applied changes per action (insert/update/delete/truncate); costs one observer
-    call per change. False: counts per batch only."""
-    deprecated_names: bool = True
-    """Also export the metric names kept from Go Laredo that promtool's lint rejects
-    (``laredo_validation_*_row_count``; their twins are ``laredo_validation_*_rows``).
-    False gives a lint-clean ``/metrics``. Removed in 0.3."""
-
-
-class ObservabilityConfig(_Section):
-    log_format: Literal["json", "console"] = "console"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    metrics: MetricsConfig = MetricsConfig()
-    lag_interval: Duration = LAG_INTERVAL.field()
-    observers: list[PluginSpec] = Field(default_factory=list)
-    """Extra observer plugins, e.g. ``[{type = logging}]``."""
-
-
-class ShutdownConfig(_Section):
-    grace_period: Duration = SHUTDOWN_TIMEOUT.field()
-    drain: Duration = 0.0
-    """Before stopping, report not-ready for this long so load balancers move away."""
 
 
 class ServerConfig(EngineConfig):

@@ -10,6 +10,7 @@ from laredo.config import (
     spec_problems,
     structure_problems,
 )
+from laredo.deprecation import collect_deprecations
 from laredo.errors import ConfigError
 from laredo.plugins import registry
 
@@ -81,9 +82,11 @@ def validate_tree(loaded: LoadedConfig) -> ServerConfig:
     problems = [loaded.with_location([k], f"unknown section: {TOP_LEVEL_HINTS[k]}") for k in hinted]
     plugin_sections = registry("config_section").names()
     owned = [k for k in tree if k in plugin_sections and k not in ServerConfig.model_fields]
-    model, found = structure_problems(
-        ServerConfig, {k: v for k, v in tree.items() if k not in hinted and k not in owned}
-    )
+    with collect_deprecations() as spellings:  # declared deprecated spellings (aliases)
+        model, found = structure_problems(
+            ServerConfig, {k: v for k, v in tree.items() if k not in hinted and k not in owned}
+        )
+    loaded.notes += spellings
     # plugin-owned sections, checked on the raw tree so they are reported with the rest
     problems += located(
         found
