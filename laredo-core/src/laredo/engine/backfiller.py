@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..batches import ChangeBatch
-from ..contracts import ProgressTarget
+from ..contracts import PositionedTarget, ProgressTarget
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
 from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead
@@ -43,6 +43,7 @@ _NO_TOAST: frozenset[str] = frozenset()
 __all__ = [
     "Backfiller",
     "attach_chunked",
+    "begin_progress",
     "chunked_pipelines",
     "decode_progress",
     "encode_progress",
@@ -319,10 +320,21 @@ def start_chunked(
         p.ready = False
         p.begin_baseline(truncate=rebaseline)
         p.applied = position
-        if isinstance(p.target, ProgressTarget):
-            p.target.save_progress(p.table, None)  # a new baseline: an older record is void
+        begin_progress(p, position)
     for table, group in by_table.items():
         _launch(reader, table, group, rows, None, initial=True)
+
+
+def begin_progress(p: PipelineWorker, position: Position) -> None:
+    """A chunked baseline of ``p`` begins at ``position``: a target keeping progress voids an
+    older record, then records the start (``last_key`` null), so a crash before the first
+    chunk is durable restarts the chunks instead of streaming over a partial table."""
+    target = p.target
+    if isinstance(target, ProgressTarget):
+        if isinstance(target, PositionedTarget):
+            target.set_change_position(position)
+        target.save_progress(p.table, None)
+        target.save_progress(p.table, encode_progress(None))
 
 
 def start_backfill(
@@ -416,6 +428,7 @@ def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | Non
     worker.begin_baseline()
     worker.ready = False
     worker.applied = getattr(reader, "current", None)
+    begin_progress(worker, worker.applied)
     rows = chunk_rows_of(reader.source)
     assert rows is not None
     bf = _launch(reader, table, [worker], rows, None, initial=True)
@@ -428,16 +441,20 @@ def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | Non
         )
 
 
-def encode_progress(last_key: Sequence[Any]) -> str:
+def encode_progress(last_key: Sequence[Any] | None) -> str:
     """A chunked baseline's progress record: the last key applied (JSON; a value JSON lacks
-    is kept as its text, which PostgreSQL casts back to the key column's type)."""
-    return json.dumps({"last_key": list(last_key)}, default=str, separators=(",", ":"))
+    is kept as its text, which PostgreSQL casts back to the key column's type; null: begun,
+    no chunk yet)."""
+    key = None if last_key is None else list(last_key)
+    return json.dumps({"last_key": key}, default=str, separators=(",", ":"))
 
 
-def decode_progress(record: str) -> tuple[Any, ...]:
-    """The last key of a record :func:`encode_progress` wrote (``ConfigError`` if unreadable)."""
+def decode_progress(record: str) -> tuple[Any, ...] | None:
+    """The last key of a record :func:`encode_progress` wrote (None: no chunk done yet;
+    ``ConfigError`` if unreadable)."""
     try:
-        return tuple(json.loads(record)["last_key"])
+        key = json.loads(record)["last_key"]
+        return None if key is None else tuple(key)
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"unreadable chunked-baseline progress record {record!r}: {exc}"
@@ -451,7 +468,7 @@ def resume_chunked(
     chunked baseline continue it after the smallest last key of their table's group (they stay
     BASELINING and not ready, so nothing is acknowledged until it is done); the stream resumes
     at ``position`` and its changes are applied over the target as usual. Returns them."""
-    groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...]]]] = {}
+    groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...] | None]]] = {}
     for p in pipes:
         target = p.target
         if p.failed or not isinstance(target, ProgressTarget):
@@ -467,7 +484,8 @@ def resume_chunked(
     rows = chunk_rows_of(reader.source) or DEFAULT_CHUNK_ROWS
     resumed: list[PipelineWorker] = []
     for table, group in groups.items():
-        after = min(k for _, k in group)
+        keys = [k for _, k in group]
+        after = None if None in keys else min(k for k in keys if k is not None)
         workers = [p for p, _ in group]
         for p in workers:
             p.ready = False
