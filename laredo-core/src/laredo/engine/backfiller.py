@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from ..batches import ChangeBatch
@@ -47,6 +47,7 @@ __all__ = [
     "chunked_pipelines",
     "decode_progress",
     "encode_progress",
+    "exports_mid_baseline",
     "joins_chunked",
     "observe_backfills",
     "resume_chunked",
@@ -461,13 +462,27 @@ def decode_progress(record: str) -> tuple[Any, ...] | None:
         ) from None
 
 
+def exports_mid_baseline(reader: _Reader, p: PipelineWorker) -> bool:
+    """May a snapshot hold ``p`` although it is not ready? Yes while its initial chunked
+    baseline runs into a target that keeps the progress (an in-memory one puts the record in
+    the snapshot): restored, it continues after the record's key (:func:`resume_chunked`)."""
+    bf = reader.backfills.get(p.table)
+    return bf is not None and bf.initial and p in bf.pipes and isinstance(p.target, ProgressTarget)
+
+
 def resume_chunked(
-    reader: _Reader, pipes: Sequence[PipelineWorker], position: Position
+    reader: _Reader,
+    pipes: Sequence[PipelineWorker],
+    position: Position,
+    restored: Collection[str] = (),
 ) -> list[PipelineWorker]:
-    """Start-up resume: the pipelines whose durable target holds the progress of an unfinished
-    chunked baseline continue it after the smallest last key of their table's group (they stay
-    BASELINING and not ready, so nothing is acknowledged until it is done); the stream resumes
-    at ``position`` and its changes are applied over the target as usual. Returns them."""
+    """Start-up resume: the pipelines whose target holds the progress of an unfinished chunked
+    baseline (a durable target's own, or an in-memory one's restored from a snapshot: their
+    ids in ``restored``, already at the snapshot's position) continue it after the smallest
+    last key of their table's group (they stay BASELINING and not ready, so nothing is
+    acknowledged until it is done); the stream resumes at ``position`` and its changes are
+    applied over the target again, never skipped (a chunk may come at a position before the
+    target's). Returns them."""
     groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...] | None]]] = {}
     for p in pipes:
         target = p.target
@@ -490,7 +505,9 @@ def resume_chunked(
         for p in workers:
             p.ready = False
             p.begin_baseline()
-            p.resume_at(position)
+            if p.id not in restored:
+                p.resume_at(position)
+            p.skip_until = None
         logger.info(
             "source %s: resuming the chunked baseline of %s after key %s", reader.id, table, after
         )

@@ -26,6 +26,7 @@ from ..contracts import (
     DurablePositionTarget,
     KeyedTarget,
     PositionedTarget,
+    ProgressTarget,
     RowCounter,
     SecondaryIndexed,
     SelfFilteringTarget,
@@ -454,7 +455,16 @@ class PipelineWorker:
             indexes=tuple(self.target.indexes) if isinstance(self.target, SecondaryIndexed) else (),
             rows=self.target.export_snapshot(),
             position=self.applied,
+            progress=self._progress(),
         )
+
+    def _progress(self) -> str | None:
+        """An in-memory target's chunked-baseline progress, kept in its snapshot (a durable
+        target keeps its own)."""
+        target = self.target
+        if isinstance(target, ProgressTarget) and not target.is_durable():
+            return target.load_progress(self.table)
+        return None
 
     def heartbeat(self, position: Position) -> None:
         if self.skip_until is not None:
