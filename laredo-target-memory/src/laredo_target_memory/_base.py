@@ -464,7 +464,8 @@ class MemoryTargetBase(Generic[V]):
     def save_progress(self, table: TableIdentifier, record: str | None) -> None:
         """Keep a chunked baseline's progress (``laredo.ProgressTarget``): it goes into this
         target's snapshots (``TableSnapshotInfo.progress``), so a restart restored from one
-        continues the baseline after the record's key instead of starting over."""
+        continues the baseline after the record's key instead of starting over. A durable
+        subclass must keep the record with its rows, or opt out (``save_progress = None``)."""
         self._progress = record
 
     def load_progress(self, table: TableIdentifier) -> str | None:
