@@ -40,8 +40,14 @@ from laredo.types import (
 )
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
-from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, rows_as_of
-from laredo_target_delta.archive import ArchiveError, progress_of
+from laredo_target_delta import (
+    ArchiveError,
+    DeltaTarget,
+    DeltaTargetOptions,
+    history,
+    progress_of,
+    rows_as_of,
+)
 
 pytestmark = pytest.mark.integration
 ITEMS = laredo.Table("public", "items")

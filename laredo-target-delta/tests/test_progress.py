@@ -9,8 +9,7 @@ from typing import Any
 
 import laredo
 from laredo.types import ChangeAction, ChangeEvent
-from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, rows_as_of
-from laredo_target_delta.archive import progress_of
+from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, progress_of, rows_as_of
 
 from .conftest import COLUMNS, ITEMS, Archive, item
 

@@ -289,7 +289,7 @@ class DeltaTarget(BufferingTarget):
         text, position = batch.position_text, batch.position
         net = fold(batch.changes, writer.keys, [c.name for c in writer.columns])
         stats = writer.merge(net, text, position, partial=batch.partial, progress=batch.progress)
-        writer.maintain(text, position)
+        writer.maintain(text, position, batch.progress)  # a compaction keeps the record too
         if stats is not None:
             self.last_stats = stats
             self.commits += 1

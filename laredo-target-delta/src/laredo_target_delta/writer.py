@@ -416,7 +416,9 @@ class DeltaWriter:
         )
         self.dt.update_incremental()
 
-    def compact_changes(self, position_text: str, position: Any, force: bool = False) -> bool:
+    def compact_changes(
+        self, position_text: str, position: Any, force: bool = False, progress: str | None = None
+    ) -> bool:
         """When the change rows reach ``maintenance.compact_fraction`` of the compacted ones
         (and ``compact_min_rows``), or with ``force``: one overwrite commit holding the current
         state as plain rows (``laredo.kind = compaction``, the same position, partial when the
@@ -429,7 +431,9 @@ class DeltaWriter:
         if not (due or force):
             return False
         more: dict[str, Any] = {PARTIAL: True} if self.last_partial else {}
-        props = self._props(position_text, position_order(position), COMPACTION, **more)
+        props = self._props(
+            position_text, position_order(position), COMPACTION, progress=progress, **more
+        )
         started = time.monotonic()
         try:
             state = table_reader(self.dt, self.uri).read_all()
@@ -447,12 +451,12 @@ class DeltaWriter:
         self.base_rows, self.change_rows = state.num_rows, 0
         return True
 
-    def maintain(self, position_text: str, position: Any) -> None:
+    def maintain(self, position_text: str, position: Any, progress: str | None = None) -> None:
         """Compact the change rows when due (:meth:`compact_changes`), and small files (and
         vacuum) after every ``compact_every`` commits (see the options). A failed compaction
         is logged and retried after the next commit: the commits before it hold the state."""
         try:
-            self.compact_changes(position_text, position)
+            self.compact_changes(position_text, position, progress=progress)
         except TargetError as exc:
             logger.warning(
                 "delta target %s: compaction failed (retried after the next commit): %s",
