@@ -300,3 +300,31 @@ def test_a_restored_progress_record_re_applies_redelivered_changes() -> None:
         assert t.writes[-1].progress == "k9"  # carried by every write while it runs
     finally:
         t.on_close(USERS)
+
+
+def test_a_progress_record_queued_during_a_write_is_written_next() -> None:
+    t = _log(flush_rows=100)
+    inside, release = threading.Event(), threading.Event()
+    plain = t.write
+
+    def slow(batch: WriteBatch) -> Position | None:
+        inside.set()
+        assert release.wait(10)
+        return plain(batch)
+
+    t.write = slow  # type: ignore[method-assign]
+    try:
+        t.apply(USERS, [ins(10, 1)])
+        t.queue_progress("k1")
+        flusher = threading.Thread(target=t.flush)
+        flusher.start()
+        assert inside.wait(10)
+        t.queue_progress(None)  # the end, while "k1" is being written (nothing new buffered)
+        release.set()
+        flusher.join(10)
+        t.flush()
+        assert [w.progress for w in t.writes] == ["k1", ""]
+        assert t.durable_progress() is None
+    finally:
+        release.set()
+        t.on_close(USERS)

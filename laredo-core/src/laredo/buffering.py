@@ -406,7 +406,8 @@ class BufferingTarget:
                 del self._positions[:n]
                 self._written += n
                 self._ends = [(i - n, p) for i, p in self._ends if i > n]
-                self._marks = [(i - n, r) for i, r in self._marks if i > n]
+                # the marks written are the first ones (one queued during the write stays)
+                self._marks = [(i - n, r) for i, r in self._marks[len(marks) :]]
                 if marks:
                     self._progress = marks[-1][1] or None
                 self._complete_since = time.monotonic() if self._ends else 0.0
