@@ -332,7 +332,7 @@ def begin_progress(p: PipelineWorker, position: Position) -> None:
     chunk is durable restarts the chunks instead of streaming over a partial table."""
     target = p.target
     if isinstance(target, ProgressTarget):
-        if isinstance(target, PositionedTarget):
+        if position is not None and isinstance(target, PositionedTarget):
             target.set_change_position(position)
         target.save_progress(p.table, None)
         target.save_progress(p.table, encode_progress(None))
