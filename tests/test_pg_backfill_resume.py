@@ -1,10 +1,14 @@
 """A chunked baseline that resumes after kill -9 (issue 32, item 2), against a real PostgreSQL.
 
 The engine runs in a child process with a durable target that keeps its rows and the chunked
-baseline's progress in SQLite (a :class:`laredo.ProgressTarget`); writers change the table the
-whole time. The child is killed (SIGKILL) after ~40 % of the chunks; the restart continues
-after the last chunk the target holds — PostgreSQL's own counters show it re-reads at most
-70 % of the table — and the target ends equal to PostgreSQL."""
+baseline's progress (a :class:`laredo.ProgressTarget`): a SQLite test target, and the shipped
+``delta`` target on local disk (the record in the Delta commit that holds the chunk's rows);
+writers change the table the whole time. The child is killed (SIGKILL) after ~40 % of the
+chunks; the restart continues after the last chunk the target holds — PostgreSQL's own counters
+show it re-reads at most 70 % of the table — and the target ends equal to PostgreSQL.
+
+Size: ``LAREDO_RESUME_ROWS`` (default 20000) and ``LAREDO_RESUME_CHUNK`` (default 500), e.g.
+``LAREDO_RESUME_ROWS=1000000 LAREDO_RESUME_CHUNK=10000`` for the 1M-row proof."""
 
 from __future__ import annotations
 
@@ -36,11 +40,20 @@ from laredo.types import (
 )
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
+from laredo_target_delta import (
+    ArchiveError,
+    DeltaTarget,
+    DeltaTargetOptions,
+    history,
+    progress_of,
+    rows_as_of,
+)
 
 pytestmark = pytest.mark.integration
 ITEMS = laredo.Table("public", "items")
-N = 20_000
-CHUNK = 500
+N = int(os.environ.get("LAREDO_RESUME_ROWS", "20000"))
+CHUNK = int(os.environ.get("LAREDO_RESUME_CHUNK", "500"))
+WAIT = 120 + N / 2000  # seconds: a 1M-row run takes minutes
 
 
 class SqliteTarget(RowTarget):
@@ -132,7 +145,18 @@ class SqliteTarget(RowTarget):
         return False
 
 
-def engine_for(dsn: str, slot: str, path: str, pace: float = 0.0) -> laredo.Engine:
+class PacedDelta(DeltaTarget):
+    """The shipped ``delta`` target, slowed per progress record so the test can kill it at
+    ~40 % (the record is committed with the chunk's rows by the target itself)."""
+
+    pace = 0.0
+
+    def save_progress(self, table: TableIdentifier, record: str | None) -> None:
+        super().save_progress(table, record)
+        time.sleep(self.pace)
+
+
+def engine_for(dsn: str, slot: str, path: str, kind: str, pace: float = 0.0) -> laredo.Engine:
     src = PostgresSource(
         dsn,
         slot_name=slot,
@@ -140,14 +164,20 @@ def engine_for(dsn: str, slot: str, path: str, pace: float = 0.0) -> laredo.Engi
         publication={"create": True},
         baseline={"mode": "chunked", "chunk_rows": CHUNK},
     )
-    target = SqliteTarget(path, pace)
+    target: Any
+    if kind == "delta":
+        target = PacedDelta(DeltaTargetOptions(uri=path, flush_rows=CHUNK, flush_interval=0.2))
+        target.pace = pace
+    else:
+        target = SqliteTarget(path, pace)
     return laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
 
 
-def _child() -> None:  # python test_pg_backfill_resume.py DSN SLOT PATH
-    dsn, slot, path = sys.argv[1:4]
-    engine_for(dsn, slot, path, pace=0.05).start()
-    time.sleep(600)
+def _child() -> None:  # python test_pg_backfill_resume.py DSN SLOT PATH KIND
+    dsn, slot, path, kind = sys.argv[1:5]
+    pace = float(os.environ.get("LAREDO_RESUME_PACE", "0.05"))
+    engine_for(dsn, slot, path, kind, pace).start()
+    time.sleep(3600)
 
 
 def _writer(db: PgTestDb, stop: threading.Event, seed: int, counts: list[int]) -> None:
@@ -208,14 +238,36 @@ def _pg_rows(db: PgTestDb) -> dict[int, dict[str, Any]]:
         return {r["id"]: dict(r) for r in cur.execute("SELECT * FROM items")}
 
 
-def _progress(path: Path) -> int:
-    """The last key the target holds as done (0: none yet)."""
+def _record(path: Path, kind: str) -> str | None:
+    """The progress record the target holds durably (None: none)."""
+    if kind == "delta":
+        try:
+            return progress_of(history(str(path)))
+        except ArchiveError:
+            return None  # no table yet
     try:
         with sqlite3.connect(path, timeout=5) as db:
             row = db.execute("SELECT rec FROM progress").fetchone()
     except sqlite3.OperationalError:
-        return 0
-    return 0 if row is None else int(json.loads(row[0])["last_key"][0])
+        return None
+    return None if row is None else str(row[0])
+
+
+def _progress(path: Path, kind: str) -> int:
+    """The last key the target holds as done (0: none yet)."""
+    record = _record(path, kind)
+    key = None if record is None else json.loads(record)["last_key"]
+    return 0 if key is None else int(key[0])
+
+
+def _target_rows(path: Path, kind: str) -> dict[int, dict[str, Any]]:
+    if kind == "delta":
+        rows = rows_as_of(str(path), "FFFFFFFF/FFFFFFFF")[0]
+    else:
+        rows = SqliteTarget(str(path)).export_snapshot()
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows), "a key is in the target twice"
+    return by_id
 
 
 @pytest.fixture
@@ -225,20 +277,21 @@ def child_env() -> Iterator[dict[str, str]]:
     yield env
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "delta"])
 def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
-    pg_database: PgTestDb, tmp_path: Path, child_env: dict[str, str]
+    pg_database: PgTestDb, tmp_path: Path, child_env: dict[str, str], kind: str
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text)")
     db.execute(f"INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, {N}) g")
-    path = tmp_path / "target.sqlite"
+    path = tmp_path / ("delta" if kind == "delta" else "target.sqlite")
     stop = threading.Event()
     counts = [0, 0, 0]
     writers = [threading.Thread(target=_writer, args=(db, stop, i, counts)) for i in range(3)]
     for w in writers:
         w.start()
     child = subprocess.Popen(
-        [sys.executable, __file__, db.dsn, db.slot_name, str(path)], env=child_env
+        [sys.executable, __file__, db.dsn, db.slot_name, str(path), kind], env=child_env
     )
     eng: laredo.Engine | None = None
     try:
@@ -248,24 +301,24 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
             assert child.poll() is None, "the engine process ended on its own"
             if not seen and (pos := _confirmed(db)):
                 seen.append(pos)
-            return _progress(path) >= 0.4 * N
+            return _progress(path, kind) >= 0.4 * N
 
-        wait_until(forty_percent, 120, "40 % of the chunked baseline durable", interval=0.01)
+        wait_until(forty_percent, WAIT, "40 % of the chunked baseline durable", interval=0.01)
         created = seen[0] if seen else None
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
         # nothing was acknowledged while the baseline ran (the writers moved the stream on)
         assert created is not None and _confirmed(db) == created
-        done = _progress(path)
+        done = _progress(path, kind)
         assert 0.4 * N <= done < 0.6 * N, done  # killed mid-way, with its progress durable
         time.sleep(0.3)  # the writers go on while nothing runs
         stop.set()
         for w in writers:
             w.join()
         before = _reads(db)
-        eng = engine_for(db.dsn, db.slot_name, str(path))
+        eng = engine_for(db.dsn, db.slot_name, str(path), kind)
         eng.start()
-        assert eng.await_ready(120)
+        assert eng.await_ready(WAIT)
         with db.connect() as conn:
             lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
         assert lsn is not None and eng.wait_for("pg", str(lsn[0]), timeout=60)
@@ -273,9 +326,9 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
         eng = None
         reread = _reads(db) - before  # before our own read of the table below
         expected = _pg_rows(db)
-        got = {r["id"]: r for r in SqliteTarget(str(path)).export_snapshot()}
+        got = _target_rows(path, kind)
         assert got == expected
-        assert SqliteTarget(str(path)).load_progress(ITEMS) is None  # finished: forgotten
+        assert _record(path, kind) is None  # finished: forgotten
     finally:
         stop.set()
         if child.poll() is None:
@@ -286,7 +339,10 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
     assert sum(counts) > 50, counts  # the writers really ran during the first run
     # the restart read only the rest of the table (plus a chunk of overlap at most)
     assert reread <= 0.7 * N, (reread, done)
-    print(f"killed after key {done} of {N}; the restart read {reread} tuples ({reread / N:.0%})")
+    print(
+        f"{kind}: killed after key {done} of {N}; the restart read {reread} tuples "
+        f"({reread / N:.0%}), the target equals PostgreSQL ({len(expected)} rows)"
+    )
 
 
 if __name__ == "__main__":

@@ -247,3 +247,84 @@ def test_an_idle_transaction_is_durable_within_the_flush_interval(make_source, r
         assert wait(lambda: src.acked == pos, timeout=3, what="acknowledged")
     finally:
         eng.stop()
+
+
+# -- BufferingTarget: chunked-baseline progress --------------------------------------------------
+
+
+def test_a_progress_record_is_written_with_the_rows_before_it_never_ahead_of_them() -> None:
+    t = _log(flush_rows=100)
+    try:
+        t.apply(USERS, [ins(10, 1), ins(10, 2)])  # chunk 1
+        t.queue_progress("k2")
+        t.apply(USERS, [ins(11, 3)])  # chunk 2, its record not handed over yet
+        t.flush()
+        (w,) = t.writes
+        assert [e.new_values["id"] for e in w.changes] == [1, 2, 3]
+        assert w.progress == "k2" and t.durable_progress() == "k2"
+        t.max_write = 1  # chunk 3's record rides with its last row only
+        t.apply(USERS, [ins(12, 4), ins(12, 5)])
+        t.queue_progress("k5")
+        t.flush()
+        assert [(len(w.changes), w.progress) for w in t.writes[1:]] == [(1, "k2"), (1, "k5")]
+    finally:
+        t.on_close(USERS)
+
+
+def test_with_nothing_buffered_a_progress_record_is_written_alone_on_time() -> None:
+    t = _log(flush_rows=100, flush_interval=0.05)
+    try:
+        t.resume_after(7)
+        t.queue_progress(None)  # the baseline finished: forget the record
+        assert wait(lambda: bool(t.writes), what="the progress-only write")
+        (w,) = t.writes
+        assert (list(w.changes), w.progress, w.committed, w.partial) == ([], "", 7, False)
+        assert t.durable_progress() is None and t.durable_position() == 7
+        t.apply(USERS, [ins(8, 1)])
+        t.flush()
+        assert t.writes[-1].progress is None  # no baseline runs: nothing recorded
+    finally:
+        t.on_close(USERS)
+
+
+def test_a_restored_progress_record_re_applies_redelivered_changes() -> None:
+    """A resumed chunked baseline's rows may come at positions before the last write's: they
+    are applied, not skipped as already durable."""
+    t = _log()
+    try:
+        t.resume_after(11)
+        t.restore_progress("k9")
+        t.apply(USERS, [ins(10, 1), ins(11, 2)])
+        t.flush()
+        assert [e.new_values["id"] for w in t.writes for e in w.changes] == [1, 2]
+        assert t.writes[-1].progress == "k9"  # carried by every write while it runs
+    finally:
+        t.on_close(USERS)
+
+
+def test_a_progress_record_queued_during_a_write_is_written_next() -> None:
+    t = _log(flush_rows=100)
+    inside, release = threading.Event(), threading.Event()
+    plain = t.write
+
+    def slow(batch: WriteBatch) -> Position | None:
+        inside.set()
+        assert release.wait(10)
+        return plain(batch)
+
+    t.write = slow  # type: ignore[method-assign]
+    try:
+        t.apply(USERS, [ins(10, 1)])
+        t.queue_progress("k1")
+        flusher = threading.Thread(target=t.flush)
+        flusher.start()
+        assert inside.wait(10)
+        t.queue_progress(None)  # the end, while "k1" is being written (nothing new buffered)
+        release.set()
+        flusher.join(10)
+        t.flush()
+        assert [w.progress for w in t.writes] == ["k1", ""]
+        assert t.durable_progress() is None
+    finally:
+        release.set()
+        t.on_close(USERS)

@@ -15,6 +15,12 @@
   A crash loses only buffered changes, which the source redelivers; after
   :meth:`BufferingTarget.resume_after` redelivered changes at or before that position are
   skipped (nothing is applied twice).
+* **Chunked-baseline progress.** :meth:`BufferingTarget.queue_progress` puts a progress
+  record (:class:`~laredo.contracts.ProgressTarget`) behind the changes buffered so far: the
+  ``write`` that holds the last of them gets it in ``WriteBatch.progress``, so a subclass commits
+  it with those rows (never before them); with nothing buffered a write of no changes carries
+  it. A subclass that can read its record back at a restart declares ``ProgressTarget``
+  (``save_progress``/``load_progress`` over ``queue_progress``/``durable_progress``).
 * **Errors.** A failed write is retried by the flusher with exponential backoff; the next
   ``apply`` first writes again synchronously and raises if that still fails, so the engine's
   retry and error policy act. A call that raises leaves none of its changes buffered.
@@ -56,7 +62,10 @@ class WriteBatch:
     thread). ``position``: the last change's position (``position_text`` its text).
     ``committed``: the end of the last whole transaction the batch completes (None: it
     completes none), what ``write`` normally returns. ``partial``: the batch ends inside a
-    transaction (``flush()`` or close wrote a transaction not known to be complete)."""
+    transaction (``flush()`` or close wrote a transaction not known to be complete).
+    ``progress``: the chunked baseline's progress record these changes complete, to commit with
+    them (``""``: the baseline finished, none is left; ``None``: no baseline in progress); every
+    write while a baseline runs carries the latest one written. ``changes`` may be empty then."""
 
     table: TableIdentifier
     changes: Sequence[Any]
@@ -64,6 +73,7 @@ class WriteBatch:
     position_text: str
     committed: Position | None
     partial: bool
+    progress: str | None = None
 
 
 class BufferingTarget:
@@ -109,6 +119,8 @@ class BufferingTarget:
         self._committed: Position | None = None
         self._partial: Any = _NOTHING  # the open transaction a partial write ended in
         self._skip_until: Position | None = None
+        self._marks: list[tuple[int, str]] = []  # (changes before it, progress record; "": done)
+        self._progress: str | None = None  # the progress record written last (None: none)
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -175,8 +187,33 @@ class BufferingTarget:
             self._complete_since = 0.0
             self._last_received = _NOTHING
             self._partial = _NOTHING
+            self._marks.clear()
             self._committed = position
             self._skip_until = None
+
+    # -- chunked-baseline progress ---------------------------------------------------------
+    def queue_progress(self, record: str | None) -> None:
+        """Commit ``record`` (``None``: the baseline finished) with the changes buffered so
+        far: the write that holds the last of them carries it (see ``WriteBatch.progress``)."""
+        with self._cond:
+            self._check_open()
+            self._marks.append((len(self._events), record or ""))
+            if self._flusher is None:
+                self._start_flusher()
+            self._cond.notify_all()
+
+    def durable_progress(self) -> str | None:
+        """The progress record of the last write (or :meth:`restore_progress`); None: none."""
+        return self._progress
+
+    def restore_progress(self, record: str | None) -> None:
+        """A restart found ``record`` durable (a subclass reads it at ``on_init``). While one is
+        held, redelivered changes are applied again instead of skipped: a resumed chunked
+        baseline's rows come at stream positions that may lie before the last write's."""
+        with self._cond:
+            self._progress = record or None
+            if self._progress is not None:
+                self._skip_until = None
 
     # -- the door: changes -----------------------------------------------------------------
     def apply(
@@ -232,6 +269,7 @@ class BufferingTarget:
                     del self._positions[-unsent:]
                     n = len(self._events)
                     self._ends = [e for e in self._ends if e[0] <= n]
+                    self._marks = [m for m in self._marks if m[0] <= n]
                     if not self._ends:
                         self._complete_since = 0.0
                     self._last_received = self._positions[-1] if n else _NOTHING
@@ -339,33 +377,44 @@ class BufferingTarget:
     # -- writing ---------------------------------------------------------------------------
     def _write_once(self, everything: bool) -> bool:
         """One ``write`` of the complete changes (all of them with ``everything``), at most
-        ``max_write``; False when there was nothing to write."""
+        ``max_write``, with the progress records they complete; False when there was nothing
+        to write."""
         with self._write_lock:
             with self._cond:
                 ends = self._ends
                 n = len(self._events) if everything else (ends[-1][0] if ends else 0)
                 if self.max_write is not None:
                     n = min(n, self.max_write)
-                if not n:
+                marks = [m for m in self._marks if m[0] <= n]
+                if not n and not marks:
                     return False
                 batch = self._events[:n]
-                position = self._positions[n - 1]
-                whole = [e for e in ends if e[0] <= n]
-                committed = whole[-1][1] if whole else None
-                partial = not whole or whole[-1][0] < n
-            wb = WriteBatch(
-                self._need_table(), batch, position, self.to_string(position), committed, partial
-            )
+                if n:
+                    position = self._positions[n - 1]
+                    whole = [e for e in ends if e[0] <= n]
+                    committed = whole[-1][1] if whole else None
+                    partial = not whole or whole[-1][0] < n
+                else:  # progress only: nothing changes, the durable position stays
+                    position = committed = self._committed
+                    partial = False
+                progress = marks[-1][1] if marks else self._progress
+            text = "" if position is None else self.to_string(position)
+            wb = WriteBatch(self._need_table(), batch, position, text, committed, partial, progress)
             durable = self.write(wb)
             with self._cond:
                 del self._events[:n]
                 del self._positions[:n]
                 self._written += n
                 self._ends = [(i - n, p) for i, p in self._ends if i > n]
+                # the marks written are the first ones (one queued during the write stays)
+                self._marks = [(i - n, r) for i, r in self._marks[len(marks) :]]
+                if marks:
+                    self._progress = marks[-1][1] or None
                 self._complete_since = time.monotonic() if self._ends else 0.0
                 if durable is not None:
                     self._committed = durable
-                self._partial = position if partial else _NOTHING
+                if n:
+                    self._partial = position if partial else _NOTHING
                 self._error = None
                 self._cond.notify_all()
             return True
@@ -382,7 +431,7 @@ class BufferingTarget:
         """Seconds until the next write is due (0: now); called under the lock."""
         ends = self._ends
         if not ends:
-            return 3600.0
+            return 0.0 if self._marks and not self._marks[0][0] else 3600.0
         if ends[-1][0] >= self.flush_rows and not self.write_on_caller:
             return 0.0  # (with write_on_caller the engine's thread writes these)
         if self.flush_interval <= 0:

@@ -628,7 +628,7 @@ def decode_columns(obj: Any) -> tuple[ColumnDefinition, ...]:
 
 
 def encode_table_info(info: TableSnapshotInfo) -> dict[str, Any]:
-    return {
+    out = {
         "table": encode_table(info.table),
         "row_count": info.row_count,
         "columns": encode_columns(info.columns),
@@ -639,6 +639,9 @@ def encode_table_info(info: TableSnapshotInfo) -> dict[str, Any]:
         "position": info.position,
         "pipeline_id": info.pipeline_id,
     }
+    if info.progress is not None:  # a chunked baseline part way through (issue 32)
+        out["progress"] = info.progress
+    return out
 
 
 def decode_table_info(obj: Any) -> TableSnapshotInfo:
@@ -648,6 +651,7 @@ def decode_table_info(obj: Any) -> TableSnapshotInfo:
     if type(row_count) is not int or row_count < 0:
         raise ValueError(f"bad row_count {row_count!r}")
     position = obj.get("position")
+    progress = obj.get("progress")
     return TableSnapshotInfo(
         table=decode_table(obj["table"]),
         row_count=row_count,
@@ -659,6 +663,7 @@ def decode_table_info(obj: Any) -> TableSnapshotInfo:
         ),
         position=None if position is None else str(position),
         pipeline_id=str(obj.get("pipeline_id", "")),
+        progress=None if progress is None else str(progress),
     )
 
 

@@ -343,7 +343,9 @@ class ErrorInfo:
 
 @dataclass(frozen=True, slots=True)
 class TableSnapshotInfo:
-    """Per-table snapshot header. ``position`` is the source position the table's state is at."""
+    """Per-table snapshot header. ``position`` is the source position the table's state is at;
+    ``progress`` the record of a chunked baseline its rows are part way through (a restore
+    continues it after that record's key; None: none was running)."""
 
     table: TableIdentifier
     row_count: int
@@ -352,6 +354,7 @@ class TableSnapshotInfo:
     indexes: tuple[IndexDefinition, ...] = ()
     position: str | None = None
     pipeline_id: str = ""
+    progress: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .options import DeltaSourceOptions, DeltaTargetOptions, MaintenanceOptions
 
 if TYPE_CHECKING:
-    from .archive import ArchiveError, Commit, history, read_as_of, rows_as_of
+    from .archive import ArchiveError, Commit, history, progress_of, read_as_of, rows_as_of
     from .source import DeltaSource
     from .target import DeltaTarget
 
@@ -29,6 +29,7 @@ __all__ = [
     "MaintenanceOptions",
     "__version__",
     "history",
+    "progress_of",
     "read_as_of",
     "rows_as_of",
 ]
@@ -37,6 +38,7 @@ _LAZY = {
     "ArchiveError": "archive",
     "Commit": "archive",
     "history": "archive",
+    "progress_of": "archive",
     "read_as_of": "archive",
     "rows_as_of": "archive",
     "DeltaSource": "source",

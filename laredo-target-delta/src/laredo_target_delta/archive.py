@@ -4,6 +4,9 @@ Every commit a ``delta`` target makes carries, in its commit info, ``laredo.posi
 source position, in the source's own text), ``laredo.position_order`` (an integer that orders
 positions, when the source's positions are integers: PostgreSQL LSNs), ``laredo.source_id``,
 ``laredo.table`` and ``laredo.kind`` (``baseline``, ``changes``, ``schema``, ``maintenance``).
+While a chunked baseline runs, its commits also carry ``laredo.progress``, the progress record
+(:class:`laredo.ProgressTarget`) their rows complete, in the same commit as those rows; ``""``
+marks the baseline finished (see :func:`progress_of`).
 A version holds every change at or before its position and none after it, except a commit
 marked ``laredo.partial`` (made at shutdown, not knowing whether the transaction at its position
 was complete): it may hold only part of that transaction. Point-in-time reads never choose a
@@ -46,6 +49,7 @@ __all__ = [
     "ORDER",
     "PARTIAL",
     "POSITION",
+    "PROGRESS",
     "SOURCE_ID",
     "TABLE",
     "UPDATED",
@@ -57,6 +61,7 @@ __all__ = [
     "history",
     "open_table",
     "position_order",
+    "progress_of",
     "read_as_of",
     "rows_as_of",
     "select_commit",
@@ -68,6 +73,7 @@ SOURCE_ID = "laredo.source_id"
 TABLE = "laredo.table"
 KIND = "laredo.kind"
 PARTIAL = "laredo.partial"
+PROGRESS = "laredo.progress"
 INSERTED = "laredo.inserted"
 UPDATED = "laredo.updated"
 DELETED = "laredo.deleted"
@@ -163,6 +169,8 @@ class Commit:
     inserted: int
     updated: int
     deleted: int
+    progress: str | None = None
+    """``laredo.progress`` of the commit (``""``: a chunked baseline finished; None: absent)."""
 
 
 def _text(value: Any) -> str | None:
@@ -199,6 +207,7 @@ def _commit(info: Mapping[str, Any]) -> Commit:
         inserted=ins,
         updated=upd,
         deleted=dels,
+        progress=_text(info.get(PROGRESS)),
     )
 
 
@@ -222,6 +231,16 @@ def commits(dt: Any) -> list[Commit]:
                 f"({type(exc).__name__}: {str(exc)[:200]}); the log was damaged or forged"
             ) from None
     return sorted(out, key=lambda c: c.version)
+
+
+def progress_of(all_commits: list[Commit]) -> str | None:
+    """The chunked baseline's progress record the table holds: that of the newest commit
+    carrying one (a partial commit too: its rows are in the table); None when there is none or
+    the baseline finished. Writers other than the target (the Spark baseline) use it too."""
+    for c in reversed(all_commits):
+        if c.progress is not None:
+            return c.progress or None
+    return None
 
 
 def history(uri: str, storage_options: Mapping[str, str] | None = None) -> list[Commit]:

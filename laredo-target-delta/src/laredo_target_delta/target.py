@@ -13,6 +13,12 @@ Guarantees:
   acknowledges nothing that is not in the Delta log. A crash loses only uncommitted changes,
   which the source redelivers; on restart the target skips redelivered changes at or before
   its last committed position (no change is applied twice).
+* **Chunked baselines** (``laredo.ProgressTarget``): the first progress record empties the
+  table (a new version, the first of a new table) and is committed in it; chunk rows are
+  committed like changes, each chunk's record in the commit that holds its last row
+  (``laredo.progress``, see :mod:`.archive`), so after kill -9 a restart continues after the
+  last chunk in the Delta log. ``on_baseline_complete`` of a chunked baseline writes nothing;
+  the finished baseline's ``""`` record rides with the next commit.
 * Commits run on the base's flusher thread, so the stream is not held up by a MERGE; the
   engine's thread waits only when ``4 * flush_rows`` changes are waiting. A failed commit is
   retried with backoff; the next engine call raises it after a failed retry.
@@ -74,6 +80,7 @@ class DeltaTarget(BufferingTarget):
         self._mismatch: str | None = None
         self.last_stats: CommitStats | None = None
         self.commits = 0
+        self._chunked = False  # a chunked baseline runs (begun, or resumed: load_progress)
 
     @classmethod
     def from_options(cls, options: DeltaTargetOptions) -> DeltaTarget:
@@ -144,6 +151,8 @@ class DeltaTarget(BufferingTarget):
                 last.position,
                 extra={"table": str(table), "position": last.position},
             )
+        self._chunked = False
+        self.restore_progress(writer.last_progress())
         self._mismatch = None
         if desc is not None and list(desc.columns) != list(columns):
             stored = {c.name: c for c in desc.columns}
@@ -161,6 +170,52 @@ class DeltaTarget(BufferingTarget):
                     f"{_describe(desc.columns)} but the source has {_describe(columns)}; reset "
                     "the source so the table is baselined again (a new version), or use a new uri"
                 )
+
+    # -- chunked baselines (laredo.ProgressTarget) ---------------------------------------------
+    def save_progress(self, table: TableIdentifier, record: str | None) -> None:
+        """Commit ``record`` with the chunk rows handed over before it (``None``: the baseline
+        finished). The first record of a baseline empties the table in a commit holding it."""
+        if record is None:
+            if self._chunked or self.durable_progress() is not None:
+                self.queue_progress(None)
+            self._chunked = False
+        elif not self._chunked:
+            self._begin_chunks(record)
+        else:
+            self.queue_progress(record)
+
+    def load_progress(self, table: TableIdentifier) -> str | None:
+        """The last record in the Delta log (None: none). The engine asks when it resumes a
+        chunked baseline, which then runs on (``on_baseline_complete`` writes nothing)."""
+        record = self.durable_progress()
+        self._chunked = record is not None
+        return record
+
+    def _begin_chunks(self, record: str) -> None:
+        writer = self._need_writer()
+        position = self.change_position
+        if position is None:
+            position = self.durable_position()
+        text = "" if position is None else self.to_string(position)
+        self._baseline_rows, self._baseline = [], []
+        self._baseline_chunk()  # no rows: the table's schema
+        with self._write_lock:
+            self.committed_baseline(self.durable_position())  # drop what is buffered
+            stats = writer.write_baseline(self._baseline, text, position, record)
+            self.committed_baseline(position)
+            self.restore_progress(record)
+        self._baseline = []
+        self._mismatch = None
+        self._chunked = True
+        self.last_stats = stats
+        self.commits += 1
+        logger.info(
+            "delta target %s: a chunked baseline begins: version %d (empty) at %s",
+            self._table,
+            stats.version,
+            text,
+            extra={"table": str(self._table), "position": text},
+        )
 
     def on_close(self, table: TableIdentifier) -> None:
         """Commit what is buffered and stop the flusher; what cannot be committed stays
@@ -185,15 +240,21 @@ class DeltaTarget(BufferingTarget):
         self._baseline_rows = []
 
     def on_baseline_complete(self, table: TableIdentifier) -> None:
-        """Write the baseline as one version at the position given by ``set_change_position``."""
+        """Write the baseline as one version at the position given by ``set_change_position``
+        (nothing after a chunked baseline: its rows are committed as changes)."""
+        if self._chunked:
+            logger.info("delta target %s: chunked baseline complete", table)
+            return
         writer = self._need_writer()
         self._baseline_chunk()
         position = self.change_position
         text = "" if position is None else self.to_string(position)
         with self._write_lock:
             self.committed_baseline(self.durable_position())  # drop what is buffered
-            stats = writer.write_baseline(self._baseline, text, position)
+            done = "" if self.durable_progress() is not None else None  # a stale record: void
+            stats = writer.write_baseline(self._baseline, text, position, done)
             self.committed_baseline(position)
+            self.restore_progress(None)
         self._baseline = []
         self._mismatch = None
         self.last_stats = stats
@@ -227,8 +288,8 @@ class DeltaTarget(BufferingTarget):
         writer = self._need_writer()
         text, position = batch.position_text, batch.position
         net = fold(batch.changes, writer.keys, [c.name for c in writer.columns])
-        stats = writer.merge(net, text, position, partial=batch.partial)
-        writer.maintain(text, position)
+        stats = writer.merge(net, text, position, partial=batch.partial, progress=batch.progress)
+        writer.maintain(text, position, batch.progress)  # a compaction keeps the record too
         if stats is not None:
             self.last_stats = stats
             self.commits += 1

@@ -25,11 +25,13 @@ from .archive import (
     DELETED,
     INSERTED,
     PARTIAL,
+    PROGRESS,
     UPDATED,
     Commit,
     commit_metadata,
     commits,
     position_order,
+    progress_of,
     table_reader,
 )
 from .changes import (
@@ -178,14 +180,27 @@ class DeltaWriter:
         if self.dt is None:
             return None
         for c in reversed(commits(self.dt)):
-            if c.position is not None and not c.partial and c.source_id in (None, self.source_id):
+            if c.position and not c.partial and c.source_id in (None, self.source_id):
                 return c
         return None
 
+    def last_progress(self) -> str | None:
+        """The unfinished chunked baseline's progress record the table holds (None: none)."""
+        return None if self.dt is None else progress_of(commits(self.dt))
+
     # -- commits ----------------------------------------------------------------------------
-    def _props(self, position_text: str, order: int | None, kind: str, **more: Any) -> Any:
+    def _props(
+        self,
+        position_text: str,
+        order: int | None,
+        kind: str,
+        progress: str | None = None,
+        **more: Any,
+    ) -> Any:
         from deltalake import CommitProperties  # noqa: PLC0415 - lazy: deltalake native library
 
+        if progress is not None:
+            more[PROGRESS] = progress
         meta = commit_metadata(position_text, order, self.source_id, str(self.table), kind, **more)
         return CommitProperties(custom_metadata=meta)
 
@@ -193,9 +208,14 @@ class DeltaWriter:
         return encode_description(TableDescription(self.table, tuple(self.columns)))
 
     def write_baseline(
-        self, parts: Iterable[pa.Table], position_text: str, position: Any
+        self,
+        parts: Iterable[pa.Table],
+        position_text: str,
+        position: Any,
+        progress: str | None = None,
     ) -> CommitStats:
-        """Replace the table's contents (a new version; the first one of a new table)."""
+        """Replace the table's contents (a new version; the first one of a new table);
+        ``progress``: a chunked baseline's record to commit with it (see :mod:`.archive`)."""
         from deltalake import DeltaTable, write_deltalake  # noqa: PLC0415 - lazy: native library
 
         started = time.monotonic()
@@ -213,7 +233,9 @@ class DeltaWriter:
                 description=self._description(),
                 configuration=CDF,
                 storage_options=self.storage if self.dt is None else None,
-                commit_properties=self._props(position_text, position_order(position), "baseline"),
+                commit_properties=self._props(
+                    position_text, position_order(position), "baseline", progress=progress
+                ),
             )
             if self.dt is None:
                 self.dt = DeltaTable(self.uri, storage_options=self.storage)
@@ -237,31 +259,38 @@ class DeltaWriter:
         return CommitStats(self.dt.version(), rows, time.monotonic() - started, 0, 0)
 
     def merge(
-        self, net: NetChanges, position_text: str, position: Any, partial: bool = False
+        self,
+        net: NetChanges,
+        position_text: str,
+        position: Any,
+        partial: bool = False,
+        progress: str | None = None,
     ) -> CommitStats | None:
         """One commit applying ``net``: an append of one change row per key (see
-        :mod:`.layout`); None when there is nothing to write. The name stays from the MERGE
-        this replaced."""
+        :mod:`.layout`); None when there is nothing to write (a commit of no rows when there
+        is a ``progress`` record to commit). The name stays from the MERGE this replaced."""
         from deltalake import write_deltalake  # noqa: PLC0415 - lazy: deltalake native library
 
         if not net.rows and not net.truncated:
-            return None
+            return None if progress is None else self._mark(position_text, position, progress)
         if self.dt is None:
             raise DeltaConfigError(
                 f"delta target {self.table}: uri = {self.uri!r} holds no Delta table, but the "
                 "source resumes streaming; reset the source so the table is baselined again"
             )
         if net.truncated:
-            return self._replace(net, position_text, position, partial)
+            return self._replace(net, position_text, position, partial, progress)
         started = time.monotonic()
         current = self._current(kept_keys(net))
         table, counts = change_rows(net, self.codecs, self.keys, self.dt.version() + 1, current)
         if not table.num_rows:
-            return None
+            return None if progress is None else self._mark(position_text, position, progress)
         more: dict[str, Any] = {PARTIAL: True} if partial else {}
         more.update({INSERTED: counts["insert"], UPDATED: counts["update"]})
         more[DELETED] = counts["delete"]
-        props = self._props(position_text, position_order(position), "changes", **more)
+        props = self._props(
+            position_text, position_order(position), "changes", progress=progress, **more
+        )
         try:
             write_deltalake(
                 self.dt, table, mode="append", schema_mode="merge", commit_properties=props
@@ -274,6 +303,22 @@ class DeltaWriter:
         self.change_rows += table.num_rows
         self.last_partial = partial
         return CommitStats(self.dt.version(), table.num_rows, time.monotonic() - started, 0, 0)
+
+    def _mark(self, position_text: str, position: Any, progress: str) -> CommitStats | None:
+        """A commit of no rows that records ``progress`` (kind ``progress``; none without a
+        table: nothing to record)."""
+        from deltalake import write_deltalake  # noqa: PLC0415 - lazy: deltalake native library
+
+        if self.dt is None:
+            return None
+        started = time.monotonic()
+        empty = meta_schema(arrow_schema(self.codecs)).empty_table()
+        props = self._props(position_text, position_order(position), "progress", progress=progress)
+        try:
+            write_deltalake(self.dt, empty, mode="append", commit_properties=props)
+        except Exception as exc:
+            raise self._fail("recording the chunked baseline's progress", exc) from None
+        return CommitStats(self.dt.version(), 0, time.monotonic() - started, 0, 0)
 
     def _current(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Row | None]:
         """The rows the table holds now for ``keys`` (None: deleted; absent: never held).
@@ -301,7 +346,12 @@ class DeltaWriter:
         return latest(rows_of(found, self.codecs), self.keys)
 
     def _replace(
-        self, net: NetChanges, position_text: str, position: Any, partial: bool
+        self,
+        net: NetChanges,
+        position_text: str,
+        position: Any,
+        partial: bool,
+        progress: str | None,
     ) -> CommitStats:
         """A run that starts with a TRUNCATE: the table becomes the rows upserted after it
         (one overwrite commit; MERGE's not-matched-by-source delete is not used because
@@ -310,7 +360,9 @@ class DeltaWriter:
         started = time.monotonic()
         rows = [item[0] for item in net.rows.values() if item is not None]
         more = {PARTIAL: True} if partial else {}
-        props = self._props(position_text, position_order(position), "changes", **more)
+        props = self._props(
+            position_text, position_order(position), "changes", progress=progress, **more
+        )
         try:
             self._overwrite(to_arrow(self.codecs, rows), props)
         except Exception as exc:
@@ -364,7 +416,9 @@ class DeltaWriter:
         )
         self.dt.update_incremental()
 
-    def compact_changes(self, position_text: str, position: Any, force: bool = False) -> bool:
+    def compact_changes(
+        self, position_text: str, position: Any, force: bool = False, progress: str | None = None
+    ) -> bool:
         """When the change rows reach ``maintenance.compact_fraction`` of the compacted ones
         (and ``compact_min_rows``), or with ``force``: one overwrite commit holding the current
         state as plain rows (``laredo.kind = compaction``, the same position, partial when the
@@ -376,8 +430,10 @@ class DeltaWriter:
         due = self.change_rows >= max(m.compact_fraction * self.base_rows, m.compact_min_rows)
         if not (due or force):
             return False
-        more = {PARTIAL: True} if self.last_partial else {}
-        props = self._props(position_text, position_order(position), COMPACTION, **more)
+        more: dict[str, Any] = {PARTIAL: True} if self.last_partial else {}
+        props = self._props(
+            position_text, position_order(position), COMPACTION, progress=progress, **more
+        )
         started = time.monotonic()
         try:
             state = table_reader(self.dt, self.uri).read_all()
@@ -395,12 +451,12 @@ class DeltaWriter:
         self.base_rows, self.change_rows = state.num_rows, 0
         return True
 
-    def maintain(self, position_text: str, position: Any) -> None:
+    def maintain(self, position_text: str, position: Any, progress: str | None = None) -> None:
         """Compact the change rows when due (:meth:`compact_changes`), and small files (and
         vacuum) after every ``compact_every`` commits (see the options). A failed compaction
         is logged and retried after the next commit: the commits before it hold the state."""
         try:
-            self.compact_changes(position_text, position)
+            self.compact_changes(position_text, position, progress=progress)
         except TargetError as exc:
             logger.warning(
                 "delta target %s: compaction failed (retried after the next commit): %s",

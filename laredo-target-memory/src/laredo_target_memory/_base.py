@@ -136,6 +136,7 @@ class MemoryTargetBase(Generic[V]):
         self._key_of: Callable[[Mapping[str, Any]], Any] = _not_initialised
         self._position: Position | None = None
         self._baseline_complete = False
+        self._progress: str | None = None
         self._closed = False
         self.listener_errors = 0
         """How many listener calls raised (each is logged and skipped)."""
@@ -459,9 +460,22 @@ class MemoryTargetBase(Generic[V]):
         copy = self._row_copy
         return [copy(r) for r in rows]
 
+    # ------------------------------------------------------------------ chunked baselines
+    def save_progress(self, table: TableIdentifier, record: str | None) -> None:
+        """Keep a chunked baseline's progress (``laredo.ProgressTarget``): it goes into this
+        target's snapshots (``TableSnapshotInfo.progress``), so a restart restored from one
+        continues the baseline after the record's key instead of starting over. A durable
+        subclass must keep the record with its rows, or opt out (``save_progress = None``)."""
+        self._progress = record
+
+    def load_progress(self, table: TableIdentifier) -> str | None:
+        """The progress record saved last or restored from a snapshot (None: none)."""
+        return self._progress
+
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
-        """Replace the whole state with ``rows`` (indexes rebuilt). All or nothing: a bad row
-        raises ``TargetError`` naming it and leaves the previous state in place.
+        """Replace the whole state with ``rows`` (indexes rebuilt) and take the snapshot's
+        chunked-baseline progress. All or nothing: a bad row raises ``TargetError`` naming it
+        and leaves the previous state in place.
 
         If ``on_init`` was not called yet, the snapshot's table and columns initialise it.
         Listeners receive ``(None, None)`` then ``(None, value)`` for every restored row.
@@ -476,6 +490,7 @@ class MemoryTargetBase(Generic[V]):
                 try:
                     values = install()
                     self._baseline_complete = True
+                    self._progress = info.progress
                 finally:
                     self._version += 1
             if subs:

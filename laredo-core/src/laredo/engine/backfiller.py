@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from ..batches import ChangeBatch
@@ -42,9 +42,11 @@ _NO_TOAST: frozenset[str] = frozenset()
 __all__ = [
     "Backfiller",
     "attach_chunked",
+    "begin_progress",
     "chunked_pipelines",
     "decode_progress",
     "encode_progress",
+    "exports_mid_baseline",
     "joins_chunked",
     "observe_backfills",
     "resume_chunked",
@@ -330,10 +332,17 @@ def start_chunked(
         p.ready = False
         p.begin_baseline(truncate=rebaseline)
         p.applied = position
-        p.save_progress(None)  # a new baseline: an older record is void
+        begin_progress(p, position)
     for table, group in by_table.items():
         rows = min(chunked_rows(reader.source, p) or DEFAULT_CHUNK_ROWS for p in group)
         _launch(reader, table, group, rows, None, initial=True)
+
+
+def begin_progress(p: PipelineWorker, position: Position) -> None:
+    """A chunked baseline of ``p`` begins at ``position``: a target keeping progress voids an
+    older record, then records the start (``last_key`` null), so a crash before the first
+    chunk is durable restarts the chunks instead of streaming over a partial table."""
+    p.begin_progress(position, encode_progress(None))
 
 
 def start_backfill(
@@ -431,6 +440,7 @@ def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | Non
     worker.begin_baseline()
     worker.ready = False
     worker.applied = getattr(reader, "current", None)
+    begin_progress(worker, worker.applied)
     rows = chunked_rows(reader.source, worker)
     assert rows is not None
     bf = _launch(reader, table, [worker], rows, None, initial=True)
@@ -443,30 +453,48 @@ def attach_chunked(reader: _Reader, worker: PipelineWorker, timeout: float | Non
         )
 
 
-def encode_progress(last_key: Sequence[Any]) -> str:
+def encode_progress(last_key: Sequence[Any] | None) -> str:
     """A chunked baseline's progress record: the last key applied (JSON; a value JSON lacks
-    is kept as its text, which PostgreSQL casts back to the key column's type)."""
-    return json.dumps({"last_key": list(last_key)}, default=str, separators=(",", ":"))
+    is kept as its text, which PostgreSQL casts back to the key column's type; null: begun,
+    no chunk yet)."""
+    key = None if last_key is None else list(last_key)
+    return json.dumps({"last_key": key}, default=str, separators=(",", ":"))
 
 
-def decode_progress(record: str) -> tuple[Any, ...]:
-    """The last key of a record :func:`encode_progress` wrote (``ConfigError`` if unreadable)."""
+def decode_progress(record: str) -> tuple[Any, ...] | None:
+    """The last key of a record :func:`encode_progress` wrote (None: no chunk done yet;
+    ``ConfigError`` if unreadable)."""
     try:
-        return tuple(json.loads(record)["last_key"])
+        key = json.loads(record)["last_key"]
+        return None if key is None else tuple(key)
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"unreadable chunked-baseline progress record {record!r}: {exc}"
         ) from None
 
 
+def exports_mid_baseline(reader: _Reader, p: PipelineWorker) -> bool:
+    """May a snapshot hold ``p`` although it is not ready? Yes while its initial chunked
+    baseline runs into a target that keeps the progress (an in-memory one puts the record in
+    the snapshot): restored, it continues after the record's key (:func:`resume_chunked`)."""
+    bf = reader.backfills.get(p.table)
+    return bf is not None and bf.initial and p in bf.pipes and p.keeps_progress
+
+
 def resume_chunked(
-    reader: _Reader, pipes: Sequence[PipelineWorker], position: Position
+    reader: _Reader,
+    pipes: Sequence[PipelineWorker],
+    position: Position,
+    restored: Collection[str] = (),
 ) -> list[PipelineWorker]:
-    """Start-up resume: the pipelines whose durable target holds the progress of an unfinished
-    chunked baseline continue it after the smallest last key of their table's group (they stay
-    BASELINING and not ready, so nothing is acknowledged until it is done); the stream resumes
-    at ``position`` and its changes are applied over the target as usual. Returns them."""
-    groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...]]]] = {}
+    """Start-up resume: the pipelines whose target holds the progress of an unfinished chunked
+    baseline (a durable target's own, or an in-memory one's restored from a snapshot: their
+    ids in ``restored``, already at the snapshot's position) continue it after the smallest
+    last key of their table's group (they stay BASELINING and not ready, so nothing is
+    acknowledged until it is done); the stream resumes at ``position`` and its changes are
+    applied over the target again, never skipped (a chunk may come at a position before the
+    target's). Returns them."""
+    groups: dict[TableIdentifier, list[tuple[PipelineWorker, tuple[Any, ...] | None]]] = {}
     for p in pipes:
         record = None if p.failed else p.load_progress()
         if record is not None:
@@ -478,13 +506,16 @@ def resume_chunked(
         )
     resumed: list[PipelineWorker] = []
     for table, group in groups.items():
-        after = min(k for _, k in group)
+        keys = [k for _, k in group]
+        after = None if None in keys else min(k for k in keys if k is not None)
         workers = [p for p, _ in group]
         rows = min(chunked_rows(reader.source, p) or DEFAULT_CHUNK_ROWS for p in workers)
         for p in workers:
             p.ready = False
             p.begin_baseline()
-            p.resume_at(position)
+            if p.id not in restored:
+                p.resume_at(position)
+            p.skip_until = None
         logger.info(
             "source %s: resuming the chunked baseline of %s after key %s", reader.id, table, after
         )

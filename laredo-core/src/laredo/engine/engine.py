@@ -47,6 +47,7 @@ from ..observers import composite
 from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from ..snapshots.jsonl import JsonlSerializer
 from ..types import ColumnDefinition, PipelineState, Position, TableIdentifier
+from .backfiller import exports_mid_baseline
 from .context import EngineContext, FailureScope, ObserverWants
 from .membership import attach, detach, preflight, retire
 from .pipeline_worker import PipelineWorker
@@ -196,7 +197,7 @@ class Engine:
             if coordinator
             else time.monotonic,
             take_snapshot=lambda: self._take_snapshot({"trigger": "schedule"}, direct=False),
-            is_ready=self._ready.is_set,
+            is_ready=lambda: self._ready.is_set() or not self._not_snapshottable(),
             lag_interval=self.lag_interval,
         )
         self._scheduler.start()
@@ -702,7 +703,7 @@ class Engine:
 
         def collect() -> list[Export]:
             pipes = [p for p in self._pipelines if not p.failed]
-            not_ready = [p.id for p in pipes if not p.ready]
+            not_ready = self._not_snapshottable()
             if not_ready:
                 raise EngineStateError(
                     f"cannot snapshot while pipelines are not ready: {', '.join(not_ready)}"
@@ -720,6 +721,18 @@ class Engine:
         for reader in self._readers.values():
             reader.try_ack()
         return result.snapshot_id
+
+    def _not_snapshottable(self) -> list[str]:
+        """Pipelines a snapshot cannot hold now: not ready, and not in a chunked baseline whose
+        progress their target keeps (``backfiller.exports_mid_baseline``)."""
+        out = []
+        for p in self._pipelines:
+            if p.failed or p.ready:
+                continue
+            reader = self._readers.get(p.link.source_id)
+            if reader is None or not exports_mid_baseline(reader, p):
+                out.append(p.id)
+        return out
 
     # -- asyncio wrappers ------------------------------------------------------------------
     async def astart(self) -> None:

@@ -259,6 +259,15 @@ class PipelineWorker:
         if isinstance(self.target, ProgressTarget):
             self.target.save_progress(self.table, record)
 
+    def begin_progress(self, position: Position, start: str) -> None:
+        """A chunked baseline begins at ``position``: a target keeping progress voids an older
+        record, then records ``start``."""
+        t = self.target
+        if self.keeps_progress and position is not None and isinstance(t, PositionedTarget):
+            t.set_change_position(position)
+        self.save_progress(None)
+        self.save_progress(start)
+
     def load_progress(self) -> str | None:
         """The progress record of an unfinished chunked baseline the target holds, if any."""
         target = self.target
@@ -508,6 +517,7 @@ class PipelineWorker:
             indexes=tuple(self.target.indexes) if isinstance(self.target, SecondaryIndexed) else (),
             rows=self.target.export_snapshot(),
             position=self.applied,
+            progress=None if self.keeps_state() else self.load_progress(),  # a durable one keeps it
         )
 
     def heartbeat(self, position: Position) -> None:

@@ -60,6 +60,8 @@ class Export:
     indexes: Sequence[IndexDefinition]
     rows: list[Row]
     position: Position | None
+    progress: str | None = None
+    """The target's chunked-baseline progress record (a baseline part way through)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,7 @@ class SnapshotCoordinator:
                     indexes=tuple(e.indexes),
                     position=_pos_str(source, e.position) if e.position is not None else None,
                     pipeline_id=e.pipeline_id,
+                    progress=e.progress,
                 )
             )
             per_source.setdefault(e.source_id, []).append(e.position)

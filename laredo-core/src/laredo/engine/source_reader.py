@@ -514,16 +514,15 @@ class SourceReader:
             return self._baseline(rebaseline=plan.kind is StartKind.REBASELINE)
         assert plan.position is not None
         tables = plan.restored.tables if plan.restored is not None else {}
-        resumed = (
-            resume_chunked(self, active, plan.position) if plan.kind is StartKind.RESUME else []
-        )
         for p in active:
-            if p in resumed:
-                continue  # an unfinished chunked baseline continues (see resume_chunked)
             restored = tables.get(p.id)
             if restored is not None:
                 p.restored(restored)
-            elif plan.kind is StartKind.RESUME:
+        resumed = resume_chunked(self, active, plan.position, restored=tables)
+        for p in active:
+            if p in resumed:
+                continue  # an unfinished chunked baseline continues (see resume_chunked)
+            if p.id not in tables and plan.kind is StartKind.RESUME:
                 p.resume_at(plan.position)
             p.mark_streaming()
         if plan.kind is StartKind.RESUME:

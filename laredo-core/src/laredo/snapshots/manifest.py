@@ -276,4 +276,5 @@ def _with_rows(info: TableSnapshotInfo, count: int) -> TableSnapshotInfo:
         indexes=info.indexes,
         position=info.position,
         pipeline_id=info.pipeline_id,
+        progress=info.progress,
     )
