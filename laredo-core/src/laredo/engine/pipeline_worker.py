@@ -32,6 +32,20 @@ from ..contracts import (
     SyncTarget,
 )
 from ..errors import BatchApplyError, BufferOverflow, LaredoError, retry_class
+from ..events import (
+    BaselineCompleted,
+    BaselineStarted,
+    BufferDepthChanged,
+    BufferPolicyTriggered,
+    ChangeApplied,
+    ChangeError,
+    ChangeReceived,
+    ChangesApplied,
+    DeadLetterWritten,
+    PipelineStateChanged,
+    RowExpired,
+    ValidationResult,
+)
 from ..filters import as_filter
 from ..pipeline import Pipeline
 from ..pipeline_ops import Chain, row_count_change, ttl_from_field
@@ -136,7 +150,7 @@ class PipelineWorker:
         if old == new:
             return
         self.state = new
-        self.ctx.observer.on_pipeline_state_changed(self.id, old, new)
+        self.ctx.emit(PipelineStateChanged(self.id, old, new))
         if new is PipelineState.ERROR:
             logger.error(
                 "pipeline %s entered ERROR: %s", self.id, self.error, extra={"pipeline": self.id}
@@ -177,7 +191,7 @@ class PipelineWorker:
         self._stop_now.set()
 
     def _on_policy(self, policy: str) -> None:
-        self.ctx.observer.on_buffer_policy_triggered(self.id, policy)
+        self.ctx.emit(BufferPolicyTriggered(self.id, policy))
 
     def _escalate(self, policy: ErrorPolicy, message: str) -> None:
         scope = _SCOPE.get(policy)
@@ -218,7 +232,7 @@ class PipelineWorker:
         ``truncate`` (a re-baseline): buffered changes are dropped and the target emptied first
         (a failure to empty it fails the pipeline)."""
         self.set_state(PipelineState.BASELINING)
-        self.ctx.observer.on_baseline_started(self.id, self.table)
+        self.ctx.emit(BaselineStarted(self.id, self.table))
         if truncate:
             self.buffer.clear()
             self.skip_until = None
@@ -245,8 +259,10 @@ class PipelineWorker:
             # the baseline is durable once on_baseline_complete returned: nothing pending
             self.last_change = None
             self._chunks = []
-        self.ctx.observer.on_baseline_completed(
-            self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
+        self.ctx.emit(
+            BaselineCompleted(
+                self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
+            )
         )
         self.validate(loaded, after_baseline=True)
 
@@ -263,7 +279,7 @@ class PipelineWorker:
             logger.exception("pipeline %s: count() failed during validation", self.id)
             return True
         match = actual == expected
-        self.ctx.observer.on_validation_result(self.id, self.table, expected, actual, match)
+        self.ctx.emit(ValidationResult(self.id, self.table, expected, actual, match))
         if not match:
             action = self.cfg.validation_action
             msg = (
@@ -304,7 +320,7 @@ class PipelineWorker:
                 continue  # isolated: changes for this pipeline are no longer applied
             self.handle(item)
             if wants_depth:
-                self.ctx.observer.on_buffer_depth_changed(self.id, buf.depth, buf.capacity)
+                self.ctx.emit(BufferDepthChanged(self.id, buf.depth, buf.capacity))
 
     def handle(self, item: Batch | Heartbeat | SchemaItem | Skip | Call) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
@@ -495,7 +511,7 @@ class PipelineWorker:
         wants = self.ctx.wants
         if wants.received:
             for ev in events:
-                obs.on_change_received(self.id, self.table, ev.action, ev.position)
+                obs.on_event(ChangeReceived(self.id, self.table, ev.action, ev.position))
         started = time.perf_counter()
         if self.chain.plain:
             work = events
@@ -520,11 +536,11 @@ class PipelineWorker:
         if complete:
             self.applied = last
         elapsed = timedelta(seconds=time.perf_counter() - started)
-        obs.on_changes_applied(self.id, self.table, len(work), elapsed)
+        obs.on_event(ChangesApplied(self.id, self.table, len(work), elapsed))
         if wants.applied:
             per = elapsed / max(1, len(work))
             for ev in work:
-                obs.on_change_applied(self.id, self.table, ev.action, per)
+                obs.on_event(ChangeApplied(self.id, self.table, ev.action, per))
         self.link.request_ack()
 
     def _note_chunk(self, position: Position) -> None:
@@ -596,7 +612,7 @@ class PipelineWorker:
         cfg = self.cfg
         backoff = self.retry_backoff
         cap = self.retry_max_backoff
-        obs.on_change_error(self.id, self.table, ev.action, ErrorInfo.of(exc))
+        obs.on_event(ChangeError(self.id, self.table, ev.action, ErrorInfo.of(exc)))
         last: BaseException = exc
         terminal = retry_class(exc) == "terminal"
         for attempt in range(1, 0 if terminal else cfg.max_retries + 1):
@@ -608,11 +624,13 @@ class PipelineWorker:
                 return True
             except Exception as again:
                 last = again
-                obs.on_change_error(
-                    self.id,
-                    self.table,
-                    ev.action,
-                    ErrorInfo.of(again, f"retry {attempt}/{cfg.max_retries}: "),
+                obs.on_event(
+                    ChangeError(
+                        self.id,
+                        self.table,
+                        ev.action,
+                        ErrorInfo.of(again, f"retry {attempt}/{cfg.max_retries}: "),
+                    )
                 )
         tried = (
             "not retried (terminal error)"
@@ -625,7 +643,7 @@ class PipelineWorker:
         if store is not None:
             try:
                 store.write(self.id, ev, info, position=pos)
-                obs.on_dead_letter_written(self.id, ev, info)
+                obs.on_event(DeadLetterWritten(self.id, ev, info))
             except Exception:
                 logger.exception("pipeline %s: dead-letter write failed", self.id)
                 store = None
@@ -643,13 +661,13 @@ class PipelineWorker:
         logger.error("pipeline %s: %s", self.id, message)
         info = ErrorInfo(message, "Unrepresentable")
         obs = self.ctx.observer
-        obs.on_change_error(self.id, self.table, ev.action, info)
+        obs.on_event(ChangeError(self.id, self.table, ev.action, info))
         store = self.ctx.dead_letters
         if store is not None:
             try:
                 pos = None if ev.position is None else self.link.pos_str(ev.position)
                 store.write(self.id, ev, info, position=pos)
-                obs.on_dead_letter_written(self.id, ev, info)
+                obs.on_event(DeadLetterWritten(self.id, ev, info))
                 return True
             except Exception:
                 logger.exception("pipeline %s: dead-letter write failed", self.id)
@@ -710,7 +728,7 @@ class PipelineWorker:
             try:
                 self.target.on_delete(self.table, row)
                 self.expected_rows -= 1
-                self.ctx.observer.on_row_expired(self.id, self.table, str(key))
+                self.ctx.emit(RowExpired(self.id, self.table, str(key)))
             except Exception:
                 logger.exception("pipeline %s: TTL delete failed for key %s", self.id, key)
         return len(expired)
