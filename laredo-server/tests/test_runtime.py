@@ -10,6 +10,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo import PipelineInfo
+from laredo import events as E
 from laredo.testing import TestSource, columns
 from laredo.types import PipelineState, SnapshotMetadata, TableIdentifier, TableSnapshotInfo
 from laredo_server.config import Built
@@ -142,9 +143,9 @@ def test_hub_routes_events_to_matching_watchers() -> None:
     every = hub.watch(set(), set())
     users = hub.watch(set(), {"users"})
     orders_table = hub.watch({"public.orders"}, set())
-    hub.on_changes_applied("users", USERS, 3, dt.timedelta(0))
-    hub.on_snapshot_started("snap-1")
-    hub.on_source_disconnected("src", "postgresql://u:secret@h/db gone")
+    hub.on_event(E.ChangesApplied("users", USERS, 3, dt.timedelta(0)))
+    hub.on_event(E.SnapshotStarted("snap-1"))
+    hub.on_event(E.SourceDisconnected("src", "postgresql://u:secret@h/db gone"))
     assert isinstance(users.next(0), ChangesApplied) and users.next(0) is None
     assert orders_table.next(0) is None
     got = [every.next(0), every.next(0)]
@@ -152,7 +153,7 @@ def test_hub_routes_events_to_matching_watchers() -> None:
     assert every.next(0) is None  # the third event did not fit (buffer 2): counted instead
     assert every.take_dropped() == 1 and every.take_dropped() == 0
     hub.unwatch(every)
-    hub.on_snapshot_failed("snap-2", laredo.ErrorInfo("disk full"))
+    hub.on_event(E.SnapshotFailed("snap-2", laredo.ErrorInfo("disk full")))
     assert hub.last_snapshot_error == "snap-2: disk full"
     assert every.next(0) is None
     assert hub.last_change_at is not None
@@ -162,7 +163,7 @@ def test_hub_masks_secrets_and_reports_service_state_changes() -> None:
     state = {"now": ServiceState.STARTING}
     hub = WatchHub(lambda: state["now"])
     w = hub.watch(set(), set())
-    hub.on_source_disconnected("src", "postgresql://u:secret@h/db gone")
+    hub.on_event(E.SourceDisconnected("src", "postgresql://u:secret@h/db gone"))
     ev = w.next(0)
     assert isinstance(ev, SourceStateChanged)
     assert ev.state == "DISCONNECTED" and "secret" not in ev.reason and "***" in ev.reason
@@ -182,7 +183,7 @@ def test_hub_names_the_table_of_a_pipeline_event() -> None:
     rt = _runtime()
     w = rt.hub.watch({"public.users"}, set())
     other = rt.hub.watch({"public.orders"}, set())
-    rt.hub.on_pipeline_state_changed("users", S.INITIALIZING, S.BASELINING)
+    rt.hub.on_event(E.PipelineStateChanged("users", S.INITIALIZING, S.BASELINING))
     ev = w.next(0)
     assert isinstance(ev, PipelineStateChanged)
     assert (ev.pipeline_id, ev.old, ev.new) == ("users", S.INITIALIZING, S.BASELINING)

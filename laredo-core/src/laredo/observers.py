@@ -85,15 +85,16 @@ def _warn_once(cls: type) -> None:
         f"on_event(ev) with the values of laredo.events instead (the on_xxx observer methods "
         f"are removed in {LEGACY_REMOVAL})",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
 def legacy_dispatch(target: object, ev: Event) -> None:
     """Call ``target``'s deprecated ``on_xxx`` method for ``ev`` (if it has one) with the
-    event's leading fields, as the method-per-event contract did."""
+    event's leading fields, as the method-per-event contract did; warns once per class."""
     fn = getattr(target, ev.legacy[0], None) if ev.legacy[0] else None
     if fn is not None:
+        _warn_once(type(target))
         fn(*ev.legacy_args())
 
 
@@ -140,7 +141,6 @@ class NullObserver:
         if h is not None:
             h(self, ev)
         elif self._legacy:
-            _warn_once(type(self))
             legacy_dispatch(self, ev)
 
 
@@ -153,7 +153,6 @@ class LegacyObserver(NullObserver):
             n for n in dir(inner) if n.startswith("on_") and callable(getattr(inner, n, None))
         )
         self.opted_in = _legacy_opt_ins(methods)
-        _warn_once(type(inner))
 
     def on_event(self, ev: Event) -> None:
         legacy_dispatch(self.inner, ev)
