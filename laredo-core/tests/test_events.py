@@ -151,3 +151,12 @@ def test_a_null_observer_subclass_with_on_xxx_methods_still_receives_them() -> N
         src, eng = _engine(legacy)
         _stream_two(src, eng, lambda: sum(c[2] for c in legacy.calls) >= 2)
     assert all(c[0].startswith("s:public.users") and c[1] == USERS for c in legacy.calls)
+
+
+def test_the_logging_observer_asks_for_per_change_events_only_when_it_logs_them() -> None:
+    quiet, chatty = logging.getLogger("test.events.quiet"), logging.getLogger("test.events.chatty")
+    quiet.setLevel(logging.INFO)
+    chatty.setLevel(logging.DEBUG)
+    assert not E.receives(laredo.LoggingObserver(quiet), E.ChangeApplied)
+    assert E.receives(laredo.LoggingObserver(chatty), E.ChangeApplied)
+    assert E.receives(laredo.LoggingObserver(quiet), E.ChangesApplied)  # not opt-in: always

@@ -225,6 +225,8 @@ class LoggingObserver(NullObserver):
 
     def __init__(self, log: logging.Logger | None = None) -> None:
         self.log = log or logging.getLogger("laredo.events")
+        # per-change events only when they would be logged (checked once, at construction)
+        self.opted_in = _PER_CHANGE if self.log.isEnabledFor(logging.DEBUG) else ()
 
     def on_event(self, ev: Event) -> None:
         name = type(ev).__name__

@@ -25,36 +25,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from laredo.events import (
-    AckAdvanced,
-    BaselineCompleted,
-    BaselineRowLoaded,
-    BaselineStarted,
-    BufferDepthChanged,
-    BufferPolicyTriggered,
-    ChangeApplied,
-    ChangeError,
-    ChangeReceived,
-    ChangesApplied,
-    DeadLetterWritten,
-    Event,
-    LagUpdated,
-    PipelineAdded,
-    PipelineRemoved,
-    PipelineStateChanged,
-    RebaselineTriggered,
-    RowExpired,
-    SchemaChanged,
-    SnapshotCompleted,
-    SnapshotFailed,
-    SnapshotRestoreCompleted,
-    SnapshotRestoreStarted,
-    SnapshotStarted,
-    SourceConnected,
-    SourceDisconnected,
-    ValidationResult,
-    handles,
-)
+from laredo import events as E
+from laredo.events import handles
 from laredo.observers import NullObserver
 from laredo.types import PipelineState, TableIdentifier
 from pydantic import BaseModel, ConfigDict
@@ -143,11 +115,11 @@ class PrometheusObserver(NullObserver):
     def __init__(self, per_action: bool = True, buffer_depth: bool = False) -> None:
         self.per_action = per_action
         self.buffer_depth = buffer_depth
-        wanted: list[type[Event]] = [BaselineRowLoaded]
+        wanted: list[type[E.Event]] = [E.BaselineRowLoaded]
         if per_action:
-            wanted += [ChangeReceived, ChangeApplied]
+            wanted += [E.ChangeReceived, E.ChangeApplied]
         if buffer_depth:
-            wanted.append(BufferDepthChanged)
+            wanted.append(E.BufferDepthChanged)
         self.opted_in = frozenset(wanted)
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
@@ -292,26 +264,26 @@ class PrometheusObserver(NullObserver):
         return "\n".join(lines) + "\n"
 
     # -- events: lifecycle ---------------------------------------------------------------------
-    @handles(SourceConnected)
-    def _source_connected(self, ev: SourceConnected) -> None:
+    @handles(E.SourceConnected)
+    def _source_connected(self, ev: E.SourceConnected) -> None:
         self._set("laredo_source_connected", (("source", ev.source_id),), 1)
         self._inc("laredo_source_connects_total", (("source", ev.source_id),))
 
-    @handles(SourceDisconnected)
-    def _source_disconnected(self, ev: SourceDisconnected) -> None:
+    @handles(E.SourceDisconnected)
+    def _source_disconnected(self, ev: E.SourceDisconnected) -> None:
         self._set("laredo_source_connected", (("source", ev.source_id),), 0)
         self._inc("laredo_source_disconnects_total", (("source", ev.source_id),))
 
-    @handles(PipelineStateChanged)
-    def _pipeline_state_changed(self, ev: PipelineStateChanged) -> None:
+    @handles(E.PipelineStateChanged)
+    def _pipeline_state_changed(self, ev: E.PipelineStateChanged) -> None:
         base = self._p(ev.pipeline_id)
         with self._lock:
             vals = self._families["laredo_pipeline_state"].values
             for s in _STATES:
                 vals[(*base, ("state", s))] = 1 if s == ev.new.value else 0
 
-    @handles(PipelineAdded)
-    def _pipeline_added(self, ev: PipelineAdded) -> None:
+    @handles(E.PipelineAdded)
+    def _pipeline_added(self, ev: E.PipelineAdded) -> None:
         self._pipes[ev.pipeline_id] = (
             ("pipeline", ev.pipeline_id),
             ("source", ev.source_id),
@@ -322,8 +294,8 @@ class PrometheusObserver(NullObserver):
             (("source", ev.source_id), ("change", "added")),
         )
 
-    @handles(PipelineRemoved)
-    def _pipeline_removed(self, ev: PipelineRemoved) -> None:
+    @handles(E.PipelineRemoved)
+    def _pipeline_removed(self, ev: E.PipelineRemoved) -> None:
         self._inc(
             "laredo_pipeline_membership_changes_total",
             (("source", ev.source_id), ("change", "removed")),
@@ -334,44 +306,44 @@ class PrometheusObserver(NullObserver):
                 del vals[key]
 
     # -- baseline ------------------------------------------------------------------------------
-    @handles(BaselineStarted)
-    def _baseline_started(self, ev: BaselineStarted) -> None:
+    @handles(E.BaselineStarted)
+    def _baseline_started(self, ev: E.BaselineStarted) -> None:
         labels = self._p(ev.pipeline_id, ev.table)
         self._inc("laredo_baselines_started_total", labels)
         self._set("laredo_baseline_rows_loaded", labels, 0)
 
-    @handles(BaselineRowLoaded)
-    def _baseline_row_loaded(self, ev: BaselineRowLoaded) -> None:
+    @handles(E.BaselineRowLoaded)
+    def _baseline_row_loaded(self, ev: E.BaselineRowLoaded) -> None:
         self._set("laredo_baseline_rows_loaded", self._p(ev.pipeline_id, ev.table), ev.row_count)
 
-    @handles(BaselineCompleted)
-    def _baseline_completed(self, ev: BaselineCompleted) -> None:
+    @handles(E.BaselineCompleted)
+    def _baseline_completed(self, ev: E.BaselineCompleted) -> None:
         labels = self._p(ev.pipeline_id, ev.table)
         self._set("laredo_baseline_rows_loaded", labels, ev.total_rows)
         self._inc("laredo_baseline_rows_total", labels, ev.total_rows)
         self._set("laredo_baseline_duration_seconds", labels, ev.duration.total_seconds())
 
-    @handles(RebaselineTriggered)
-    def _rebaseline_triggered(self, ev: RebaselineTriggered) -> None:
+    @handles(E.RebaselineTriggered)
+    def _rebaseline_triggered(self, ev: E.RebaselineTriggered) -> None:
         self._inc("laredo_source_rebaseline_total", (("source", ev.source_id),))
 
     # -- streaming -----------------------------------------------------------------------------
-    @handles(ChangeReceived)
-    def _change_received(self, ev: ChangeReceived) -> None:
+    @handles(E.ChangeReceived)
+    def _change_received(self, ev: E.ChangeReceived) -> None:
         self._inc(
             "laredo_changes_received_total",
             (*self._p(ev.pipeline_id, ev.table), ("action", ev.action.name.lower())),
         )
 
-    @handles(ChangeApplied)
-    def _change_applied(self, ev: ChangeApplied) -> None:
+    @handles(E.ChangeApplied)
+    def _change_applied(self, ev: E.ChangeApplied) -> None:
         self._inc(
             "laredo_changes_applied_total",
             (*self._p(ev.pipeline_id, ev.table), ("action", ev.action.name.lower())),
         )
 
-    @handles(ChangesApplied)
-    def _changes_applied(self, ev: ChangesApplied) -> None:
+    @handles(E.ChangesApplied)
+    def _changes_applied(self, ev: E.ChangesApplied) -> None:
         labels = self._p(ev.pipeline_id, ev.table)
         self._inc("laredo_change_batches_applied_total", labels)
         self._observe("laredo_change_apply_duration_seconds", labels, ev.duration.total_seconds())
@@ -379,68 +351,68 @@ class PrometheusObserver(NullObserver):
         if not self.per_action:
             self._inc("laredo_changes_applied_total", (*labels, ("action", "any")), ev.count)
 
-    @handles(ChangeError)
-    def _change_error(self, ev: ChangeError) -> None:
+    @handles(E.ChangeError)
+    def _change_error(self, ev: E.ChangeError) -> None:
         self._inc(
             "laredo_change_errors_total",
             (*self._p(ev.pipeline_id, ev.table), ("action", ev.action.name.lower())),
         )
 
-    @handles(AckAdvanced)
-    def _ack_advanced(self, ev: AckAdvanced) -> None:
+    @handles(E.AckAdvanced)
+    def _ack_advanced(self, ev: E.AckAdvanced) -> None:
         labels = (("source", ev.source_id),)
         self._inc("laredo_ack_advanced_total", labels)
         self._set("laredo_last_ack_timestamp_seconds", labels, time.time())
 
-    @handles(BufferDepthChanged)
-    def _buffer_depth_changed(self, ev: BufferDepthChanged) -> None:
+    @handles(E.BufferDepthChanged)
+    def _buffer_depth_changed(self, ev: E.BufferDepthChanged) -> None:
         labels = self._p(ev.pipeline_id)
         with self._lock:
             self._families["laredo_pipeline_buffer_depth"].values[labels] = ev.depth
             self._families["laredo_pipeline_buffer_capacity"].values[labels] = ev.capacity
 
-    @handles(BufferPolicyTriggered)
-    def _buffer_policy_triggered(self, ev: BufferPolicyTriggered) -> None:
+    @handles(E.BufferPolicyTriggered)
+    def _buffer_policy_triggered(self, ev: E.BufferPolicyTriggered) -> None:
         policy = str(getattr(ev.policy, "value", ev.policy))
         self._inc(
             "laredo_buffer_policy_triggered_total", (*self._p(ev.pipeline_id), ("policy", policy))
         )
 
     # -- snapshots -----------------------------------------------------------------------------
-    @handles(SnapshotStarted)
-    def _snapshot_started(self, ev: SnapshotStarted) -> None:
+    @handles(E.SnapshotStarted)
+    def _snapshot_started(self, ev: E.SnapshotStarted) -> None:
         self._inc("laredo_snapshots_started_total", ())
 
-    @handles(SnapshotCompleted)
-    def _snapshot_completed(self, ev: SnapshotCompleted) -> None:
+    @handles(E.SnapshotCompleted)
+    def _snapshot_completed(self, ev: E.SnapshotCompleted) -> None:
         self._inc("laredo_snapshots_total", (("outcome", "created"),))
         self._observe("laredo_snapshot_duration_seconds", (), ev.duration.total_seconds())
         self._set("laredo_snapshot_last_rows", (), ev.rows)
         self._set("laredo_snapshot_last_size_bytes", (), ev.size_bytes)
         self._set("laredo_snapshot_last_success_timestamp_seconds", (), time.time())
 
-    @handles(SnapshotFailed)
-    def _snapshot_failed(self, ev: SnapshotFailed) -> None:
+    @handles(E.SnapshotFailed)
+    def _snapshot_failed(self, ev: E.SnapshotFailed) -> None:
         self._inc("laredo_snapshots_total", (("outcome", "failed"),))
 
-    @handles(SnapshotRestoreStarted)
-    def _snapshot_restore_started(self, ev: SnapshotRestoreStarted) -> None:
+    @handles(E.SnapshotRestoreStarted)
+    def _snapshot_restore_started(self, ev: E.SnapshotRestoreStarted) -> None:
         self._inc("laredo_snapshot_restores_total", (("outcome", "started"),))
 
-    @handles(SnapshotRestoreCompleted)
-    def _snapshot_restore_completed(self, ev: SnapshotRestoreCompleted) -> None:
+    @handles(E.SnapshotRestoreCompleted)
+    def _snapshot_restore_completed(self, ev: E.SnapshotRestoreCompleted) -> None:
         self._inc("laredo_snapshot_restores_total", (("outcome", "completed"),))
         self._set("laredo_snapshot_restore_duration_seconds", (), ev.duration.total_seconds())
 
     # -- schema, lag ---------------------------------------------------------------------------
-    @handles(SchemaChanged)
-    def _schema_changed(self, ev: SchemaChanged) -> None:
+    @handles(E.SchemaChanged)
+    def _schema_changed(self, ev: E.SchemaChanged) -> None:
         self._inc(
             "laredo_schema_changes_total", (("source", ev.source_id), ("table", str(ev.table)))
         )
 
-    @handles(LagUpdated)
-    def _lag_updated(self, ev: LagUpdated) -> None:
+    @handles(E.LagUpdated)
+    def _lag_updated(self, ev: E.LagUpdated) -> None:
         labels = (("source", ev.source_id),)
         with self._lock:
             self._families["laredo_source_lag_bytes"].values[labels] = ev.lag_bytes
@@ -450,16 +422,16 @@ class PrometheusObserver(NullObserver):
                 )
 
     # -- dead letters, ttl, validation ---------------------------------------------------------
-    @handles(DeadLetterWritten)
-    def _dead_letter_written(self, ev: DeadLetterWritten) -> None:
+    @handles(E.DeadLetterWritten)
+    def _dead_letter_written(self, ev: E.DeadLetterWritten) -> None:
         self._inc("laredo_dead_letters_total", self._p(ev.pipeline_id, ev.change.table))
 
-    @handles(RowExpired)
-    def _row_expired(self, ev: RowExpired) -> None:
+    @handles(E.RowExpired)
+    def _row_expired(self, ev: E.RowExpired) -> None:
         self._inc("laredo_rows_expired_total", self._p(ev.pipeline_id, ev.table))
 
-    @handles(ValidationResult)
-    def _validation_result(self, ev: ValidationResult) -> None:
+    @handles(E.ValidationResult)
+    def _validation_result(self, ev: E.ValidationResult) -> None:
         labels = self._p(ev.pipeline_id, ev.table)
         self._inc(
             "laredo_validation_runs_total",

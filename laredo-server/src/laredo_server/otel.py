@@ -14,32 +14,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from laredo import events as E
 from laredo.errors import MissingDependencyError
-from laredo.events import (
-    AckAdvanced,
-    BaselineCompleted,
-    BaselineStarted,
-    BufferPolicyTriggered,
-    ChangeApplied,
-    ChangeError,
-    ChangeReceived,
-    ChangesApplied,
-    DeadLetterWritten,
-    LagUpdated,
-    PipelineAdded,
-    PipelineRemoved,
-    PipelineStateChanged,
-    RebaselineTriggered,
-    RowExpired,
-    SchemaChanged,
-    SnapshotCompleted,
-    SnapshotFailed,
-    SnapshotRestoreCompleted,
-    SourceConnected,
-    SourceDisconnected,
-    ValidationResult,
-    handles,
-)
+from laredo.events import handles
 from laredo.observers import NullObserver
 from laredo.types import TableIdentifier
 from pydantic import BaseModel, ConfigDict
@@ -92,7 +69,7 @@ class OpenTelemetryObserver(NullObserver):
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter(meter_name)
         self.per_action = per_action
-        self.opted_in = frozenset({ChangeReceived, ChangeApplied} if per_action else ())
+        self.opted_in = frozenset({E.ChangeReceived, E.ChangeApplied} if per_action else ())
         self._c = {k: meter.create_counter(n, description=d) for k, (n, d) in _COUNTERS.items()}
         self._apply = meter.create_histogram(
             "laredo.change.apply.duration", unit="s", description="Time to apply one batch."
@@ -148,103 +125,103 @@ class OpenTelemetryObserver(NullObserver):
         return [Observation(v, {"source": s}) for s, v in items]
 
     # -- events -------------------------------------------------------------------------------
-    @handles(SourceConnected)
-    def _source_connected(self, ev: SourceConnected) -> None:
+    @handles(E.SourceConnected)
+    def _source_connected(self, ev: E.SourceConnected) -> None:
         self._c["connections"].add(1, {"source": ev.source_id, "event": "connected"})
 
-    @handles(SourceDisconnected)
-    def _source_disconnected(self, ev: SourceDisconnected) -> None:
+    @handles(E.SourceDisconnected)
+    def _source_disconnected(self, ev: E.SourceDisconnected) -> None:
         self._c["connections"].add(1, {"source": ev.source_id, "event": "disconnected"})
 
-    @handles(PipelineStateChanged)
-    def _pipeline_state_changed(self, ev: PipelineStateChanged) -> None:
+    @handles(E.PipelineStateChanged)
+    def _pipeline_state_changed(self, ev: E.PipelineStateChanged) -> None:
         self._c["states"].add(1, self._p(ev.pipeline_id, state=ev.new.value))
 
-    @handles(PipelineAdded)
-    def _pipeline_added(self, ev: PipelineAdded) -> None:
+    @handles(E.PipelineAdded)
+    def _pipeline_added(self, ev: E.PipelineAdded) -> None:
         self._c["membership"].add(1, {"source": ev.source_id, "change": "added"})
 
-    @handles(PipelineRemoved)
-    def _pipeline_removed(self, ev: PipelineRemoved) -> None:
+    @handles(E.PipelineRemoved)
+    def _pipeline_removed(self, ev: E.PipelineRemoved) -> None:
         self._c["membership"].add(1, {"source": ev.source_id, "change": "removed"})
 
-    @handles(BaselineStarted)
-    def _baseline_started(self, ev: BaselineStarted) -> None:
+    @handles(E.BaselineStarted)
+    def _baseline_started(self, ev: E.BaselineStarted) -> None:
         self._c["baseline_started"].add(1, self._p(ev.pipeline_id, ev.table))
 
-    @handles(BaselineCompleted)
-    def _baseline_completed(self, ev: BaselineCompleted) -> None:
+    @handles(E.BaselineCompleted)
+    def _baseline_completed(self, ev: E.BaselineCompleted) -> None:
         attrs = self._p(ev.pipeline_id, ev.table)
         self._c["baseline_rows"].add(ev.total_rows, attrs)
         self._baseline.record(ev.duration.total_seconds(), attrs)
 
-    @handles(RebaselineTriggered)
-    def _rebaseline_triggered(self, ev: RebaselineTriggered) -> None:
+    @handles(E.RebaselineTriggered)
+    def _rebaseline_triggered(self, ev: E.RebaselineTriggered) -> None:
         self._c["rebaseline"].add(1, {"source": ev.source_id})
 
-    @handles(ChangeReceived)
-    def _change_received(self, ev: ChangeReceived) -> None:
+    @handles(E.ChangeReceived)
+    def _change_received(self, ev: E.ChangeReceived) -> None:
         self._c["received"].add(1, self._p(ev.pipeline_id, ev.table, action=ev.action.name.lower()))
 
-    @handles(ChangeApplied)
-    def _change_applied(self, ev: ChangeApplied) -> None:
+    @handles(E.ChangeApplied)
+    def _change_applied(self, ev: E.ChangeApplied) -> None:
         self._c["applied"].add(1, self._p(ev.pipeline_id, ev.table, action=ev.action.name.lower()))
 
-    @handles(ChangesApplied)
-    def _changes_applied(self, ev: ChangesApplied) -> None:
+    @handles(E.ChangesApplied)
+    def _changes_applied(self, ev: E.ChangesApplied) -> None:
         attrs = self._p(ev.pipeline_id, ev.table)
         self._c["batches"].add(1, attrs)
         self._apply.record(ev.duration.total_seconds(), attrs)
         if not self.per_action:
             self._c["applied"].add(ev.count, self._p(ev.pipeline_id, ev.table, action="any"))
 
-    @handles(ChangeError)
-    def _change_error(self, ev: ChangeError) -> None:
+    @handles(E.ChangeError)
+    def _change_error(self, ev: E.ChangeError) -> None:
         self._c["errors"].add(1, self._p(ev.pipeline_id, ev.table, action=ev.action.name.lower()))
 
-    @handles(AckAdvanced)
-    def _ack_advanced(self, ev: AckAdvanced) -> None:
+    @handles(E.AckAdvanced)
+    def _ack_advanced(self, ev: E.AckAdvanced) -> None:
         self._c["acks"].add(1, {"source": ev.source_id})
 
-    @handles(BufferPolicyTriggered)
-    def _buffer_policy_triggered(self, ev: BufferPolicyTriggered) -> None:
+    @handles(E.BufferPolicyTriggered)
+    def _buffer_policy_triggered(self, ev: E.BufferPolicyTriggered) -> None:
         policy = str(getattr(ev.policy, "value", ev.policy))
         self._c["policy"].add(1, self._p(ev.pipeline_id, policy=policy))
 
-    @handles(SnapshotCompleted)
-    def _snapshot_completed(self, ev: SnapshotCompleted) -> None:
+    @handles(E.SnapshotCompleted)
+    def _snapshot_completed(self, ev: E.SnapshotCompleted) -> None:
         self._c["snapshots"].add(1, {"outcome": "created"})
         self._snapshot.record(ev.duration.total_seconds())
 
-    @handles(SnapshotFailed)
-    def _snapshot_failed(self, ev: SnapshotFailed) -> None:
+    @handles(E.SnapshotFailed)
+    def _snapshot_failed(self, ev: E.SnapshotFailed) -> None:
         self._c["snapshots"].add(1, {"outcome": "failed"})
 
-    @handles(SnapshotRestoreCompleted)
-    def _snapshot_restore_completed(self, ev: SnapshotRestoreCompleted) -> None:
+    @handles(E.SnapshotRestoreCompleted)
+    def _snapshot_restore_completed(self, ev: E.SnapshotRestoreCompleted) -> None:
         self._c["restores"].add(1, {"outcome": "completed"})
 
-    @handles(SchemaChanged)
-    def _schema_changed(self, ev: SchemaChanged) -> None:
+    @handles(E.SchemaChanged)
+    def _schema_changed(self, ev: E.SchemaChanged) -> None:
         self._c["schema"].add(1, {"source": ev.source_id, "table": str(ev.table)})
 
-    @handles(LagUpdated)
-    def _lag_updated(self, ev: LagUpdated) -> None:
+    @handles(E.LagUpdated)
+    def _lag_updated(self, ev: E.LagUpdated) -> None:
         with self._lock:
             self._lag_bytes[ev.source_id] = ev.lag_bytes
             if ev.lag_time is not None:
                 self._lag_seconds[ev.source_id] = ev.lag_time.total_seconds()
 
-    @handles(DeadLetterWritten)
-    def _dead_letter_written(self, ev: DeadLetterWritten) -> None:
+    @handles(E.DeadLetterWritten)
+    def _dead_letter_written(self, ev: E.DeadLetterWritten) -> None:
         self._c["dead"].add(1, self._p(ev.pipeline_id, ev.change.table))
 
-    @handles(RowExpired)
-    def _row_expired(self, ev: RowExpired) -> None:
+    @handles(E.RowExpired)
+    def _row_expired(self, ev: E.RowExpired) -> None:
         self._c["expired"].add(1, self._p(ev.pipeline_id, ev.table))
 
-    @handles(ValidationResult)
-    def _validation_result(self, ev: ValidationResult) -> None:
+    @handles(E.ValidationResult)
+    def _validation_result(self, ev: E.ValidationResult) -> None:
         result = "match" if ev.match else "mismatch"
         self._c["validation"].add(1, self._p(ev.pipeline_id, ev.table, result=result))
 
