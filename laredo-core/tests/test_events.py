@@ -160,3 +160,21 @@ def test_the_logging_observer_asks_for_per_change_events_only_when_it_logs_them(
     assert not E.receives(laredo.LoggingObserver(quiet), E.ChangeApplied)
     assert E.receives(laredo.LoggingObserver(chatty), E.ChangeApplied)
     assert E.receives(laredo.LoggingObserver(quiet), E.ChangesApplied)  # not opt-in: always
+
+
+def test_events_are_frozen_values_built_with_their_dataclass_signature() -> None:
+    """The fast ``__init__`` of a slotted event keeps the dataclass contract: positional or
+    keyword fields, defaults of a later field, a clear error for a missing one, frozen."""
+    import dataclasses
+
+    ev = E.ChangeError("p", USERS, laredo.ChangeAction.UPDATE, laredo.ErrorInfo("x"))
+    assert ev == E.ChangeError(
+        pipeline_id="p", table=USERS, action=laredo.ChangeAction.UPDATE, error=laredo.ErrorInfo("x")
+    )
+    assert [f.name for f in dataclasses.fields(ev)] == ["pipeline_id", "table", "action", "error"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ev.pipeline_id = "q"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'error'"):
+        E.ChangeError("p", USERS, laredo.ChangeAction.UPDATE)  # type: ignore[call-arg]
+    assert ChangesAppliedV2("p", USERS, 1, timedelta(0)).rows_bytes == 0
+    assert not hasattr(ev, "__dict__")  # slotted

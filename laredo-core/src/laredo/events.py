@@ -17,10 +17,11 @@ method-per-event observers receive (see :class:`laredo.observers.NullObserver`);
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .types import (
     ChangeAction,
@@ -75,9 +76,41 @@ class Event:
     legacy: ClassVar[tuple[str, int]] = ("", 0)
     """``(method name, field count)`` for deprecated method-per-event observers."""
 
+    def __init_subclass__(cls) -> None:  # no super(): its cell is the class slots=True replaced
+        if "__slots__" in cls.__dict__ and "__dataclass_fields__" in cls.__dict__:
+            _fast_init(cls)  # the slotted class ``dataclass(slots=True)`` makes
+
     def legacy_args(self) -> tuple[Any, ...]:
         """The leading fields the deprecated ``on_xxx`` method takes, in order."""
         return tuple(getattr(self, f.name) for f in fields(self)[: self.legacy[1]])
+
+
+def _fast_init(cls: type) -> None:
+    """Give a frozen slotted event an ``__init__`` that fills the slots directly (half the cost
+    of the generated one, which goes through ``object.__setattr__``: per-change events are
+    built once per change). Fields with a factory, ``init=False`` or ``__post_init__`` keep
+    the generated one."""
+    fs = fields(cls)
+    generated = list(inspect.signature(cls).parameters)
+    if (
+        hasattr(cls, "__post_init__")
+        or generated != [f.name for f in fs]
+        or any(f.default_factory is not MISSING for f in fs)
+    ):
+        return
+    ns: dict[str, Any] = {f"_set_{f.name}": getattr(cls, f.name).__set__ for f in fs}
+    params = []
+    for f in fs:
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+    body = "".join(f"    _set_{f.name}(self, {f.name})\n" for f in fs) or "    pass\n"
+    exec(f"def __init__(self, {', '.join(params)}):\n{body}", ns)
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
 
 
 def receives(observer: object, kind: type[Event]) -> bool:
@@ -104,27 +137,21 @@ def handles(*kinds: type[Event] | str) -> Callable[[F], F]:
     return mark
 
 
-class Handlers(Generic[H]):
-    """An observer's handlers by event class name. A class without its own entry gets the
-    handler of the nearest base that has one (a later version or subclass of an event reaches
-    the same handler); the answer is cached per class."""
-
-    __slots__ = ("_by_name", "_cache")
+class Handlers(dict[type, H | None]):
+    """An observer's handlers by event class name, looked up by event class
+    (``handlers[type(ev)]``). A class without its own entry gets the handler of the nearest base
+    that has one (a later version or subclass of an event reaches the same handler), or None;
+    the answer is kept per class."""
 
     def __init__(self, by_name: Mapping[str, H]) -> None:
+        super().__init__()
         self._by_name = dict(by_name)
-        self._cache: dict[type, H | None] = {}
 
-    def get(self, kind: type) -> H | None:
-        try:
-            return self._cache[kind]
-        except KeyError:
-            found = next(
-                (self._by_name[c.__name__] for c in kind.__mro__ if c.__name__ in self._by_name),
-                None,
-            )
-            self._cache[kind] = found
-            return found
+    def __missing__(self, kind: type) -> H | None:
+        names = (c.__name__ for c in kind.__mro__)
+        found = next((self._by_name[n] for n in names if n in self._by_name), None)
+        self[kind] = found
+        return found
 
 
 # -- lifecycle --------------------------------------------------------------------------------

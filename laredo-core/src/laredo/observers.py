@@ -137,7 +137,7 @@ class NullObserver:
     _legacy: frozenset[str] = frozenset()
 
     def on_event(self, ev: Event) -> None:
-        h = self._handlers.get(type(ev))
+        h = self._handlers[type(ev)]
         if h is not None:
             h(self, ev)
         elif self._legacy:
@@ -170,7 +170,8 @@ def as_observer(observer: Any) -> Observer:
 
 class CompositeObserver(NullObserver):
     """Fans every event out to its observers in order; ``None`` entries are dropped. An
-    opt-in event goes only to the observers that opted in."""
+    opt-in event goes only to the observers that opted in (the route of each event class is
+    worked out once)."""
 
     def __init__(self, *observers: Any) -> None:
         flat: list[Any] = []
@@ -182,20 +183,24 @@ class CompositeObserver(NullObserver):
             else:
                 flat.append(o)
         self.observers: list[Observer] = [as_observer(o) for o in flat]
-        self._union()
+        self._changed()
 
     def add(self, observer: Any) -> None:
         self.observers.append(as_observer(observer))
-        self._union()
+        self._changed()
 
-    def _union(self) -> None:
+    def _changed(self) -> None:
         self.opted_in = frozenset(k for o in self.observers for k in getattr(o, "opted_in", ()))
+        self._routes: dict[type, tuple[Observer, ...]] = {}
+
+    def _route(self, kind: type[Event]) -> tuple[Observer, ...]:
+        route = self._routes[kind] = tuple(o for o in self.observers if receives(o, kind))
+        return route
 
     def on_event(self, ev: Event) -> None:
         kind = type(ev)
-        for o in self.observers:
-            if kind.opt_in and not receives(o, kind):
-                continue
+        route = self._routes.get(kind)
+        for o in self._route(kind) if route is None else route:
             try:
                 o.on_event(ev)
             except Exception:
