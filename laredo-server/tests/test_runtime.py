@@ -210,3 +210,25 @@ def test_pinned_store_lists_only_the_pinned_snapshot_until_loaded(tmp_path: Path
     _, tables = pinned.load("snap-a")
     assert [list(rows) for rows in tables.values()] == [[{"id": 1}]]
     assert sorted(d.snapshot_id for d in pinned.list()) == ["snap-a", "snap-b"]
+
+
+@pytest.mark.parametrize("metrics_enabled", [True, False])
+def test_one_event_stream_feeds_watch_status_and_metrics(metrics_enabled: bool) -> None:
+    """The engine's observer is one stream to the watch hub, the status and the metrics; the
+    status reads the metrics' counters (one count), also when /metrics is not exported (then
+    per batch: no per-change values are built for it)."""
+    rt = _runtime(metrics_enabled=metrics_enabled)
+    stream = rt.engine.observer
+    err = laredo.ErrorInfo("boom")
+    w = rt.hub.watch(set(), set())
+    stream.on_event(E.ChangesApplied("users", USERS, 3, dt.timedelta(0)))
+    if E.receives(stream, E.ChangeApplied):  # as the engine does: per change when wanted
+        for _ in range(3):
+            stream.on_event(
+                E.ChangeApplied("users", USERS, laredo.ChangeAction.INSERT, dt.timedelta(0))
+            )
+    stream.on_event(E.ChangeError("users", USERS, laredo.ChangeAction.UPDATE, err))
+    counts = rt.facts.counts("users")
+    assert (counts.changes_applied, counts.change_errors) == (3, 1)
+    assert isinstance(w.next(0), ChangesApplied)
+    assert E.receives(stream, E.ChangeApplied) is metrics_enabled

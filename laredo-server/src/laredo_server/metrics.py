@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from laredo import events as E
 from laredo.events import handles
 from laredo.observers import NullObserver
-from laredo.types import PipelineState, TableIdentifier
+from laredo.types import ChangeAction, PipelineState, TableIdentifier
 from pydantic import BaseModel, ConfigDict
 
 __all__ = [
@@ -50,6 +50,7 @@ conformant twin exported beside each. ``deprecated_names = False`` drops them.""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0)
 _STATES = tuple(s.value for s in PipelineState)
+_ACTIONS = (*(a.name.lower() for a in ChangeAction), "any")
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -212,6 +213,19 @@ class PrometheusObserver(NullObserver):
                 if all(d.get(k) == x for k, x in labels.items()) and not isinstance(v, list):
                     total = (total or 0) + v
             return total
+
+    def pipeline_total(self, name: str, pipeline_id: str) -> int:
+        """A pipeline counter summed over its actions, by direct lookups (the status reads it
+        per pipeline; :meth:`value` scans the family)."""
+        labels = self._pipes.get(pipeline_id)
+        if labels is None:
+            return 0
+        with self._lock:
+            vals = self._families[name].values
+            total = vals.get(labels, 0)
+            for action in _ACTIONS:
+                total += vals.get((*labels, ("action", action)), 0)
+        return int(total)
 
     @staticmethod
     def families() -> list[tuple[str, str, str]]:

@@ -89,13 +89,11 @@ class StatusFacts(NullObserver):
     def counts(self, pipeline_id: str) -> PipelineCounts:
         """The metrics' counters of the pipeline (every action summed)."""
 
-        def total(name: str) -> int:
-            return int(self._metrics.value(name, pipeline=pipeline_id) or 0)
-
+        total = self._metrics.pipeline_total
         return PipelineCounts(
-            total("laredo_changes_applied_total"),
-            total("laredo_change_errors_total"),
-            total("laredo_dead_letters_total"),
+            total("laredo_changes_applied_total", pipeline_id),
+            total("laredo_change_errors_total", pipeline_id),
+            total("laredo_dead_letters_total", pipeline_id),
         )
 
     def wal_retained(self, source_id: str) -> int | None:
