@@ -178,3 +178,19 @@ def test_events_are_frozen_values_built_with_their_dataclass_signature() -> None
         E.ChangeError("p", USERS, laredo.ChangeAction.UPDATE)  # type: ignore[call-arg]
     assert ChangesAppliedV2("p", USERS, 1, timedelta(0)).rows_bytes == 0
     assert not hasattr(ev, "__dict__")  # slotted
+
+
+def test_a_former_handle_event_observer_still_sees_every_event() -> None:
+    class Every(laredo.NullObserver):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def handle_event(self, name: str, *args: Any) -> None:
+            self.names.append(name)
+
+    every = Every()
+    assert E.receives(every, E.ChangeApplied)  # it handled every event, per-change ones too
+    with pytest.warns(DeprecationWarning, match="Every"):
+        src, eng = _engine(every)
+        _stream_two(src, eng, lambda: every.names.count("on_change_applied") == 2)
+    assert "on_source_connected" in every.names and "on_changes_applied" in every.names

@@ -7,9 +7,10 @@ not block. A composite logs and otherwise ignores an observer that raises: obser
 breaks the data path. Per-change events reach only observers that list them in ``opted_in``.
 
 Deprecated (removed in 0.3): observers written against the ``on_xxx(...)`` methods (one per
-event) keep working. A ``NullObserver`` subclass that defines such methods, or any object that
-has them and no ``on_event``, is called through :func:`legacy_dispatch` with each event's leading
-fields; a ``DeprecationWarning`` is issued once per class.
+event) or the former ``handle_event(name, *args)`` keep working. A ``NullObserver`` subclass
+that defines such methods, or any object that has them and no ``on_event``, is called through
+:func:`legacy_dispatch` with each event's leading fields; a ``DeprecationWarning`` is issued
+once per class.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _legacy_methods(cls: type) -> frozenset[str]:
         names.update(
             n
             for n, v in vars(klass).items()
-            if n.startswith("on_") and n != "on_event" and callable(v)
+            if ((n.startswith("on_") and n != "on_event") or n == "handle_event") and callable(v)
         )
     return frozenset(names)
 
@@ -92,14 +93,19 @@ def _warn_once(cls: type) -> None:
 def legacy_dispatch(target: object, ev: Event) -> None:
     """Call ``target``'s deprecated ``on_xxx`` method for ``ev`` (if it has one) with the
     event's leading fields, as the method-per-event contract did; warns once per class."""
-    fn = getattr(target, ev.legacy[0], None) if ev.legacy[0] else None
+    name = ev.legacy[0]
+    fn = getattr(target, name, None) if name else None
     if fn is not None:
         _warn_once(type(target))
         fn(*ev.legacy_args())
+    elif name and callable(every := getattr(target, "handle_event", None)):
+        _warn_once(type(target))
+        every(name, *ev.legacy_args())  # the former NullObserver's one method for all events
 
 
 def _legacy_opt_ins(methods: frozenset[str]) -> frozenset[type[Event]]:
-    return frozenset(k for k in _PER_CHANGE if k.legacy[0] in methods)
+    every = "handle_event" in methods
+    return frozenset(k for k in _PER_CHANGE if every or k.legacy[0] in methods)
 
 
 def _marked(cls: type) -> dict[str, Callable[[Any, Any], None]]:
@@ -150,7 +156,9 @@ class LegacyObserver(NullObserver):
     def __init__(self, inner: object) -> None:
         self.inner = inner
         methods = frozenset(
-            n for n in dir(inner) if n.startswith("on_") and callable(getattr(inner, n, None))
+            n
+            for n in dir(inner)
+            if (n.startswith("on_") or n == "handle_event") and callable(getattr(inner, n, None))
         )
         self.opted_in = _legacy_opt_ins(methods)
 
