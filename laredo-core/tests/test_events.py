@@ -194,3 +194,16 @@ def test_a_former_handle_event_observer_still_sees_every_event() -> None:
         src, eng = _engine(every)
         _stream_two(src, eng, lambda: every.names.count("on_change_applied") == 2)
     assert "on_source_connected" in every.names and "on_changes_applied" in every.names
+
+
+def test_the_adapter_keeps_the_wrapped_objects_other_attributes() -> None:
+    """A plugin's own hooks on a wrapped ``on_xxx`` observer stay reachable (Spark's
+    ``on_spark_partition_done``, the server's ``bind``)."""
+    from laredo.observers import LegacyObserver, as_observer
+
+    duck = DuckLegacy()
+    wrapped = as_observer(duck)
+    assert isinstance(wrapped, LegacyObserver) and wrapped.inner is duck
+    assert wrapped.batches == 0 and wrapped.on_changes_applied == duck.on_changes_applied
+    with pytest.raises(AttributeError):
+        _ = wrapped.no_such_hook

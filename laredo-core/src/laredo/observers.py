@@ -165,6 +165,12 @@ class LegacyObserver(NullObserver):
     def on_event(self, ev: Event) -> None:
         legacy_dispatch(self.inner, ev)
 
+    def __getattr__(self, name: str) -> Any:
+        """Other attributes are the inner object's (``bind``, a plugin's own hooks)."""
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def __repr__(self) -> str:
         return f"LegacyObserver({self.inner!r})"
 
