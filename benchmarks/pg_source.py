@@ -48,12 +48,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from typing import Any
 
 import laredo
 import psycopg
 import stream_limits
+from laredo.events import ChangesApplied, handles
 from laredo.observers import NullObserver
 from laredo.types import TableIdentifier
 from laredo_source_pg.embedded import EmbeddedPostgres
@@ -186,10 +186,9 @@ class AppliedCounter(NullObserver):
         self._target = 0
         self._reached = threading.Event()
 
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None:
-        self.applied += count  # one worker thread calls this
+    @handles(ChangesApplied)
+    def _changes_applied(self, ev: ChangesApplied) -> None:
+        self.applied += ev.count  # one worker thread calls this
         if self.arrivals is not None:
             self.arrivals.append((time.time(), self.applied))
         if self._target and self.applied >= self._target:

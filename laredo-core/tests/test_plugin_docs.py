@@ -41,6 +41,36 @@ class TestDocExampleTargetConformance(TargetConformance):
         return lambda table, columns: DICT_TARGET.DictTarget()
 
 
+def test_the_example_observer_counts_through_a_running_engine() -> None:
+    """``docs/plugin_hooks.md`` ("Writing an observer"): its observer gets the per-change event
+    it opted in to and nothing warns (it is written against the values, not ``on_xxx``)."""
+    import warnings
+
+    import laredo
+    from laredo.testing import TestSource, columns, wait_until
+
+    counter = load("applied_counter.py").AppliedCounter()
+    table = laredo.Table("public", "t")
+    src = TestSource()
+    src.add_table(table, columns("id"), [])
+    eng = laredo.Engine(
+        sources={"s": src},
+        pipelines=[laredo.Pipeline("s", table, laredo.target("indexed-memory"))],
+        observers=[counter, laredo.RecordingObserver()],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        eng.start()
+        try:
+            assert eng.await_ready(10)
+            src.insert(table, {"id": 1})
+            src.insert(table, {"id": 2})
+            wait_until(lambda: counter.applied == 2, 10, "two changes counted")
+        finally:
+            eng.stop()
+    assert counter.errors == 0
+
+
 REPO = DOC.parents[1]
 
 

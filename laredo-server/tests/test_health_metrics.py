@@ -162,58 +162,65 @@ def test_metrics_text_parses_and_counts_changes(harness: Harness) -> None:
 
 
 def test_every_observer_event_becomes_a_metric() -> None:
-    from laredo.observers import EVENT_NAMES
+    from datetime import timedelta
+
+    from laredo import ChangeAction, ChangeEvent, ErrorInfo, PipelineState, SyncMode
+    from laredo import events as E
+    from laredo.types import SchemaChangeEvent
+    from laredo_target_fanout import events as F
 
     obs = PrometheusObserver(buffer_depth=True)
     obs.bind({"p": ("s", "public.t")})
     before = obs.render()
-    from datetime import timedelta
-
-    from laredo import ChangeAction, ChangeEvent, ErrorInfo, PipelineState, SyncMode
-    from laredo.types import SchemaChangeEvent
-
     t = laredo.Table("public", "t")
     ev = ChangeEvent(t, ChangeAction.INSERT, 1, None, new_values={"id": 1})
-    args: dict[str, tuple[Any, ...]] = {
-        "on_source_connected": ("s", "X"),
-        "on_source_disconnected": ("s", "bye"),
-        "on_pipeline_state_changed": ("p", PipelineState.INITIALIZING, PipelineState.STREAMING),
-        "on_baseline_started": ("p", t),
-        "on_baseline_row_loaded": ("p", t, 10),
-        "on_baseline_completed": ("p", t, 10, timedelta(seconds=1)),
-        "on_rebaseline_triggered": ("s",),
-        "on_change_received": ("p", t, ChangeAction.INSERT, 1),
-        "on_change_applied": ("p", t, ChangeAction.INSERT, timedelta(0)),
-        "on_changes_applied": ("p", t, 3, timedelta(milliseconds=2)),
-        "on_change_error": ("p", t, ChangeAction.UPDATE, ErrorInfo("x")),
-        "on_ack_advanced": ("s", 5),
-        "on_buffer_depth_changed": ("p", 3, 10),
-        "on_buffer_policy_triggered": ("p", "drop_oldest"),
-        "on_snapshot_started": ("snap",),
-        "on_snapshot_completed": ("snap", 1, 10, 100, timedelta(seconds=1)),
-        "on_snapshot_failed": ("snap", ErrorInfo("x")),
-        "on_snapshot_restore_started": ("snap",),
-        "on_snapshot_restore_completed": ("snap", timedelta(seconds=1)),
-        "on_schema_change": ("s", t, SchemaChangeEvent((), ())),
-        "on_lag_updated": ("s", 100, timedelta(seconds=2)),
-        "on_dead_letter_written": ("p", ev, ErrorInfo("x")),
-        "on_row_expired": ("p", t, "1"),
-        "on_validation_result": ("p", t, 10, 9, False),
-        "on_fanout_client_connected": ("p", "c", SyncMode.DELTA),
-        "on_fanout_client_disconnected": ("p", "c", "bye"),
-        "on_fanout_client_caught_up": ("p", "c", 5),
-        "on_fanout_client_backpressure": ("p", "c", 5),
-        "on_fanout_snapshot_created": ("p", "snap", 5, 10),
-        "on_fanout_journal_pruned": ("p", 3, 7),
-        "on_pipeline_added": ("p2", "s", t),
-        "on_pipeline_removed": ("p2", "s", "removed"),
+    values: list[E.Event] = [
+        E.SourceConnected("s", "X"),
+        E.SourceDisconnected("s", "bye"),
+        E.PipelineStateChanged("p", PipelineState.INITIALIZING, PipelineState.STREAMING),
+        E.BaselineStarted("p", t),
+        E.BaselineRowLoaded("p", t, 10),
+        E.BaselineCompleted("p", t, 10, timedelta(seconds=1)),
+        E.RebaselineTriggered("s"),
+        E.ChangeReceived("p", t, ChangeAction.INSERT, 1),
+        E.ChangeApplied("p", t, ChangeAction.INSERT, timedelta(0)),
+        E.ChangesApplied("p", t, 3, timedelta(milliseconds=2)),
+        E.ChangeError("p", t, ChangeAction.UPDATE, ErrorInfo("x")),
+        E.AckAdvanced("s", 5),
+        E.BufferDepthChanged("p", 3, 10),
+        E.BufferPolicyTriggered("p", "drop_oldest"),
+        E.SnapshotStarted("snap"),
+        E.SnapshotCompleted("snap", 1, 10, 100, timedelta(seconds=1)),
+        E.SnapshotFailed("snap", ErrorInfo("x")),
+        E.SnapshotRestoreStarted("snap"),
+        E.SnapshotRestoreCompleted("snap", timedelta(seconds=1)),
+        E.SchemaChanged("s", t, SchemaChangeEvent((), ())),
+        E.LagUpdated("s", 100, timedelta(seconds=2)),
+        E.DeadLetterWritten("p", ev, ErrorInfo("x")),
+        E.RowExpired("p", t, "1"),
+        E.ValidationResult("p", t, 10, 9, False),
+        F.FanoutClientConnected("p", "c", SyncMode.DELTA),
+        F.FanoutClientDisconnected("p", "c", "bye"),
+        F.FanoutClientCaughtUp("p", "c", 5),
+        F.FanoutClientBackpressure("p", "c", 5),
+        F.FanoutSnapshotCreated("p", "snap", 5, 10),
+        F.FanoutJournalPruned("p", 3, 7),
+        E.PipelineAdded("p2", "s", t),
+        E.PipelineRemoved("p2", "s", "removed"),
+    ]
+    kinds = {
+        c
+        for m in (E, F)
+        for c in vars(m).values()
+        if isinstance(c, type) and issubclass(c, E.Event) and c is not E.Event
     }
-    assert set(args) == set(EVENT_NAMES), set(EVENT_NAMES) ^ set(args)
+    assert {type(v) for v in values} == kinds, kinds ^ {type(v) for v in values}
     text_before = {f.name for f in text_string_to_metric_families(before)}
-    for name in EVENT_NAMES:
+    for v in values:
         fams_before = obs.render()
-        getattr(obs, name)(*args[name])
-        assert obs.render() != fams_before, f"{name} changed no metric"
+        assert E.receives(obs, type(v)), type(v).__name__
+        obs.on_event(v)
+        assert obs.render() != fams_before, f"{type(v).__name__} changed no metric"
     fams = {f.name: f for f in text_string_to_metric_families(obs.render())}
     assert set(fams) == text_before and len(fams) > 50  # every family from the first scrape
     lag = fams["laredo_source_lag_seconds"].samples[0]
@@ -223,14 +230,12 @@ def test_every_observer_event_becomes_a_metric() -> None:
         {"pipeline": "p", "source": "s", "table": "public.t", "action": "update"}
     ]
     batch = PrometheusObserver(per_action=False)
-    batch.on_changes_applied("p", t, 3, timedelta(0))
+    batch.on_event(E.ChangesApplied("p", t, 3, timedelta(0)))
     assert batch.value("laredo_changes_applied_total", action="any") == 3
-    # the engine only makes per-change / per-buffer-operation calls to observers that want them
-    from laredo.observers import implements as _overrides
-
-    assert not _overrides(batch, "on_change_applied")
-    assert not _overrides(batch, "on_buffer_depth_changed")
-    assert _overrides(PrometheusObserver(), "on_change_applied")
+    # the engine builds per-change / per-buffer-operation values only for observers that opt in
+    assert not E.receives(batch, E.ChangeApplied)
+    assert not E.receives(batch, E.BufferDepthChanged)
+    assert E.receives(PrometheusObserver(), E.ChangeApplied)
 
 
 def test_readiness_names_the_failed_pipeline_and_its_reason(tmp_path: Path) -> None:
@@ -269,3 +274,29 @@ def test_readiness_names_the_failed_pipeline_and_its_reason(tmp_path: Path) -> N
         assert rt.readiness(table="public.orders") == (False, [reason])
     finally:
         rt.stop(grace=5)
+
+
+def test_a_later_version_of_an_event_reaches_the_server_observers() -> None:
+    """One more field on an event (as a later release would add it) changes nothing for the
+    metrics and the watch hub: they read the fields they need by name."""
+    from dataclasses import field, make_dataclass
+    from datetime import timedelta
+
+    from laredo import events as E
+    from laredo_server.state import ServiceState
+    from laredo_server.watch import WatchHub
+
+    later: Any = make_dataclass(
+        "ChangesApplied",
+        [("rows_bytes", int, field(default=0))],
+        bases=(E.ChangesApplied,),
+        frozen=True,
+        slots=True,
+    )
+    ev = later("p", laredo.Table("public", "t"), 3, timedelta(0), rows_bytes=10)
+    metrics = PrometheusObserver(per_action=False)
+    hub = WatchHub(lambda: ServiceState.STREAMING)
+    laredo.CompositeObserver(metrics, hub).on_event(ev)
+    assert metrics.value("laredo_changes_applied_total", pipeline="p") == 3
+    assert metrics.value("laredo_change_batches_applied_total", pipeline="p") == 1
+    assert hub.last_change_at is not None

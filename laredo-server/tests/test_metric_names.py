@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from laredo.events import ValidationResult
 from laredo.types import TableIdentifier
 from laredo_server.config import load_string
 from laredo_server.metrics import DEPRECATED_METRICS, PrometheusObserver
@@ -132,7 +133,9 @@ def promtool(text: str) -> tuple[int, str]:
 def test_live_metrics_pass_the_lint_and_promtool_agrees(tmp_path: Path) -> None:
     h = Harness(tmp_path).start()
     try:
-        h.rt.metrics.on_validation_result("users", TableIdentifier("public", "users"), 25, 25, True)
+        h.rt.metrics.on_event(
+            ValidationResult("users", TableIdentifier("public", "users"), 25, 25, True)
+        )
         text = scrape(h)
         assert (
             "laredo_validation_target_rows{" in text

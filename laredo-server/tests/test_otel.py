@@ -7,6 +7,7 @@ from typing import Any
 
 import laredo
 import pytest
+from laredo.events import LagUpdated
 from laredo.testing import wait_until
 from laredo_server.config import build_engine, load_string
 
@@ -53,7 +54,7 @@ tables = [ { source = src, table = users, targets = [ { type = indexed-memory, i
         t = eng.get_target("src", "public.users")
         end = laredo.Table("public", "users")
         wait_until(lambda: t.get(9) == {"id": 9, "email": "m"}, 10, "the update", interval=0.01)
-        obs.on_lag_updated("src", 123, timedelta(seconds=1.5))
+        obs.on_event(LagUpdated("src", 123, timedelta(seconds=1.5)))
     finally:
         eng.stop()
     got = points(reader)
@@ -79,10 +80,10 @@ observability { observers = [ { type = opentelemetry, per_action = false } ] }
     )
     assert loaded.model is not None
     eng = build_engine(loaded.model).engine
-    from laredo.observers import implements as _overrides
+    from laredo.events import ChangeApplied, ChangesApplied, receives
 
-    assert type(eng.observer).__name__ == "_BatchOpenTelemetryObserver"
-    assert not _overrides(eng.observer, "on_change_applied")
+    assert not receives(eng.observer, ChangeApplied)  # no per-change values are built for it
+    assert receives(eng.observer, ChangesApplied)
     with pytest.raises(laredo.ConfigError) as ei:
         load_string(
             """

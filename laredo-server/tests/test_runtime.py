@@ -10,6 +10,7 @@ from typing import Any
 import laredo
 import pytest
 from laredo import PipelineInfo
+from laredo import events as E
 from laredo.testing import TestSource, columns
 from laredo.types import PipelineState, SnapshotMetadata, TableIdentifier, TableSnapshotInfo
 from laredo_server.config import Built
@@ -142,9 +143,9 @@ def test_hub_routes_events_to_matching_watchers() -> None:
     every = hub.watch(set(), set())
     users = hub.watch(set(), {"users"})
     orders_table = hub.watch({"public.orders"}, set())
-    hub.on_changes_applied("users", USERS, 3, dt.timedelta(0))
-    hub.on_snapshot_started("snap-1")
-    hub.on_source_disconnected("src", "postgresql://u:secret@h/db gone")
+    hub.on_event(E.ChangesApplied("users", USERS, 3, dt.timedelta(0)))
+    hub.on_event(E.SnapshotStarted("snap-1"))
+    hub.on_event(E.SourceDisconnected("src", "postgresql://u:secret@h/db gone"))
     assert isinstance(users.next(0), ChangesApplied) and users.next(0) is None
     assert orders_table.next(0) is None
     got = [every.next(0), every.next(0)]
@@ -152,7 +153,7 @@ def test_hub_routes_events_to_matching_watchers() -> None:
     assert every.next(0) is None  # the third event did not fit (buffer 2): counted instead
     assert every.take_dropped() == 1 and every.take_dropped() == 0
     hub.unwatch(every)
-    hub.on_snapshot_failed("snap-2", laredo.ErrorInfo("disk full"))
+    hub.on_event(E.SnapshotFailed("snap-2", laredo.ErrorInfo("disk full")))
     assert hub.last_snapshot_error == "snap-2: disk full"
     assert every.next(0) is None
     assert hub.last_change_at is not None
@@ -162,7 +163,7 @@ def test_hub_masks_secrets_and_reports_service_state_changes() -> None:
     state = {"now": ServiceState.STARTING}
     hub = WatchHub(lambda: state["now"])
     w = hub.watch(set(), set())
-    hub.on_source_disconnected("src", "postgresql://u:secret@h/db gone")
+    hub.on_event(E.SourceDisconnected("src", "postgresql://u:secret@h/db gone"))
     ev = w.next(0)
     assert isinstance(ev, SourceStateChanged)
     assert ev.state == "DISCONNECTED" and "secret" not in ev.reason and "***" in ev.reason
@@ -182,7 +183,7 @@ def test_hub_names_the_table_of_a_pipeline_event() -> None:
     rt = _runtime()
     w = rt.hub.watch({"public.users"}, set())
     other = rt.hub.watch({"public.orders"}, set())
-    rt.hub.on_pipeline_state_changed("users", S.INITIALIZING, S.BASELINING)
+    rt.hub.on_event(E.PipelineStateChanged("users", S.INITIALIZING, S.BASELINING))
     ev = w.next(0)
     assert isinstance(ev, PipelineStateChanged)
     assert (ev.pipeline_id, ev.old, ev.new) == ("users", S.INITIALIZING, S.BASELINING)
@@ -209,3 +210,25 @@ def test_pinned_store_lists_only_the_pinned_snapshot_until_loaded(tmp_path: Path
     _, tables = pinned.load("snap-a")
     assert [list(rows) for rows in tables.values()] == [[{"id": 1}]]
     assert sorted(d.snapshot_id for d in pinned.list()) == ["snap-a", "snap-b"]
+
+
+@pytest.mark.parametrize("metrics_enabled", [True, False])
+def test_one_event_stream_feeds_watch_status_and_metrics(metrics_enabled: bool) -> None:
+    """The engine's observer is one stream to the watch hub, the status and the metrics; the
+    status reads the metrics' counters (one count), also when /metrics is not exported (then
+    per batch: no per-change values are built for it)."""
+    rt = _runtime(metrics_enabled=metrics_enabled)
+    stream = rt.engine.observer
+    err = laredo.ErrorInfo("boom")
+    w = rt.hub.watch(set(), set())
+    stream.on_event(E.ChangesApplied("users", USERS, 3, dt.timedelta(0)))
+    if E.receives(stream, E.ChangeApplied):  # as the engine does: per change when wanted
+        for _ in range(3):
+            stream.on_event(
+                E.ChangeApplied("users", USERS, laredo.ChangeAction.INSERT, dt.timedelta(0))
+            )
+    stream.on_event(E.ChangeError("users", USERS, laredo.ChangeAction.UPDATE, err))
+    counts = rt.facts.counts("users")
+    assert (counts.changes_applied, counts.change_errors) == (3, 1)
+    assert isinstance(w.next(0), ChangesApplied)
+    assert E.receives(stream, E.ChangeApplied) is metrics_enabled

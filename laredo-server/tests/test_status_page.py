@@ -16,9 +16,11 @@ from typing import Any
 import laredo
 import pytest
 from laredo.errors import ConfigError
+from laredo.events import ChangeError, DeadLetterWritten
 from laredo.testing import free_port
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo
 from laredo_server.config import load_string
+from laredo_server.metrics import PrometheusObserver
 from laredo_server.serve import runtime_from_config
 from laredo_server.status_facts import StatusFacts
 from laredo_server.status_page import PAGE_PATHS
@@ -97,7 +99,8 @@ def test_get_status_counts_changes_errors_and_dead_letters(harness: Harness) -> 
     change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 99})
     h.dls.write("users", change, err, position="1")
     h.dls.write("users", change, err, position="1")
-    h.rt.facts.on_change_error("users", USERS, ChangeAction.INSERT, err)
+    # the runtime's one event stream: the metrics count, the status reads their counters
+    h.rt.engine.observer.on_event(ChangeError("users", USERS, ChangeAction.INSERT, err))
     for i in range(30, 35):
         h.source.insert(USERS, {"id": i, "name": "n", "email": f"n{i}@x", "team": 1})
 
@@ -123,7 +126,7 @@ def test_snapshot_facts_come_from_events_and_from_the_store(harness: Harness) ->
     assert snap["store_configured"] and snap["last_snapshot_id"] == sid
     assert int(snap["last_snapshot_size_bytes"]) > 0 and int(snap["last_snapshot_at"]) > 0
     # a server started later reads the latest snapshot from the store
-    fresh = StatusFacts(lambda: h.rt.engine)
+    fresh = StatusFacts(lambda: h.rt.engine, PrometheusObserver())
     latest = fresh.latest_snapshot()
     assert latest is not None and latest.snapshot_id == sid
     assert latest.size_bytes == int(snap["last_snapshot_size_bytes"])
@@ -133,7 +136,9 @@ def test_operator_metrics_are_exported_with_conformant_names(harness: Harness) -
     h = harness
     change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 99})
     h.dls.write("users", change, ErrorInfo("boom", "ValueError"), position="1")
-    h.rt.facts.on_dead_letter_written("users", change, ErrorInfo("boom", "ValueError"))
+    h.rt.engine.observer.on_event(
+        DeadLetterWritten("users", change, ErrorInfo("boom", "ValueError"))
+    )
     h.rt.engine.create_snapshot()
     text = get(h, "/metrics")[2].decode()
     assert re.search(r'^laredo_dead_letter_backlog\{pipeline="users",[^}]*\} 1$', text, re.M)
@@ -157,13 +162,15 @@ def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: 
         pipelines=[laredo.Pipeline("s", USERS, laredo.target("indexed-memory"), id="u")],
         dead_letter_store=store,
     )
-    facts = StatusFacts(lambda: eng)
+    metrics = PrometheusObserver()
+    facts = StatusFacts(lambda: eng, metrics)
+    stream = laredo.CompositeObserver(facts, metrics)
     change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 1})
     err = ErrorInfo("boom", "ValueError")
     assert facts.dead_letter_backlog() == {}
     store.write("u", change, err)
     assert facts.dead_letter_backlog() == {}  # cached
-    facts.on_dead_letter_written("u", change, err)
+    stream.on_event(DeadLetterWritten("u", change, err))
     assert facts.dead_letter_backlog() == {"u": 1}
     assert facts.counts("u").dead_letters_written == 1
 

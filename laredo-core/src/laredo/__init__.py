@@ -6,12 +6,14 @@ The public API: value types, contracts, the plugin builders (``laredo.source("po
 
 from __future__ import annotations
 
+from . import events
 from .contracts import (
     BatchTarget,
     ChangeHandler,
     DeadLetterStore,
     DurablePositionTarget,
     EngineObserver,
+    Observer,
     PipelineAware,
     PipelineContext,
     PipelineFilter,
@@ -141,6 +143,7 @@ __all__ = [
     "MemoryDeadLetterStore",
     "MissingDependencyError",
     "NullObserver",
+    "Observer",
     "OrderingGuarantee",
     "Pipeline",
     "PipelineAware",
@@ -194,6 +197,7 @@ __all__ = [
     "as_transform",
     "compiler",
     "dead_letter_store",
+    "events",
     "filter",
     "get_plugin_manager",
     "hookimpl",

@@ -11,12 +11,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import IO, Any, Protocol, runtime_checkable
 
 from .batches import ChangeBatch
+from .events import Event
 from .types import (
-    ChangeAction,
     ChangeEvent,
     ColumnDefinition,
     DeadLetter,
@@ -24,16 +23,13 @@ from .types import (
     IndexDefinition,
     LagInfo,
     OrderingGuarantee,
-    PipelineState,
     Position,
     Row,
-    SchemaChangeEvent,
     SchemaChangeResponse,
     SnapshotDescriptor,
     SnapshotMetadata,
     SourceConfig,
     SourceState,
-    SyncMode,
     TableIdentifier,
     TableProblem,
     TableSnapshotInfo,
@@ -254,7 +250,7 @@ class PipelineContext:
     pipeline_id: str
     source_id: str
     table: TableIdentifier
-    observer: Any
+    observer: Observer
     position_to_string: Callable[[Position], str]
     position_from_string: Callable[[str], Position]
     compare_positions: Callable[[Position, Position], int]
@@ -463,153 +459,14 @@ class DeadLetterStore(Protocol):
     def pipelines(self) -> list[str]: ...
 
 
-class EngineObserver(Protocol):
-    """Receives engine events synchronously from engine threads; must not block or raise
-    (a raising observer is logged and ignored). Subclass :class:`laredo.NullObserver` and override
-    the events you need; per-change events are only emitted to observers that implement them.
-    """
+class Observer(Protocol):
+    """Receives engine events (the values of :mod:`laredo.events`) synchronously from engine
+    threads; must not block or raise (a composite logs and ignores a raising observer).
+    Subclass :class:`laredo.NullObserver`; per-change events (``Event.opt_in``) are only emitted
+    to observers listing them in an ``opted_in`` collection."""
 
-    # lifecycle
-    def on_source_connected(self, source_id: str, source_type: str) -> None: ...
-    def on_source_disconnected(self, source_id: str, reason: str) -> None: ...
-    def on_pipeline_state_changed(
-        self,
-        pipeline_id: str,
-        old: PipelineState,
-        new: PipelineState,
-    ) -> None: ...
-    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
-        """A pipeline joined a running engine (``Engine.add_pipeline``)."""
+    def on_event(self, ev: Event) -> None: ...
 
-    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
-        """A pipeline left a running engine (``Engine.remove_pipeline``)."""
 
-    # baseline
-    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None: ...
-    def on_baseline_row_loaded(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        row_count: int,
-    ) -> None: ...
-    def on_baseline_completed(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        total_rows: int,
-        duration: timedelta,
-    ) -> None: ...
-    def on_rebaseline_triggered(self, source_id: str) -> None: ...
-
-    # streaming
-    def on_change_received(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        action: ChangeAction,
-        position: Position,
-    ) -> None: ...
-    def on_change_applied(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        action: ChangeAction,
-        duration: timedelta,
-    ) -> None: ...
-    def on_changes_applied(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        count: int,
-        duration: timedelta,
-    ) -> None: ...
-    def on_change_error(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        action: ChangeAction,
-        error: ErrorInfo,
-    ) -> None: ...
-
-    # acknowledgement
-    def on_ack_advanced(self, source_id: str, position: Position) -> None: ...
-
-    # backpressure
-    def on_buffer_depth_changed(self, pipeline_id: str, depth: int, capacity: int) -> None: ...
-    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None: ...
-
-    # snapshots
-    def on_snapshot_started(self, snapshot_id: str) -> None: ...
-    def on_snapshot_completed(
-        self,
-        snapshot_id: str,
-        tables: int,
-        rows: int,
-        size_bytes: int,
-        duration: timedelta,
-    ) -> None: ...
-    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None: ...
-    def on_snapshot_restore_started(self, snapshot_id: str) -> None: ...
-    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None: ...
-
-    # schema
-    def on_schema_change(
-        self,
-        source_id: str,
-        table: TableIdentifier,
-        event: SchemaChangeEvent,
-    ) -> None: ...
-
-    # lag
-    def on_lag_updated(
-        self,
-        source_id: str,
-        lag_bytes: int,
-        lag_time: timedelta | None,
-    ) -> None: ...
-
-    # dead letters, TTL, validation
-    def on_dead_letter_written(
-        self,
-        pipeline_id: str,
-        change: ChangeEvent,
-        error: ErrorInfo,
-    ) -> None: ...
-    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None: ...
-    def on_validation_result(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        source_count: int,
-        target_count: int,
-        match: bool,
-    ) -> None: ...
-
-    # fan-out
-    def on_fanout_client_connected(
-        self,
-        pipeline_id: str,
-        client_id: str,
-        mode: SyncMode,
-    ) -> None: ...
-    def on_fanout_client_disconnected(
-        self,
-        pipeline_id: str,
-        client_id: str,
-        reason: str,
-    ) -> None: ...
-    def on_fanout_client_caught_up(self, pipeline_id: str, client_id: str, seq: int) -> None: ...
-    def on_fanout_client_backpressure(
-        self,
-        pipeline_id: str,
-        client_id: str,
-        depth: int,
-    ) -> None: ...
-    def on_fanout_snapshot_created(
-        self,
-        pipeline_id: str,
-        snapshot_id: str,
-        seq: int,
-        rows: int,
-    ) -> None: ...
-    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None: ...
+EngineObserver = Observer
+"""The former name of :class:`Observer` (its ``on_xxx`` methods are deprecated)."""

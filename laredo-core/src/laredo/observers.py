@@ -1,256 +1,191 @@
 """Engine observers: ``NullObserver`` (the base every observer subclasses), the composite,
-logging and recording observers, and :func:`implements`.
+logging and recording observers, and the adapter for deprecated method-per-event observers.
 
-The contract is :class:`laredo.contracts.EngineObserver`. Observers are called synchronously
-from engine threads and must not block. An observer that raises is logged and otherwise ignored:
-observability never breaks the data path. Per-change events (``on_change_received``,
-``on_change_applied``, ``on_buffer_depth_changed``) cost a call per change, so the engine emits
-them only to observers that :func:`implements` them.
+The contract is :class:`laredo.contracts.Observer`: one method, ``on_event(ev)``, receiving the
+values of :mod:`laredo.events`. Observers are called synchronously from engine threads and must
+not block. A composite logs and otherwise ignores an observer that raises: observability never
+breaks the data path. Per-change events reach only observers that list them in ``opted_in``.
+
+Deprecated (removed in 0.3): observers written against the ``on_xxx(...)`` methods (one per
+event) or the former ``handle_event(name, *args)`` keep working. A ``NullObserver`` subclass
+that defines such methods, or any object that has them and no ``on_event``, is called through
+:func:`legacy_dispatch` with each event's leading fields; a ``DeprecationWarning`` is issued
+once per class.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from datetime import timedelta
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import fields
 from typing import Any
 
-from .contracts import EngineObserver
-from .types import (
-    ChangeAction,
-    ChangeEvent,
-    ErrorInfo,
-    PipelineState,
-    Position,
-    SchemaChangeEvent,
-    SyncMode,
-    TableIdentifier,
+from .contracts import Observer
+from .events import (
+    BaselineRowLoaded,
+    BufferDepthChanged,
+    ChangeApplied,
+    ChangeReceived,
+    Event,
+    Handlers,
+    receives,
 )
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "EVENT_NAMES",
+    "LEGACY_REMOVAL",
     "CompositeObserver",
+    "LegacyObserver",
     "LoggingObserver",
     "NullObserver",
     "RecordingObserver",
+    "as_observer",
     "composite",
-    "implements",
+    "legacy_dispatch",
 ]
 
+LEGACY_REMOVAL = "0.3"
+"""The release that drops method-per-event (``on_xxx``) observers."""
 
-class NullObserver(EngineObserver):
-    """Does nothing. Subclass it and override the events you care about.
-
-    Every event method forwards to :meth:`handle_event` (a no-op here), so an observer that
-    treats all events alike (composite, logging, recording) overrides that one method.
-    """
-
-    def handle_event(self, name: str, *args: Any) -> None:
-        """Called by every event method with the event's name (``on_...``) and arguments;
-        override it to treat all events alike."""
-
-    # lifecycle
-    def on_source_connected(self, source_id: str, source_type: str) -> None:
-        self.handle_event("on_source_connected", source_id, source_type)
-
-    def on_source_disconnected(self, source_id: str, reason: str) -> None:
-        self.handle_event("on_source_disconnected", source_id, reason)
-
-    def on_pipeline_state_changed(
-        self,
-        pipeline_id: str,
-        old: PipelineState,
-        new: PipelineState,
-    ) -> None:
-        self.handle_event("on_pipeline_state_changed", pipeline_id, old, new)
-
-    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
-        self.handle_event("on_pipeline_added", pipeline_id, source_id, table)
-
-    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
-        self.handle_event("on_pipeline_removed", pipeline_id, source_id, reason)
-
-    # baseline
-    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
-        self.handle_event("on_baseline_started", pipeline_id, table)
-
-    def on_baseline_row_loaded(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        row_count: int,
-    ) -> None:
-        self.handle_event("on_baseline_row_loaded", pipeline_id, table, row_count)
-
-    def on_baseline_completed(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        total_rows: int,
-        duration: timedelta,
-    ) -> None:
-        self.handle_event("on_baseline_completed", pipeline_id, table, total_rows, duration)
-
-    def on_rebaseline_triggered(self, source_id: str) -> None:
-        self.handle_event("on_rebaseline_triggered", source_id)
-
-    # streaming
-    def on_change_received(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        action: ChangeAction,
-        position: Position,
-    ) -> None:
-        self.handle_event("on_change_received", pipeline_id, table, action, position)
-
-    def on_change_applied(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        action: ChangeAction,
-        duration: timedelta,
-    ) -> None:
-        self.handle_event("on_change_applied", pipeline_id, table, action, duration)
-
-    def on_changes_applied(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        count: int,
-        duration: timedelta,
-    ) -> None:
-        self.handle_event("on_changes_applied", pipeline_id, table, count, duration)
-
-    def on_change_error(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        action: ChangeAction,
-        error: ErrorInfo,
-    ) -> None:
-        self.handle_event("on_change_error", pipeline_id, table, action, error)
-
-    # acknowledgement
-    def on_ack_advanced(self, source_id: str, position: Position) -> None:
-        self.handle_event("on_ack_advanced", source_id, position)
-
-    # backpressure
-    def on_buffer_depth_changed(self, pipeline_id: str, depth: int, capacity: int) -> None:
-        self.handle_event("on_buffer_depth_changed", pipeline_id, depth, capacity)
-
-    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None:
-        self.handle_event("on_buffer_policy_triggered", pipeline_id, policy)
-
-    # snapshots
-    def on_snapshot_started(self, snapshot_id: str) -> None:
-        self.handle_event("on_snapshot_started", snapshot_id)
-
-    def on_snapshot_completed(
-        self,
-        snapshot_id: str,
-        tables: int,
-        rows: int,
-        size_bytes: int,
-        duration: timedelta,
-    ) -> None:
-        self.handle_event("on_snapshot_completed", snapshot_id, tables, rows, size_bytes, duration)
-
-    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None:
-        self.handle_event("on_snapshot_failed", snapshot_id, error)
-
-    def on_snapshot_restore_started(self, snapshot_id: str) -> None:
-        self.handle_event("on_snapshot_restore_started", snapshot_id)
-
-    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None:
-        self.handle_event("on_snapshot_restore_completed", snapshot_id, duration)
-
-    # schema
-    def on_schema_change(
-        self,
-        source_id: str,
-        table: TableIdentifier,
-        event: SchemaChangeEvent,
-    ) -> None:
-        self.handle_event("on_schema_change", source_id, table, event)
-
-    # lag
-    def on_lag_updated(self, source_id: str, lag_bytes: int, lag_time: timedelta | None) -> None:
-        self.handle_event("on_lag_updated", source_id, lag_bytes, lag_time)
-
-    # dead letters, TTL, validation
-    def on_dead_letter_written(
-        self,
-        pipeline_id: str,
-        change: ChangeEvent,
-        error: ErrorInfo,
-    ) -> None:
-        self.handle_event("on_dead_letter_written", pipeline_id, change, error)
-
-    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None:
-        self.handle_event("on_row_expired", pipeline_id, table, key)
-
-    def on_validation_result(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        source_count: int,
-        target_count: int,
-        match: bool,
-    ) -> None:
-        self.handle_event(
-            "on_validation_result", pipeline_id, table, source_count, target_count, match
-        )
-
-    # fan-out
-    def on_fanout_client_connected(self, pipeline_id: str, client_id: str, mode: SyncMode) -> None:
-        self.handle_event("on_fanout_client_connected", pipeline_id, client_id, mode)
-
-    def on_fanout_client_disconnected(self, pipeline_id: str, client_id: str, reason: str) -> None:
-        self.handle_event("on_fanout_client_disconnected", pipeline_id, client_id, reason)
-
-    def on_fanout_client_caught_up(self, pipeline_id: str, client_id: str, seq: int) -> None:
-        self.handle_event("on_fanout_client_caught_up", pipeline_id, client_id, seq)
-
-    def on_fanout_client_backpressure(self, pipeline_id: str, client_id: str, depth: int) -> None:
-        self.handle_event("on_fanout_client_backpressure", pipeline_id, client_id, depth)
-
-    def on_fanout_snapshot_created(
-        self,
-        pipeline_id: str,
-        snapshot_id: str,
-        seq: int,
-        rows: int,
-    ) -> None:
-        self.handle_event("on_fanout_snapshot_created", pipeline_id, snapshot_id, seq, rows)
-
-    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None:
-        self.handle_event("on_fanout_journal_pruned", pipeline_id, pruned, oldest_seq)
-
-
-EVENT_NAMES: tuple[str, ...] = tuple(
-    n for n in vars(NullObserver) if n.startswith("on_") and callable(getattr(NullObserver, n))
+_PER_CHANGE: tuple[type[Event], ...] = (
+    ChangeReceived,
+    ChangeApplied,
+    BufferDepthChanged,
+    BaselineRowLoaded,
 )
+_warned: set[type] = set()
+_warn_lock = threading.Lock()
 
 
-def implements(observer: object, name: str) -> bool:
-    """Does ``observer`` (or any child of a composite) really handle event ``name``? False for
-    a ``NullObserver`` subclass that neither overrides the event nor ``handle_event``."""
-    if isinstance(observer, CompositeObserver):
-        return any(implements(c, name) for c in observer.observers)
-    if not isinstance(observer, NullObserver):
-        return callable(getattr(observer, name, None))
-    cls = type(observer)
-    return getattr(cls, name) is not getattr(NullObserver, name) or (
-        cls.handle_event is not NullObserver.handle_event
+def _legacy_methods(cls: type) -> frozenset[str]:
+    """``on_xxx`` methods a class defines (``on_event`` and ``NullObserver``'s own excluded)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass in (NullObserver, object):
+            continue
+        names.update(
+            n
+            for n, v in vars(klass).items()
+            if ((n.startswith("on_") and n != "on_event") or n == "handle_event") and callable(v)
+        )
+    return frozenset(names)
+
+
+def _warn_once(cls: type) -> None:
+    if cls in _warned:
+        return
+    with _warn_lock:
+        if cls in _warned:
+            return
+        _warned.add(cls)
+    warnings.warn(
+        f"{cls.__qualname__} implements engine events as on_xxx(...) methods; implement "
+        f"on_event(ev) with the values of laredo.events instead (the on_xxx observer methods "
+        f"are removed in {LEGACY_REMOVAL})",
+        DeprecationWarning,
+        stacklevel=4,
     )
 
 
+def legacy_dispatch(target: object, ev: Event) -> None:
+    """Call ``target``'s deprecated ``on_xxx`` method for ``ev`` (if it has one) with the
+    event's leading fields, as the method-per-event contract did; warns once per class."""
+    name = ev.legacy[0]
+    fn = getattr(target, name, None) if name else None
+    if fn is not None:
+        _warn_once(type(target))
+        fn(*ev.legacy_args())
+    elif name and callable(every := getattr(target, "handle_event", None)):
+        _warn_once(type(target))
+        every(name, *ev.legacy_args())  # the former NullObserver's one method for all events
+
+
+def _legacy_opt_ins(methods: frozenset[str]) -> frozenset[type[Event]]:
+    every = "handle_event" in methods
+    return frozenset(k for k in _PER_CHANGE if every or k.legacy[0] in methods)
+
+
+def _marked(cls: type) -> dict[str, Callable[[Any, Any], None]]:
+    found: dict[str, Callable[[Any, Any], None]] = {}
+    for klass in reversed(cls.__mro__):
+        for fn in vars(klass).values():
+            for name in getattr(fn, "__laredo_handles__", ()):
+                found[name] = fn
+    return found
+
+
+class NullObserver:
+    """Does nothing. Subclass it and either mark methods with ``@laredo.events.handles(Kind)``
+    (each receives the events of that class, or of a subclass) or override :meth:`on_event`;
+    read the fields you need by name. List the per-change event classes you want in
+    ``opted_in``.
+
+    A subclass that still defines ``on_xxx`` methods (deprecated) receives each event there.
+    """
+
+    opted_in: Iterable[type[Event]] = ()
+    """Per-change event classes (``Event.opt_in``) this observer wants."""
+    _handlers: Handlers[Callable[[Any, Any], None]] = Handlers({})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._handlers = Handlers(_marked(cls))
+        legacy = _legacy_methods(cls)
+        cls._legacy = legacy
+        if legacy and "opted_in" not in vars(cls):
+            cls.opted_in = _legacy_opt_ins(legacy) | frozenset(
+                k for b in cls.__mro__[1:] for k in getattr(b, "opted_in", ())
+            )
+
+    _legacy: frozenset[str] = frozenset()
+
+    def on_event(self, ev: Event) -> None:
+        h = self._handlers[type(ev)]
+        if h is not None:
+            h(self, ev)
+        elif self._legacy:
+            legacy_dispatch(self, ev)
+
+
+class LegacyObserver(NullObserver):
+    """Wraps an object written against the deprecated ``on_xxx`` methods (no ``on_event``)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        methods = frozenset(
+            n
+            for n in dir(inner)
+            if (n.startswith("on_") or n == "handle_event") and callable(getattr(inner, n, None))
+        )
+        self.opted_in = _legacy_opt_ins(methods)
+
+    def on_event(self, ev: Event) -> None:
+        legacy_dispatch(self.inner, ev)
+
+    def __getattr__(self, name: str) -> Any:
+        """Other attributes are the inner object's (``bind``, a plugin's own hooks)."""
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"LegacyObserver({self.inner!r})"
+
+
+def as_observer(observer: Any) -> Observer:
+    """``observer`` itself when it has ``on_event``, else wrapped in :class:`LegacyObserver`."""
+    if callable(getattr(observer, "on_event", None)):
+        return observer  # type: ignore[no-any-return]
+    return LegacyObserver(observer)
+
+
 class CompositeObserver(NullObserver):
-    """Fans every event out to its observers in order; ``None`` entries are dropped."""
+    """Fans every event out to its observers in order; ``None`` entries are dropped. An
+    opt-in event goes only to the observers that opted in (the route of each event class is
+    worked out once)."""
 
     def __init__(self, *observers: Any) -> None:
         flat: list[Any] = []
@@ -261,102 +196,120 @@ class CompositeObserver(NullObserver):
                 flat.extend(x for x in o if x is not None)
             else:
                 flat.append(o)
-        self.observers = flat
+        self.observers: list[Observer] = [as_observer(o) for o in flat]
+        self._changed()
 
     def add(self, observer: Any) -> None:
-        self.observers.append(observer)
+        self.observers.append(as_observer(observer))
+        self._changed()
 
-    def handle_event(self, name: str, *args: Any) -> None:
-        for o in self.observers:
-            fn = getattr(o, name, None)
-            if fn is None:
-                continue
+    def _changed(self) -> None:
+        self.opted_in = frozenset(k for o in self.observers for k in getattr(o, "opted_in", ()))
+        self._routes: dict[type, tuple[Observer, ...]] = {}
+
+    def _route(self, kind: type[Event]) -> tuple[Observer, ...]:
+        route = self._routes[kind] = tuple(o for o in self.observers if receives(o, kind))
+        return route
+
+    def on_event(self, ev: Event) -> None:
+        kind = type(ev)
+        route = self._routes.get(kind)
+        for o in self._route(kind) if route is None else route:
             try:
-                fn(*args)
+                o.on_event(ev)
             except Exception:
-                logger.exception("observer %r failed in %s", o, name)
+                logger.exception("observer %r failed in %s", o, kind.__name__)
 
 
 class LoggingObserver(NullObserver):
-    """Logs lifecycle events at INFO and per-change events at DEBUG."""
+    """Logs lifecycle events at INFO and frequent ones (changes, acks, lag, buffer, TTL,
+    progress) at DEBUG."""
 
-    _info = frozenset(
+    _debug = frozenset(
         {
-            "on_source_connected",
-            "on_source_disconnected",
-            "on_pipeline_state_changed",
-            "on_pipeline_added",
-            "on_pipeline_removed",
-            "on_baseline_started",
-            "on_baseline_completed",
-            "on_rebaseline_triggered",
-            "on_snapshot_started",
-            "on_snapshot_completed",
-            "on_snapshot_failed",
-            "on_snapshot_restore_started",
-            "on_snapshot_restore_completed",
-            "on_schema_change",
-            "on_dead_letter_written",
-            "on_validation_result",
-            "on_change_error",
-            "on_buffer_policy_triggered",
-            "on_fanout_client_connected",
-            "on_fanout_client_disconnected",
+            "BaselineRowLoaded",
+            "ChangeReceived",
+            "ChangeApplied",
+            "ChangesApplied",
+            "AckAdvanced",
+            "BufferDepthChanged",
+            "LagUpdated",
+            "RowExpired",
+            "FanoutClientCaughtUp",
+            "FanoutClientBackpressure",
+            "FanoutSnapshotCreated",
+            "FanoutJournalPruned",
         }
     )
 
     def __init__(self, log: logging.Logger | None = None) -> None:
         self.log = log or logging.getLogger("laredo.events")
+        # per-change events only when they would be logged (checked once, at construction)
+        self.opted_in = _PER_CHANGE if self.log.isEnabledFor(logging.DEBUG) else ()
 
-    def handle_event(self, name: str, *args: Any) -> None:
-        level = logging.INFO if name in self._info else logging.DEBUG
+    def on_event(self, ev: Event) -> None:
+        name = type(ev).__name__
+        level = logging.DEBUG if name in self._debug else logging.INFO
         if self.log.isEnabledFor(level):
-            self.log.log(level, "%s %s", name[3:], " ".join(str(a) for a in args))
+            self.log.log(
+                level,
+                "%s %s",
+                name,
+                " ".join(f"{f.name}={getattr(ev, f.name)}" for f in fields(ev)),
+            )
 
 
 class RecordingObserver(NullObserver):
-    """Records every event as ``(name, args)``; thread-safe. For tests and debugging."""
+    """Records every event (per-change ones too); thread-safe. For tests and debugging.
+    ``values()`` gives the events; ``of(name)`` the leading fields of the events whose
+    ``on_xxx`` name (with or without ``on_``) or class name is ``name``."""
+
+    opted_in = _PER_CHANGE
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._events: list[tuple[str, tuple[Any, ...]]] = []
+        self._values: list[Event] = []
         self._cond = threading.Condition(self._lock)
 
-    def handle_event(self, name: str, *args: Any) -> None:
+    def on_event(self, ev: Event) -> None:
         with self._cond:
-            self._events.append((name, args))
+            self._values.append(ev)
             self._cond.notify_all()
+
+    def values(self, kind: type[Event] = Event) -> list[Event]:
+        with self._lock:
+            return [v for v in self._values if isinstance(v, kind)]
 
     @property
     def events(self) -> list[tuple[str, tuple[Any, ...]]]:
-        with self._lock:
-            return list(self._events)
+        """``(on_xxx name, leading fields)`` of every event, in order."""
+        return [(v.legacy[0] or type(v).__name__, v.legacy_args()) for v in self.values()]
 
     def names(self) -> list[str]:
         return [n for n, _ in self.events]
 
+    @staticmethod
+    def _is(v: Event, name: str) -> bool:
+        return type(v).__name__ == name or v.legacy[0] in (name, "on_" + name)
+
     def of(self, name: str) -> list[tuple[Any, ...]]:
-        if not name.startswith("on_"):
-            name = "on_" + name
-        return [a for n, a in self.events if n == name]
+        return [v.legacy_args() for v in self.values() if self._is(v, name)]
 
     def count(self, name: str) -> int:
         return len(self.of(name))
 
     def wait_for(self, name: str, count: int = 1, timeout: float = 10.0) -> bool:
-        if not name.startswith("on_"):
-            name = "on_" + name
         with self._cond:
             return self._cond.wait_for(
-                lambda: sum(1 for n, _ in self._events if n == name) >= count, timeout
+                lambda: sum(1 for v in self._values if self._is(v, name)) >= count, timeout
             )
 
     def clear(self) -> None:
         with self._lock:
-            self._events.clear()
+            self._values.clear()
 
 
-def composite(observers: Iterable[Any]) -> NullObserver:
+def composite(observers: Iterable[Any]) -> Observer:
     """One observer for many (``NullObserver`` for none; the observer itself for one)."""
     obs = [o for o in observers if o is not None]
     if not obs:

@@ -23,14 +23,22 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
+from laredo import events as E
+from laredo.events import handles
 from laredo.observers import NullObserver
-from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, PipelineState, TableIdentifier
+from laredo.types import ChangeAction, PipelineState, TableIdentifier
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CONTENT_TYPE", "DEPRECATED_METRICS", "PrometheusObserver", "PrometheusOptions"]
+__all__ = [
+    "CONTENT_TYPE",
+    "DEPRECATED_METRICS",
+    "MetricSample",
+    "PrometheusObserver",
+    "PrometheusOptions",
+    "SampleLike",
+]
 
 DEPRECATED_METRICS = {
     "laredo_validation_expected_row_count": "laredo_validation_expected_rows",
@@ -42,8 +50,23 @@ conformant twin exported beside each. ``deprecated_names = False`` drops them.""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0)
 _STATES = tuple(s.value for s in PipelineState)
+_ACTIONS = (*(a.name.lower() for a in ChangeAction), "any")
 
 LabelKey = tuple[tuple[str, str], ...]
+
+
+class MetricSample(NamedTuple):
+    """One sample a scrape-time collector yields (see :meth:`PrometheusObserver.add_collector`)."""
+
+    name: str
+    kind: str
+    help: str
+    labels: LabelKey
+    value: float
+
+
+SampleLike = tuple[str, str, str, LabelKey, float]
+"""A :class:`MetricSample` or a plain tuple of its shape (what a collector may yield)."""
 
 
 class PrometheusOptions(BaseModel):
@@ -87,19 +110,22 @@ class _Family:
 
 
 class PrometheusObserver(NullObserver):
-    """Engine events as metrics. ``per_action=False`` skips the per-change observer calls."""
-
-    def __new__(cls, per_action: bool = True, buffer_depth: bool = False) -> PrometheusObserver:
-        kind = _variant(per_action, buffer_depth) if cls is PrometheusObserver else cls
-        return super().__new__(kind)
+    """Engine events as metrics. ``per_action=False`` counts changes per batch (the engine
+    builds no per-change events for it); ``buffer_depth`` follows every buffer operation."""
 
     def __init__(self, per_action: bool = True, buffer_depth: bool = False) -> None:
         self.per_action = per_action
         self.buffer_depth = buffer_depth
+        wanted: list[type[E.Event]] = [E.BaselineRowLoaded]
+        if per_action:
+            wanted += [E.ChangeReceived, E.ChangeApplied]
+        if buffer_depth:
+            wanted.append(E.BufferDepthChanged)
+        self.opted_in = frozenset(wanted)
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
         self._pipes: dict[str, LabelKey] = {}
-        self._collectors: list[Callable[[], Iterable[tuple[str, str, str, LabelKey, float]]]] = []
+        self._collectors: list[Callable[[], Iterable[SampleLike]]] = []
         self._started = time.time()
         self.deprecated_names = True
         """Also export the names of :data:`DEPRECATED_METRICS` (server config:
@@ -140,10 +166,8 @@ class PrometheusObserver(NullObserver):
             (*labels, ("table", table)), 0
         )
 
-    def add_collector(
-        self, fn: Callable[[], Iterable[tuple[str, str, str, LabelKey, float]]]
-    ) -> None:
-        """``fn()`` yields ``(name, type, help, labels, value)`` samples at every render."""
+    def add_collector(self, fn: Callable[[], Iterable[SampleLike]]) -> None:
+        """``fn()`` yields :class:`MetricSample` values (or plain 5-tuples) at every render."""
         self._collectors.append(fn)
 
     def _p(self, pipeline_id: str, table: TableIdentifier | None = None) -> LabelKey:
@@ -189,6 +213,19 @@ class PrometheusObserver(NullObserver):
                 if all(d.get(k) == x for k, x in labels.items()) and not isinstance(v, list):
                     total = (total or 0) + v
             return total
+
+    def pipeline_total(self, name: str, pipeline_id: str) -> int:
+        """A pipeline counter summed over its actions, by direct lookups (the status reads it
+        per pipeline; :meth:`value` scans the family)."""
+        labels = self._pipes.get(pipeline_id)
+        if labels is None:
+            return 0
+        with self._lock:
+            vals = self._families[name].values
+            total = vals.get(labels, 0)
+            for action in _ACTIONS:
+                total += vals.get((*labels, ("action", action)), 0)
+        return int(total)
 
     @staticmethod
     def families() -> list[tuple[str, str, str]]:
@@ -241,253 +278,223 @@ class PrometheusObserver(NullObserver):
         return "\n".join(lines) + "\n"
 
     # -- events: lifecycle ---------------------------------------------------------------------
-    def on_source_connected(self, source_id: str, source_type: str) -> None:
-        self._set("laredo_source_connected", (("source", source_id),), 1)
-        self._inc("laredo_source_connects_total", (("source", source_id),))
+    @handles(E.SourceConnected)
+    def _source_connected(self, ev: E.SourceConnected) -> None:
+        self._set("laredo_source_connected", (("source", ev.source_id),), 1)
+        self._inc("laredo_source_connects_total", (("source", ev.source_id),))
 
-    def on_source_disconnected(self, source_id: str, reason: str) -> None:
-        self._set("laredo_source_connected", (("source", source_id),), 0)
-        self._inc("laredo_source_disconnects_total", (("source", source_id),))
+    @handles(E.SourceDisconnected)
+    def _source_disconnected(self, ev: E.SourceDisconnected) -> None:
+        self._set("laredo_source_connected", (("source", ev.source_id),), 0)
+        self._inc("laredo_source_disconnects_total", (("source", ev.source_id),))
 
-    def on_pipeline_state_changed(
-        self, pipeline_id: str, old: PipelineState, new: PipelineState
-    ) -> None:
-        base = self._p(pipeline_id)
+    @handles(E.PipelineStateChanged)
+    def _pipeline_state_changed(self, ev: E.PipelineStateChanged) -> None:
+        base = self._p(ev.pipeline_id)
         with self._lock:
             vals = self._families["laredo_pipeline_state"].values
             for s in _STATES:
-                vals[(*base, ("state", s))] = 1 if s == new.value else 0
+                vals[(*base, ("state", s))] = 1 if s == ev.new.value else 0
 
-    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
-        self._pipes[pipeline_id] = (
-            ("pipeline", pipeline_id),
-            ("source", source_id),
-            ("table", str(table)),
+    @handles(E.PipelineAdded)
+    def _pipeline_added(self, ev: E.PipelineAdded) -> None:
+        self._pipes[ev.pipeline_id] = (
+            ("pipeline", ev.pipeline_id),
+            ("source", ev.source_id),
+            ("table", str(ev.table)),
         )
-        self._inc(
-            "laredo_pipeline_membership_changes_total", (("source", source_id), ("change", "added"))
-        )
-
-    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
         self._inc(
             "laredo_pipeline_membership_changes_total",
-            (("source", source_id), ("change", "removed")),
+            (("source", ev.source_id), ("change", "added")),
+        )
+
+    @handles(E.PipelineRemoved)
+    def _pipeline_removed(self, ev: E.PipelineRemoved) -> None:
+        self._inc(
+            "laredo_pipeline_membership_changes_total",
+            (("source", ev.source_id), ("change", "removed")),
         )
         with self._lock:
             vals = self._families["laredo_pipeline_state"].values
-            for key in [k for k in vals if k[0] == ("pipeline", pipeline_id)]:
+            for key in [k for k in vals if k[0] == ("pipeline", ev.pipeline_id)]:
                 del vals[key]
 
     # -- baseline ------------------------------------------------------------------------------
-    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
-        labels = self._p(pipeline_id, table)
+    @handles(E.BaselineStarted)
+    def _baseline_started(self, ev: E.BaselineStarted) -> None:
+        labels = self._p(ev.pipeline_id, ev.table)
         self._inc("laredo_baselines_started_total", labels)
         self._set("laredo_baseline_rows_loaded", labels, 0)
 
-    def on_baseline_row_loaded(
-        self, pipeline_id: str, table: TableIdentifier, row_count: int
-    ) -> None:
-        self._set("laredo_baseline_rows_loaded", self._p(pipeline_id, table), row_count)
+    @handles(E.BaselineRowLoaded)
+    def _baseline_row_loaded(self, ev: E.BaselineRowLoaded) -> None:
+        self._set("laredo_baseline_rows_loaded", self._p(ev.pipeline_id, ev.table), ev.row_count)
 
-    def on_baseline_completed(
-        self, pipeline_id: str, table: TableIdentifier, total_rows: int, duration: timedelta
-    ) -> None:
-        labels = self._p(pipeline_id, table)
-        self._set("laredo_baseline_rows_loaded", labels, total_rows)
-        self._inc("laredo_baseline_rows_total", labels, total_rows)
-        self._set("laredo_baseline_duration_seconds", labels, duration.total_seconds())
+    @handles(E.BaselineCompleted)
+    def _baseline_completed(self, ev: E.BaselineCompleted) -> None:
+        labels = self._p(ev.pipeline_id, ev.table)
+        self._set("laredo_baseline_rows_loaded", labels, ev.total_rows)
+        self._inc("laredo_baseline_rows_total", labels, ev.total_rows)
+        self._set("laredo_baseline_duration_seconds", labels, ev.duration.total_seconds())
 
-    def on_rebaseline_triggered(self, source_id: str) -> None:
-        self._inc("laredo_source_rebaseline_total", (("source", source_id),))
+    @handles(E.RebaselineTriggered)
+    def _rebaseline_triggered(self, ev: E.RebaselineTriggered) -> None:
+        self._inc("laredo_source_rebaseline_total", (("source", ev.source_id),))
 
     # -- streaming -----------------------------------------------------------------------------
-    def on_change_received(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, position: Any
-    ) -> None:
+    @handles(E.ChangeReceived)
+    def _change_received(self, ev: E.ChangeReceived) -> None:
         self._inc(
             "laredo_changes_received_total",
-            (*self._p(pipeline_id, table), ("action", action.name.lower())),
+            (*self._p(ev.pipeline_id, ev.table), ("action", ev.action.name.lower())),
         )
 
-    def on_change_applied(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, duration: timedelta
-    ) -> None:
+    @handles(E.ChangeApplied)
+    def _change_applied(self, ev: E.ChangeApplied) -> None:
         self._inc(
             "laredo_changes_applied_total",
-            (*self._p(pipeline_id, table), ("action", action.name.lower())),
+            (*self._p(ev.pipeline_id, ev.table), ("action", ev.action.name.lower())),
         )
 
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None:
-        labels = self._p(pipeline_id, table)
+    @handles(E.ChangesApplied)
+    def _changes_applied(self, ev: E.ChangesApplied) -> None:
+        labels = self._p(ev.pipeline_id, ev.table)
         self._inc("laredo_change_batches_applied_total", labels)
-        self._observe("laredo_change_apply_duration_seconds", labels, duration.total_seconds())
+        self._observe("laredo_change_apply_duration_seconds", labels, ev.duration.total_seconds())
         self._set("laredo_last_change_applied_timestamp_seconds", labels, time.time())
+        if not self.per_action:
+            self._inc("laredo_changes_applied_total", (*labels, ("action", "any")), ev.count)
 
-    def on_change_error(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, error: ErrorInfo
-    ) -> None:
+    @handles(E.ChangeError)
+    def _change_error(self, ev: E.ChangeError) -> None:
         self._inc(
             "laredo_change_errors_total",
-            (*self._p(pipeline_id, table), ("action", action.name.lower())),
+            (*self._p(ev.pipeline_id, ev.table), ("action", ev.action.name.lower())),
         )
 
-    def on_ack_advanced(self, source_id: str, position: Any) -> None:
-        labels = (("source", source_id),)
+    @handles(E.AckAdvanced)
+    def _ack_advanced(self, ev: E.AckAdvanced) -> None:
+        labels = (("source", ev.source_id),)
         self._inc("laredo_ack_advanced_total", labels)
         self._set("laredo_last_ack_timestamp_seconds", labels, time.time())
 
-    def on_buffer_depth_changed(self, pipeline_id: str, depth: int, capacity: int) -> None:
-        labels = self._p(pipeline_id)
+    @handles(E.BufferDepthChanged)
+    def _buffer_depth_changed(self, ev: E.BufferDepthChanged) -> None:
+        labels = self._p(ev.pipeline_id)
         with self._lock:
-            self._families["laredo_pipeline_buffer_depth"].values[labels] = depth
-            self._families["laredo_pipeline_buffer_capacity"].values[labels] = capacity
+            self._families["laredo_pipeline_buffer_depth"].values[labels] = ev.depth
+            self._families["laredo_pipeline_buffer_capacity"].values[labels] = ev.capacity
 
-    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None:
+    @handles(E.BufferPolicyTriggered)
+    def _buffer_policy_triggered(self, ev: E.BufferPolicyTriggered) -> None:
+        policy = str(getattr(ev.policy, "value", ev.policy))
         self._inc(
-            "laredo_buffer_policy_triggered_total",
-            (*self._p(pipeline_id), ("policy", str(getattr(policy, "value", policy)))),
+            "laredo_buffer_policy_triggered_total", (*self._p(ev.pipeline_id), ("policy", policy))
         )
 
     # -- snapshots -----------------------------------------------------------------------------
-    def on_snapshot_started(self, snapshot_id: str) -> None:
+    @handles(E.SnapshotStarted)
+    def _snapshot_started(self, ev: E.SnapshotStarted) -> None:
         self._inc("laredo_snapshots_started_total", ())
 
-    def on_snapshot_completed(
-        self, snapshot_id: str, tables: int, rows: int, size_bytes: int, duration: timedelta
-    ) -> None:
+    @handles(E.SnapshotCompleted)
+    def _snapshot_completed(self, ev: E.SnapshotCompleted) -> None:
         self._inc("laredo_snapshots_total", (("outcome", "created"),))
-        self._observe("laredo_snapshot_duration_seconds", (), duration.total_seconds())
-        self._set("laredo_snapshot_last_rows", (), rows)
-        self._set("laredo_snapshot_last_size_bytes", (), size_bytes)
+        self._observe("laredo_snapshot_duration_seconds", (), ev.duration.total_seconds())
+        self._set("laredo_snapshot_last_rows", (), ev.rows)
+        self._set("laredo_snapshot_last_size_bytes", (), ev.size_bytes)
         self._set("laredo_snapshot_last_success_timestamp_seconds", (), time.time())
 
-    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None:
+    @handles(E.SnapshotFailed)
+    def _snapshot_failed(self, ev: E.SnapshotFailed) -> None:
         self._inc("laredo_snapshots_total", (("outcome", "failed"),))
 
-    def on_snapshot_restore_started(self, snapshot_id: str) -> None:
+    @handles(E.SnapshotRestoreStarted)
+    def _snapshot_restore_started(self, ev: E.SnapshotRestoreStarted) -> None:
         self._inc("laredo_snapshot_restores_total", (("outcome", "started"),))
 
-    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None:
+    @handles(E.SnapshotRestoreCompleted)
+    def _snapshot_restore_completed(self, ev: E.SnapshotRestoreCompleted) -> None:
         self._inc("laredo_snapshot_restores_total", (("outcome", "completed"),))
-        self._set("laredo_snapshot_restore_duration_seconds", (), duration.total_seconds())
+        self._set("laredo_snapshot_restore_duration_seconds", (), ev.duration.total_seconds())
 
     # -- schema, lag ---------------------------------------------------------------------------
-    def on_schema_change(self, source_id: str, table: TableIdentifier, event: Any) -> None:
-        self._inc("laredo_schema_changes_total", (("source", source_id), ("table", str(table))))
+    @handles(E.SchemaChanged)
+    def _schema_changed(self, ev: E.SchemaChanged) -> None:
+        self._inc(
+            "laredo_schema_changes_total", (("source", ev.source_id), ("table", str(ev.table)))
+        )
 
-    def on_lag_updated(self, source_id: str, lag_bytes: int, lag_time: timedelta | None) -> None:
-        labels = (("source", source_id),)
+    @handles(E.LagUpdated)
+    def _lag_updated(self, ev: E.LagUpdated) -> None:
+        labels = (("source", ev.source_id),)
         with self._lock:
-            self._families["laredo_source_lag_bytes"].values[labels] = lag_bytes
-            if lag_time is not None:
+            self._families["laredo_source_lag_bytes"].values[labels] = ev.lag_bytes
+            if ev.lag_time is not None:
                 self._families["laredo_source_lag_seconds"].values[labels] = (
-                    lag_time.total_seconds()
+                    ev.lag_time.total_seconds()
                 )
 
     # -- dead letters, ttl, validation ---------------------------------------------------------
-    def on_dead_letter_written(
-        self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo
-    ) -> None:
-        self._inc("laredo_dead_letters_total", self._p(pipeline_id, change.table))
+    @handles(E.DeadLetterWritten)
+    def _dead_letter_written(self, ev: E.DeadLetterWritten) -> None:
+        self._inc("laredo_dead_letters_total", self._p(ev.pipeline_id, ev.change.table))
 
-    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None:
-        self._inc("laredo_rows_expired_total", self._p(pipeline_id, table))
+    @handles(E.RowExpired)
+    def _row_expired(self, ev: E.RowExpired) -> None:
+        self._inc("laredo_rows_expired_total", self._p(ev.pipeline_id, ev.table))
 
-    def on_validation_result(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        source_count: int,
-        target_count: int,
-        match: bool,
-    ) -> None:
-        labels = self._p(pipeline_id, table)
+    @handles(E.ValidationResult)
+    def _validation_result(self, ev: E.ValidationResult) -> None:
+        labels = self._p(ev.pipeline_id, ev.table)
         self._inc(
-            "laredo_validation_runs_total", (*labels, ("result", "match" if match else "mismatch"))
+            "laredo_validation_runs_total",
+            (*labels, ("result", "match" if ev.match else "mismatch")),
         )
         with self._lock:
             for name, value in (
-                ("laredo_validation_expected_rows", source_count),
-                ("laredo_validation_target_rows", target_count),
-                ("laredo_validation_expected_row_count", source_count),
-                ("laredo_validation_target_row_count", target_count),
+                ("laredo_validation_expected_rows", ev.source_count),
+                ("laredo_validation_target_rows", ev.target_count),
+                ("laredo_validation_expected_row_count", ev.source_count),
+                ("laredo_validation_target_row_count", ev.target_count),
             ):
                 self._families[name].values[labels] = value
 
-    # -- fan-out -------------------------------------------------------------------------------
-    def on_fanout_client_connected(self, pipeline_id: str, client_id: str, mode: Any) -> None:
-        labels = self._p(pipeline_id)
+    # -- fan-out (laredo_target_fanout.events, by name: the server does not import fan-out) ----
+    @handles("FanoutClientConnected")
+    def _fanout_client_connected(self, ev: Any) -> None:
+        labels = self._p(ev.pipeline_id)
         self._inc(
             "laredo_fanout_client_connects_total",
-            (*labels, ("mode", str(getattr(mode, "value", mode)))),
+            (*labels, ("mode", str(getattr(ev.mode, "value", ev.mode)))),
         )
         self._inc("laredo_fanout_clients_connected", labels)
 
-    def on_fanout_client_disconnected(self, pipeline_id: str, client_id: str, reason: str) -> None:
-        labels = self._p(pipeline_id)
+    @handles("FanoutClientDisconnected")
+    def _fanout_client_disconnected(self, ev: Any) -> None:
+        labels = self._p(ev.pipeline_id)
         self._inc("laredo_fanout_client_disconnects_total", labels)
         self._inc("laredo_fanout_clients_connected", labels, -1)
 
-    def on_fanout_client_caught_up(self, pipeline_id: str, client_id: str, seq: int) -> None:
-        self._inc("laredo_fanout_client_caught_up_total", self._p(pipeline_id))
+    @handles("FanoutClientCaughtUp")
+    def _fanout_client_caught_up(self, ev: Any) -> None:
+        self._inc("laredo_fanout_client_caught_up_total", self._p(ev.pipeline_id))
 
-    def on_fanout_client_backpressure(self, pipeline_id: str, client_id: str, depth: int) -> None:
-        self._inc("laredo_fanout_client_backpressure_total", self._p(pipeline_id))
+    @handles("FanoutClientBackpressure")
+    def _fanout_client_backpressure(self, ev: Any) -> None:
+        self._inc("laredo_fanout_client_backpressure_total", self._p(ev.pipeline_id))
 
-    def on_fanout_snapshot_created(
-        self, pipeline_id: str, snapshot_id: str, seq: int, rows: int
-    ) -> None:
-        labels = self._p(pipeline_id)
+    @handles("FanoutSnapshotCreated")
+    def _fanout_snapshot_created(self, ev: Any) -> None:
+        labels = self._p(ev.pipeline_id)
         self._inc("laredo_fanout_snapshots_total", labels)
-        self._set("laredo_fanout_snapshot_rows", labels, rows)
+        self._set("laredo_fanout_snapshot_rows", labels, ev.rows)
 
-    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None:
-        labels = self._p(pipeline_id)
-        self._inc("laredo_fanout_journal_pruned_total", labels, pruned)
-        self._set("laredo_fanout_journal_oldest_sequence", labels, oldest_seq)
-
-
-def _batch_changes_applied(
-    self: PrometheusObserver,
-    pipeline_id: str,
-    table: TableIdentifier,
-    count: int,
-    duration: timedelta,
-) -> None:
-    PrometheusObserver.on_changes_applied(self, pipeline_id, table, count, duration)
-    self._inc(
-        "laredo_changes_applied_total", (*self._p(pipeline_id, table), ("action", "any")), count
-    )
-
-
-_VARIANTS: dict[tuple[bool, bool], type[PrometheusObserver]] = {}
-
-
-def _variant(per_action: bool, buffer_depth: bool) -> type[PrometheusObserver]:
-    """The subclass that implements only the events wanted: the engine skips per-change and
-    per-buffer-operation observer calls that no observer overrides."""
-    key = (per_action, buffer_depth)
-    cls = _VARIANTS.get(key)
-    if cls is None:
-        ns: dict[str, Any] = {}
-        if not per_action:
-            ns["on_change_received"] = NullObserver.on_change_received
-            ns["on_change_applied"] = NullObserver.on_change_applied
-            ns["on_changes_applied"] = _batch_changes_applied
-        if not buffer_depth:
-            ns["on_buffer_depth_changed"] = NullObserver.on_buffer_depth_changed
-        if not ns:
-            cls = PrometheusObserver
-        else:
-            cls = type(
-                f"PrometheusObserver_{int(per_action)}{int(buffer_depth)}",
-                (PrometheusObserver,),
-                ns,
-            )
-        _VARIANTS[key] = cls
-    return cls
+    @handles("FanoutJournalPruned")
+    def _fanout_journal_pruned(self, ev: Any) -> None:
+        labels = self._p(ev.pipeline_id)
+        self._inc("laredo_fanout_journal_pruned_total", labels, ev.pruned)
+        self._set("laredo_fanout_journal_oldest_sequence", labels, ev.oldest_seq)
 
 
 _PER_ACTION_ZEROS = (

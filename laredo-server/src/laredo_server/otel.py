@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
 from typing import Any
 
+from laredo import events as E
 from laredo.errors import MissingDependencyError
+from laredo.events import handles
 from laredo.observers import NullObserver
-from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, PipelineState, TableIdentifier
+from laredo.types import TableIdentifier
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["OpenTelemetryObserver", "OpenTelemetryOptions"]
@@ -56,14 +57,6 @@ _COUNTERS = {
 class OpenTelemetryObserver(NullObserver):
     """Engine events as OpenTelemetry counters, histograms and observable gauges."""
 
-    def __new__(
-        cls, per_action: bool = True, meter_name: str = "laredo", meter_provider: Any = None
-    ) -> OpenTelemetryObserver:
-        kind = cls
-        if cls is OpenTelemetryObserver and not per_action:
-            kind = _BatchOpenTelemetryObserver
-        return super().__new__(kind)
-
     def __init__(
         self, per_action: bool = True, meter_name: str = "laredo", meter_provider: Any = None
     ) -> None:
@@ -76,6 +69,7 @@ class OpenTelemetryObserver(NullObserver):
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter(meter_name)
         self.per_action = per_action
+        self.opted_in = frozenset({E.ChangeReceived, E.ChangeApplied} if per_action else ())
         self._c = {k: meter.create_counter(n, description=d) for k, (n, d) in _COUNTERS.items()}
         self._apply = meter.create_histogram(
             "laredo.change.apply.duration", unit="s", description="Time to apply one batch."
@@ -131,128 +125,119 @@ class OpenTelemetryObserver(NullObserver):
         return [Observation(v, {"source": s}) for s, v in items]
 
     # -- events -------------------------------------------------------------------------------
-    def on_source_connected(self, source_id: str, source_type: str) -> None:
-        self._c["connections"].add(1, {"source": source_id, "event": "connected"})
+    @handles(E.SourceConnected)
+    def _source_connected(self, ev: E.SourceConnected) -> None:
+        self._c["connections"].add(1, {"source": ev.source_id, "event": "connected"})
 
-    def on_source_disconnected(self, source_id: str, reason: str) -> None:
-        self._c["connections"].add(1, {"source": source_id, "event": "disconnected"})
+    @handles(E.SourceDisconnected)
+    def _source_disconnected(self, ev: E.SourceDisconnected) -> None:
+        self._c["connections"].add(1, {"source": ev.source_id, "event": "disconnected"})
 
-    def on_pipeline_state_changed(
-        self, pipeline_id: str, old: PipelineState, new: PipelineState
-    ) -> None:
-        self._c["states"].add(1, self._p(pipeline_id, state=new.value))
+    @handles(E.PipelineStateChanged)
+    def _pipeline_state_changed(self, ev: E.PipelineStateChanged) -> None:
+        self._c["states"].add(1, self._p(ev.pipeline_id, state=ev.new.value))
 
-    def on_pipeline_added(self, pipeline_id: str, source_id: str, table: TableIdentifier) -> None:
-        self._c["membership"].add(1, {"source": source_id, "change": "added"})
+    @handles(E.PipelineAdded)
+    def _pipeline_added(self, ev: E.PipelineAdded) -> None:
+        self._c["membership"].add(1, {"source": ev.source_id, "change": "added"})
 
-    def on_pipeline_removed(self, pipeline_id: str, source_id: str, reason: str) -> None:
-        self._c["membership"].add(1, {"source": source_id, "change": "removed"})
+    @handles(E.PipelineRemoved)
+    def _pipeline_removed(self, ev: E.PipelineRemoved) -> None:
+        self._c["membership"].add(1, {"source": ev.source_id, "change": "removed"})
 
-    def on_baseline_started(self, pipeline_id: str, table: TableIdentifier) -> None:
-        self._c["baseline_started"].add(1, self._p(pipeline_id, table))
+    @handles(E.BaselineStarted)
+    def _baseline_started(self, ev: E.BaselineStarted) -> None:
+        self._c["baseline_started"].add(1, self._p(ev.pipeline_id, ev.table))
 
-    def on_baseline_completed(
-        self, pipeline_id: str, table: TableIdentifier, total_rows: int, duration: timedelta
-    ) -> None:
-        attrs = self._p(pipeline_id, table)
-        self._c["baseline_rows"].add(total_rows, attrs)
-        self._baseline.record(duration.total_seconds(), attrs)
+    @handles(E.BaselineCompleted)
+    def _baseline_completed(self, ev: E.BaselineCompleted) -> None:
+        attrs = self._p(ev.pipeline_id, ev.table)
+        self._c["baseline_rows"].add(ev.total_rows, attrs)
+        self._baseline.record(ev.duration.total_seconds(), attrs)
 
-    def on_rebaseline_triggered(self, source_id: str) -> None:
-        self._c["rebaseline"].add(1, {"source": source_id})
+    @handles(E.RebaselineTriggered)
+    def _rebaseline_triggered(self, ev: E.RebaselineTriggered) -> None:
+        self._c["rebaseline"].add(1, {"source": ev.source_id})
 
-    def on_change_received(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, position: Any
-    ) -> None:
-        self._c["received"].add(1, self._p(pipeline_id, table, action=action.name.lower()))
+    @handles(E.ChangeReceived)
+    def _change_received(self, ev: E.ChangeReceived) -> None:
+        self._c["received"].add(1, self._p(ev.pipeline_id, ev.table, action=ev.action.name.lower()))
 
-    def on_change_applied(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, duration: timedelta
-    ) -> None:
-        self._c["applied"].add(1, self._p(pipeline_id, table, action=action.name.lower()))
+    @handles(E.ChangeApplied)
+    def _change_applied(self, ev: E.ChangeApplied) -> None:
+        self._c["applied"].add(1, self._p(ev.pipeline_id, ev.table, action=ev.action.name.lower()))
 
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None:
-        attrs = self._p(pipeline_id, table)
+    @handles(E.ChangesApplied)
+    def _changes_applied(self, ev: E.ChangesApplied) -> None:
+        attrs = self._p(ev.pipeline_id, ev.table)
         self._c["batches"].add(1, attrs)
-        self._apply.record(duration.total_seconds(), attrs)
+        self._apply.record(ev.duration.total_seconds(), attrs)
+        if not self.per_action:
+            self._c["applied"].add(ev.count, self._p(ev.pipeline_id, ev.table, action="any"))
 
-    def on_change_error(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, error: ErrorInfo
-    ) -> None:
-        self._c["errors"].add(1, self._p(pipeline_id, table, action=action.name.lower()))
+    @handles(E.ChangeError)
+    def _change_error(self, ev: E.ChangeError) -> None:
+        self._c["errors"].add(1, self._p(ev.pipeline_id, ev.table, action=ev.action.name.lower()))
 
-    def on_ack_advanced(self, source_id: str, position: Any) -> None:
-        self._c["acks"].add(1, {"source": source_id})
+    @handles(E.AckAdvanced)
+    def _ack_advanced(self, ev: E.AckAdvanced) -> None:
+        self._c["acks"].add(1, {"source": ev.source_id})
 
-    def on_buffer_policy_triggered(self, pipeline_id: str, policy: str) -> None:
-        self._c["policy"].add(1, self._p(pipeline_id, policy=str(getattr(policy, "value", policy))))
+    @handles(E.BufferPolicyTriggered)
+    def _buffer_policy_triggered(self, ev: E.BufferPolicyTriggered) -> None:
+        policy = str(getattr(ev.policy, "value", ev.policy))
+        self._c["policy"].add(1, self._p(ev.pipeline_id, policy=policy))
 
-    def on_snapshot_completed(
-        self, snapshot_id: str, tables: int, rows: int, size_bytes: int, duration: timedelta
-    ) -> None:
+    @handles(E.SnapshotCompleted)
+    def _snapshot_completed(self, ev: E.SnapshotCompleted) -> None:
         self._c["snapshots"].add(1, {"outcome": "created"})
-        self._snapshot.record(duration.total_seconds())
+        self._snapshot.record(ev.duration.total_seconds())
 
-    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None:
+    @handles(E.SnapshotFailed)
+    def _snapshot_failed(self, ev: E.SnapshotFailed) -> None:
         self._c["snapshots"].add(1, {"outcome": "failed"})
 
-    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None:
+    @handles(E.SnapshotRestoreCompleted)
+    def _snapshot_restore_completed(self, ev: E.SnapshotRestoreCompleted) -> None:
         self._c["restores"].add(1, {"outcome": "completed"})
 
-    def on_schema_change(self, source_id: str, table: TableIdentifier, event: Any) -> None:
-        self._c["schema"].add(1, {"source": source_id, "table": str(table)})
+    @handles(E.SchemaChanged)
+    def _schema_changed(self, ev: E.SchemaChanged) -> None:
+        self._c["schema"].add(1, {"source": ev.source_id, "table": str(ev.table)})
 
-    def on_lag_updated(self, source_id: str, lag_bytes: int, lag_time: timedelta | None) -> None:
+    @handles(E.LagUpdated)
+    def _lag_updated(self, ev: E.LagUpdated) -> None:
         with self._lock:
-            self._lag_bytes[source_id] = lag_bytes
-            if lag_time is not None:
-                self._lag_seconds[source_id] = lag_time.total_seconds()
+            self._lag_bytes[ev.source_id] = ev.lag_bytes
+            if ev.lag_time is not None:
+                self._lag_seconds[ev.source_id] = ev.lag_time.total_seconds()
 
-    def on_dead_letter_written(
-        self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo
-    ) -> None:
-        self._c["dead"].add(1, self._p(pipeline_id, change.table))
+    @handles(E.DeadLetterWritten)
+    def _dead_letter_written(self, ev: E.DeadLetterWritten) -> None:
+        self._c["dead"].add(1, self._p(ev.pipeline_id, ev.change.table))
 
-    def on_row_expired(self, pipeline_id: str, table: TableIdentifier, key: str) -> None:
-        self._c["expired"].add(1, self._p(pipeline_id, table))
+    @handles(E.RowExpired)
+    def _row_expired(self, ev: E.RowExpired) -> None:
+        self._c["expired"].add(1, self._p(ev.pipeline_id, ev.table))
 
-    def on_validation_result(
-        self,
-        pipeline_id: str,
-        table: TableIdentifier,
-        source_count: int,
-        target_count: int,
-        match: bool,
-    ) -> None:
-        self._c["validation"].add(
-            1, self._p(pipeline_id, table, result="match" if match else "mismatch")
-        )
+    @handles(E.ValidationResult)
+    def _validation_result(self, ev: E.ValidationResult) -> None:
+        result = "match" if ev.match else "mismatch"
+        self._c["validation"].add(1, self._p(ev.pipeline_id, ev.table, result=result))
 
-    def on_fanout_client_connected(self, pipeline_id: str, client_id: str, mode: Any) -> None:
-        self._c["fanout"].add(1, self._p(pipeline_id, event="client_connected"))
+    # fan-out events (laredo_target_fanout.events), by name: the server does not import fan-out
+    @handles("FanoutClientConnected")
+    def _fanout_client_connected(self, ev: Any) -> None:
+        self._c["fanout"].add(1, self._p(ev.pipeline_id, event="client_connected"))
 
-    def on_fanout_client_disconnected(self, pipeline_id: str, client_id: str, reason: str) -> None:
-        self._c["fanout"].add(1, self._p(pipeline_id, event="client_disconnected"))
+    @handles("FanoutClientDisconnected")
+    def _fanout_client_disconnected(self, ev: Any) -> None:
+        self._c["fanout"].add(1, self._p(ev.pipeline_id, event="client_disconnected"))
 
-    def on_fanout_snapshot_created(
-        self, pipeline_id: str, snapshot_id: str, seq: int, rows: int
-    ) -> None:
-        self._c["fanout"].add(1, self._p(pipeline_id, event="snapshot_created"))
+    @handles("FanoutSnapshotCreated")
+    def _fanout_snapshot_created(self, ev: Any) -> None:
+        self._c["fanout"].add(1, self._p(ev.pipeline_id, event="snapshot_created"))
 
-    def on_fanout_journal_pruned(self, pipeline_id: str, pruned: int, oldest_seq: int) -> None:
-        self._c["fanout"].add(pruned, self._p(pipeline_id, event="journal_pruned"))
-
-
-class _BatchOpenTelemetryObserver(OpenTelemetryObserver):
-    """``per_action=False``: no per-change calls; applied changes counted per batch."""
-
-    on_change_received = NullObserver.on_change_received
-    on_change_applied = NullObserver.on_change_applied
-
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None:
-        super().on_changes_applied(pipeline_id, table, count, duration)
-        self._c["applied"].add(count, self._p(pipeline_id, table, action="any"))
+    @handles("FanoutJournalPruned")
+    def _fanout_journal_pruned(self, ev: Any) -> None:
+        self._c["fanout"].add(ev.pruned, self._p(ev.pipeline_id, event="journal_pruned"))

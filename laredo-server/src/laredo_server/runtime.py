@@ -30,7 +30,7 @@ from laredo.types import PipelineState, SnapshotDescriptor, TableIdentifier
 from . import __version__
 from .capabilities import DrainableTarget, PipelineLabelled
 from .config import Built
-from .metrics import PrometheusObserver
+from .metrics import PrometheusObserver, SampleLike
 from .state import ServiceState
 from .status_facts import StatusFacts
 from .watch import WatchHub
@@ -235,10 +235,11 @@ class ServerRuntime:
         self._reloading = 0
         self._lock = threading.RLock()
         self.hub = WatchHub(self.service_state, watch_buffer)
-        self.metrics = PrometheusObserver(per_action=per_action_metrics)
+        # always on the stream: the status reads its counters (per batch when not exported)
+        self.metrics = PrometheusObserver(per_action=per_action_metrics and metrics_enabled)
         self.metrics_enabled = metrics_enabled
         self.metrics.add_collector(self._collect)
-        self.facts = StatusFacts(lambda: self.engine)
+        self.facts = StatusFacts(lambda: self.engine, self.metrics)
         if metrics_enabled:
             self.metrics.add_collector(self.facts.collect)
         self.built = factory(self._observers(), None)
@@ -248,8 +249,8 @@ class ServerRuntime:
         self.reloader: Reloader | None = None
 
     def _observers(self) -> list[Any]:
-        base = [self.hub, self.facts]
-        return [*base, self.metrics] if self.metrics_enabled else base
+        """The one event stream: watch, status and metrics (status reads the metrics)."""
+        return [self.hub, self.facts, self.metrics]
 
     def _bind_engine(self) -> None:
         """Point the hub at the current engine; label every observer's pipeline metrics."""
@@ -258,10 +259,10 @@ class ServerRuntime:
         self.metrics.bind(labels)
         obs = self.engine.observer
         for o in obs.observers if isinstance(obs, CompositeObserver) else [obs]:
-            if isinstance(o, PipelineLabelled) and o is not self.metrics:
+            if o is not self.metrics and isinstance(o, PipelineLabelled):
                 o.bind(labels)
 
-    def _collect(self) -> Iterator[tuple[str, str, str, Any, float]]:
+    def _collect(self) -> Iterator[SampleLike]:
         for p in self.engine.pipelines():
             labels = (("pipeline", p.id), ("source", p.source_id), ("table", str(p.table)))
             if p.row_count is not None:

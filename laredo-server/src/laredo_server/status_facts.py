@@ -1,13 +1,14 @@
 """What the status page and the operator metrics read beyond the engine's own status.
 
 Per pipeline, the changes applied, the failed attempts and the dead letters written since the
-server started (counted from observer events, one dictionary update per batch or failure); per
-source, the WAL its replication slot retains on the database server (sources implementing
-:class:`~laredo_server.capabilities.RetainsWal`); the latest snapshot (read from the store on
-first use and every few minutes after, then kept current by snapshot events); the dead-letter
-backlog (entries stored, read from the store at most every :data:`BACKLOG_TTL` seconds).
+server started (read from the :class:`~laredo_server.metrics.PrometheusObserver`'s counters, the
+one place they are counted); per source, the WAL its replication slot retains on the database
+server (sources implementing :class:`~laredo_server.capabilities.RetainsWal`); the latest
+snapshot (read from the store on first use and every few minutes after, then kept current by
+snapshot events); the dead-letter backlog (entries stored, read from the store at most every
+:data:`BACKLOG_TTL` seconds).
 
-Nothing runs in the background: every value is counted by an event or read when asked (a
+Nothing runs in the background: every value is kept by an event or read when asked (a
 ``/metrics`` scrape, a ``GetStatus`` call), so an idle server pays nothing for it.
 """
 
@@ -18,13 +19,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 
 from laredo import Engine
+from laredo.events import DeadLetterWritten, SnapshotCompleted, handles
 from laredo.observers import NullObserver
-from laredo.types import ChangeAction, ChangeEvent, ErrorInfo, TableIdentifier
 
 from .capabilities import CountsSourceEvents, RetainsWal
+from .metrics import MetricSample, PrometheusObserver, SampleLike
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,6 @@ BACKLOG_TTL = 15.0
 """Seconds a dead-letter backlog read from the store is reused."""
 SNAPSHOT_RELIST = 300.0
 """Seconds between two listings of the snapshot store (events keep the latest in between)."""
-
-Sample = tuple[str, str, str, tuple[tuple[str, str], ...], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,54 +56,45 @@ class SnapshotFact:
 
 
 class StatusFacts(NullObserver):
-    """An engine observer plus on-demand reads (see the module docstring). ``engine()`` is the
-    engine running now (a restore replaces it); ``started`` the server's start time."""
+    """On-demand reads (see the module docstring), kept current by two events. ``engine()`` is
+    the engine running now (a restore replaces it); ``metrics`` counts the events (it must be
+    on the same observer stream); ``started`` the server's start time."""
 
-    def __init__(self, engine: Callable[[], Engine], started: float | None = None) -> None:
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        metrics: PrometheusObserver,
+        started: float | None = None,
+    ) -> None:
         self._engine = engine
+        self._metrics = metrics
         self.started = time.time() if started is None else started
         self._lock = threading.Lock()
-        self._applied: dict[str, int] = {}
-        self._errors: dict[str, int] = {}
-        self._dead: dict[str, int] = {}
         self._latest: SnapshotFact | None = None
         self._listed_at: float | None = None
         self._backlog: tuple[float, dict[str, int]] | None = None
 
     # -- events --------------------------------------------------------------------------------
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None:
+    @handles(DeadLetterWritten)
+    def _dead_letter_written(self, ev: DeadLetterWritten) -> None:
         with self._lock:
-            self._applied[pipeline_id] = self._applied.get(pipeline_id, 0) + count
-
-    def on_change_error(
-        self, pipeline_id: str, table: TableIdentifier, action: ChangeAction, error: ErrorInfo
-    ) -> None:
-        with self._lock:
-            self._errors[pipeline_id] = self._errors.get(pipeline_id, 0) + 1
-
-    def on_dead_letter_written(
-        self, pipeline_id: str, change: ChangeEvent, error: ErrorInfo
-    ) -> None:
-        with self._lock:
-            self._dead[pipeline_id] = self._dead.get(pipeline_id, 0) + 1
             self._backlog = None  # the next read counts the store again
 
-    def on_snapshot_completed(
-        self, snapshot_id: str, tables: int, rows: int, size_bytes: int, duration: timedelta
-    ) -> None:
+    @handles(SnapshotCompleted)
+    def _snapshot_completed(self, ev: SnapshotCompleted) -> None:
         with self._lock:
-            self._latest = SnapshotFact(snapshot_id, time.time(), size_bytes)
+            self._latest = SnapshotFact(ev.snapshot_id, time.time(), ev.size_bytes)
 
     # -- reads ---------------------------------------------------------------------------------
     def counts(self, pipeline_id: str) -> PipelineCounts:
-        with self._lock:
-            return PipelineCounts(
-                self._applied.get(pipeline_id, 0),
-                self._errors.get(pipeline_id, 0),
-                self._dead.get(pipeline_id, 0),
-            )
+        """The metrics' counters of the pipeline (every action summed)."""
+
+        total = self._metrics.pipeline_total
+        return PipelineCounts(
+            total("laredo_changes_applied_total", pipeline_id),
+            total("laredo_change_errors_total", pipeline_id),
+            total("laredo_dead_letters_total", pipeline_id),
+        )
 
     def wal_retained(self, source_id: str) -> int | None:
         """Bytes of WAL the source's slot retains; None when the source cannot tell."""
@@ -167,13 +157,13 @@ class StatusFacts(NullObserver):
         return out
 
     # -- metrics -------------------------------------------------------------------------------
-    def collect(self) -> Iterator[Sample]:
+    def collect(self) -> Iterator[SampleLike]:
         """The scrape-time metrics (a ``PrometheusObserver`` collector)."""
         eng = self._engine()
         for sid in eng.source_ids():
             retained = self.wal_retained(sid)
             if retained is not None:
-                yield (
+                yield MetricSample(
                     "laredo_source_wal_retained_bytes",
                     "gauge",
                     "WAL the source's replication slot holds back on the database server.",
@@ -230,7 +220,7 @@ class StatusFacts(NullObserver):
         if backlog is not None:
             for c in eng.pipeline_configs:
                 pid = c.pipeline_id()
-                yield (
+                yield MetricSample(
                     "laredo_dead_letter_backlog",
                     "gauge",
                     "Dead letters stored and not yet replayed or purged.",
@@ -238,7 +228,7 @@ class StatusFacts(NullObserver):
                     backlog.get(pid, 0),
                 )
 
-    def _source_counters(self, source_id: str) -> Iterator[Sample]:
+    def _source_counters(self, source_id: str) -> Iterator[MetricSample]:
         """``laredo_source_<name>`` counters of a :class:`CountsSourceEvents` source."""
         try:
             src = self._engine().source(source_id)
@@ -247,7 +237,7 @@ class StatusFacts(NullObserver):
             logger.debug("counters of %s: %s", source_id, exc)
             return
         for name, value in sorted(counts.items()):
-            yield (
+            yield MetricSample(
                 f"laredo_source_{name}",
                 "counter",
                 f"Source events counted by the source ({name.removesuffix('_total')}).",
@@ -255,10 +245,10 @@ class StatusFacts(NullObserver):
                 value,
             )
 
-    def _snapshot_samples(self) -> Iterator[Sample]:
+    def _snapshot_samples(self) -> Iterator[MetricSample]:
         latest = self.latest_snapshot()
         if latest is not None:
-            yield (
+            yield MetricSample(
                 "laredo_snapshot_last_success_timestamp_seconds",
                 "gauge",
                 "When the last snapshot ended.",
@@ -266,7 +256,7 @@ class StatusFacts(NullObserver):
                 latest.at,
             )
         since = latest.at if latest is not None else self.started
-        yield (
+        yield MetricSample(
             "laredo_snapshot_age_seconds",
             "gauge",
             "Seconds since the last complete snapshot (since the server started when none).",
@@ -275,7 +265,7 @@ class StatusFacts(NullObserver):
         )
         sched = self.snapshot_schedule()
         if sched is not None:
-            yield (
+            yield MetricSample(
                 "laredo_snapshot_schedule_seconds",
                 "gauge",
                 "The configured interval between scheduled snapshots.",

@@ -12,12 +12,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 from laredo import Engine
+from laredo import events as E
+from laredo.events import handles
 from laredo.observers import NullObserver
 from laredo.secrets import mask_text
-from laredo.types import ErrorInfo, PipelineState, Position, TableIdentifier
+from laredo.types import PipelineState
 
 from .state import (
     ChangesApplied,
@@ -136,45 +137,48 @@ class WatchHub(NullObserver):
                 self._emit(None, None, ServiceStateChanged(time.time(), old, new))
 
     # events -------------------------------------------------------------------------------
-    def on_pipeline_state_changed(
-        self, pipeline_id: str, old: PipelineState, new: PipelineState
-    ) -> None:
+    @handles(E.PipelineStateChanged)
+    def _pipeline_state_changed(self, ev: E.PipelineStateChanged) -> None:
         if self._watchers:
             err = ""
-            if new is PipelineState.ERROR and self._engine is not None:
+            if ev.new is PipelineState.ERROR and self._engine is not None:
                 for p in self._engine.pipelines():
-                    if p.id == pipeline_id:
+                    if p.id == ev.pipeline_id:
                         err = p.error or ""
             self._emit(
-                pipeline_id,
-                self._table_of(pipeline_id),
-                PipelineStateChanged(time.time(), pipeline_id, old, new, err),
+                ev.pipeline_id,
+                self._table_of(ev.pipeline_id),
+                PipelineStateChanged(time.time(), ev.pipeline_id, ev.old, ev.new, err),
             )
         self.check_service_state()
 
-    def on_changes_applied(
-        self, pipeline_id: str, table: TableIdentifier, count: int, duration: timedelta
-    ) -> None:
+    @handles(E.ChangesApplied)
+    def _changes_applied(self, ev: E.ChangesApplied) -> None:
         self.last_change_at = time.time()
         if self._watchers:
             self._emit(
-                pipeline_id, str(table), ChangesApplied(time.time(), pipeline_id, table, count)
+                ev.pipeline_id,
+                str(ev.table),
+                ChangesApplied(time.time(), ev.pipeline_id, ev.table, ev.count),
             )
 
-    def on_source_connected(self, source_id: str, source_type: str) -> None:
-        self._source_event(source_id, "CONNECTED", source_type)
+    @handles(E.SourceConnected)
+    def _source_connected(self, ev: E.SourceConnected) -> None:
+        self._source_event(ev.source_id, "CONNECTED", ev.source_type)
 
-    def on_source_disconnected(self, source_id: str, reason: str) -> None:
-        self._source_event(source_id, "DISCONNECTED", mask_text(reason))
+    @handles(E.SourceDisconnected)
+    def _source_disconnected(self, ev: E.SourceDisconnected) -> None:
+        self._source_event(ev.source_id, "DISCONNECTED", mask_text(ev.reason))
 
-    def on_ack_advanced(self, source_id: str, position: Position) -> None:
+    @handles(E.AckAdvanced)
+    def _ack_advanced(self, ev: E.AckAdvanced) -> None:
         if not self._watchers:
             return
-        text = str(position)
+        text = str(ev.position)
         if self._engine is not None:
             with contextlib.suppress(Exception):
-                text = str(self._engine.source(source_id).position_to_string(position))
-        self._source_event(source_id, "ACK", "", position=text)
+                text = str(self._engine.source(ev.source_id).position_to_string(ev.position))
+        self._source_event(ev.source_id, "ACK", "", position=text)
 
     def _source_event(
         self, source_id: str, state: SourceEventKind, reason: str, position: str = ""
@@ -184,28 +188,31 @@ class WatchHub(NullObserver):
                 None, None, SourceStateChanged(time.time(), source_id, state, reason, position)
             )
 
-    def on_snapshot_started(self, snapshot_id: str) -> None:
-        self._snap(snapshot_id, "started")
+    @handles(E.SnapshotStarted)
+    def _snapshot_started(self, ev: E.SnapshotStarted) -> None:
+        self._snap(ev.snapshot_id, "started")
 
-    def on_snapshot_completed(
-        self, snapshot_id: str, tables: int, rows: int, size_bytes: int, duration: timedelta
-    ) -> None:
-        self.last_snapshot_id = snapshot_id
+    @handles(E.SnapshotCompleted)
+    def _snapshot_completed(self, ev: E.SnapshotCompleted) -> None:
+        self.last_snapshot_id = ev.snapshot_id
         self.last_snapshot_at = time.time()
         self.last_snapshot_error = None
         self.snapshots_created += 1
-        self._snap(snapshot_id, "completed", rows=rows)
+        self._snap(ev.snapshot_id, "completed", rows=ev.rows)
 
-    def on_snapshot_failed(self, snapshot_id: str, error: ErrorInfo) -> None:
-        self.last_snapshot_error = f"{snapshot_id}: {error.message}"
-        self._snap(snapshot_id, "failed", message=error.message)
+    @handles(E.SnapshotFailed)
+    def _snapshot_failed(self, ev: E.SnapshotFailed) -> None:
+        self.last_snapshot_error = f"{ev.snapshot_id}: {ev.error.message}"
+        self._snap(ev.snapshot_id, "failed", message=ev.error.message)
 
-    def on_snapshot_restore_started(self, snapshot_id: str) -> None:
-        self._snap(snapshot_id, "restore_started")
+    @handles(E.SnapshotRestoreStarted)
+    def _snapshot_restore_started(self, ev: E.SnapshotRestoreStarted) -> None:
+        self._snap(ev.snapshot_id, "restore_started")
 
-    def on_snapshot_restore_completed(self, snapshot_id: str, duration: timedelta) -> None:
-        self.restored[snapshot_id] = self.restored.get(snapshot_id, 0) + 1
-        self._snap(snapshot_id, "restore_completed")
+    @handles(E.SnapshotRestoreCompleted)
+    def _snapshot_restore_completed(self, ev: E.SnapshotRestoreCompleted) -> None:
+        self.restored[ev.snapshot_id] = self.restored.get(ev.snapshot_id, 0) + 1
+        self._snap(ev.snapshot_id, "restore_completed")
 
     def _snap(
         self, snapshot_id: str, event: SnapshotEventKind, message: str = "", rows: int = 0

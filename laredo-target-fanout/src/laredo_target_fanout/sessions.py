@@ -28,6 +28,7 @@ from laredo.errors import LaredoError, TransientError
 from laredo.types import ColumnDefinition, SyncMode, TableIdentifier
 
 from ._filters import RowMatcher
+from .events import FanoutClientBackpressure, FanoutClientCaughtUp, FanoutClientDisconnected
 from .journal import Journal, JournalEntry
 from .options import ClientBufferOptions, GrpcOptions
 from .positions import PositionCodec
@@ -323,7 +324,7 @@ class Sessions:
             if self.client_buffer.policy == "slow_down":
                 self._cond.notify_all()
         if caught:
-            self._emit("on_fanout_client_caught_up", session.client_id, through)
+            self._emit(FanoutClientCaughtUp, session.client_id, through)
         return after, through, entries
 
     def mark_caught_up(self, session: ClientSession) -> None:
@@ -332,7 +333,7 @@ class Sessions:
             if session.state != "catching_up" or session.cursor < session.catch_up_to:
                 return
             session.state = "live"
-        self._emit("on_fanout_client_caught_up", session.client_id, session.cursor)
+        self._emit(FanoutClientCaughtUp, session.client_id, session.cursor)
 
     def wait_idle(self, session: ClientSession, timeout: float) -> None:
         with self._cond:
@@ -363,9 +364,7 @@ class Sessions:
                 session.closed = True
                 session.close_reason = reason
             self._cond.notify_all()
-        self._emit(
-            "on_fanout_client_disconnected", session.client_id, session.close_reason or reason
-        )
+        self._emit(FanoutClientDisconnected, session.client_id, session.close_reason or reason)
 
     def close_locked(self, s: ClientSession, code: str, reason: str) -> None:
         """Server-side close: unregister and unpin now; the stream sends the reason when it
@@ -438,7 +437,7 @@ class Sessions:
                 if not s.backpressured:
                     s.backpressured = True
                     s.waiting_since = time.monotonic()
-                    self._emit("on_fanout_client_backpressure", s.client_id, depth)
+                    self._emit(FanoutClientBackpressure, s.client_id, depth)
                 if drop:
                     self.stats["dropped_clients"] += 1
                     self.close_locked(

@@ -24,12 +24,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from laredo.contracts import PipelineContext
+from laredo.contracts import Observer, PipelineContext
 from laredo.errors import ConfigError
-from laredo.observers import CompositeObserver, NullObserver
+from laredo.events import Event
+from laredo.observers import CompositeObserver, NullObserver, as_observer
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -43,6 +44,7 @@ from laredo.types import (
 )
 
 from ._filters import RowMatcher
+from .events import FanoutClientConnected, FanoutJournalPruned, FanoutSnapshotCreated
 from .journal import Journal, JournalEntry
 from .options import GrpcOptions, ReplicationFanoutOptions, coerce_options
 from .positions import PositionCodec, PositionFunctions
@@ -128,7 +130,7 @@ class FanOutTarget:
         self.heartbeat_interval: float = opts.heartbeat_interval
         self.max_entries: int = opts.journal.max_entries
         self.max_age: float | None = opts.journal.max_age
-        self.observer: Any = opts.observer if opts.observer is not None else NullObserver()
+        self.observer: Observer = as_observer(opts.observer or NullObserver())
         self.pipeline_id = pipeline_id
         self.codec = PositionCodec()
         self.stats = {"pruned": 0, "dropped_clients": 0, "resyncs": 0, "snapshots": 0}
@@ -156,8 +158,8 @@ class FanOutTarget:
 
     # ------------------------------------------------------------------ wiring
     def bind_observer(self, observer: Any, pipeline_id: str) -> None:
-        """Engine hook: the observer that receives the ``on_fanout_*`` events."""
-        self.observer = observer if observer is not None else NullObserver()
+        """Engine hook: the observer that receives the ``Fanout*`` events (:mod:`.events`)."""
+        self.observer = as_observer(observer or NullObserver())
         if pipeline_id:
             self.pipeline_id = pipeline_id
 
@@ -440,13 +442,14 @@ class FanOutTarget:
             return
         self.sessions.resync_unpinned_locked()
         self.stats["pruned"] += n
-        self._emit("on_fanout_journal_pruned", n, self.oldest_sequence)
+        self._emit(FanoutJournalPruned, n, self.oldest_sequence)
 
-    def _emit(self, name: str, *args: Any) -> None:
+    def _emit(self, kind: Callable[..., Event], *args: Any) -> None:
+        """Hand the observer ``kind(pipeline_id, *args)``; an observer failure is logged."""
         try:
-            getattr(self.observer, name)(self.pipeline_id, *args)
+            self.observer.on_event(kind(self.pipeline_id, *args))
         except Exception:
-            logger.exception("observer failed in %s", name)
+            logger.exception("observer failed in %s", getattr(kind, "__name__", kind))
 
     # ------------------------------------------------------------------ sessions (service)
     def open_session(
@@ -494,7 +497,7 @@ class FanOutTarget:
             )
         if new and snapshot is not None:
             self._announce(snapshot, persist=False)
-        self._emit("on_fanout_client_connected", client_id, session.mode)
+        self._emit(FanoutClientConnected, client_id, session.mode)
         return session, handshake, snapshot
 
     def clients(self) -> list[ClientSession]:
@@ -530,7 +533,7 @@ class FanOutTarget:
         return snap, new
 
     def _announce(self, snap: FanOutSnapshot, persist: bool) -> None:
-        self._emit("on_fanout_snapshot_created", snap.snapshot_id, snap.sequence, len(snap.rows))
+        self._emit(FanoutSnapshotCreated, snap.snapshot_id, snap.sequence, len(snap.rows))
         if persist and self._rows.table is not None:
             self._snapshots.persist(snap, self._rows.table, self.pipeline_id)
 

@@ -4,7 +4,7 @@
 :class:`~laredo.contracts.BatchBaselineSource`, otherwise row by row, gathered into chunks of
 :data:`BASELINE_CHUNK` — and hands each chunk to every receiver of its table (the pipeline's
 chain, then its target). Every :data:`PROGRESS_EVERY` rows of a table the observer hears
-``on_baseline_row_loaded`` for each of its pipelines (when it implements it). A receiver whose
+``BaselineRowLoaded`` for each of its pipelines (when it opted in). A receiver whose
 target fails is failed with the reason and gets no further rows; the others go on. Rows a source
 left out of a :class:`~laredo.batches.RowBatch` as ``rejected`` (a value no Python type holds)
 are dead-lettered by each receiver as INSERTs, and the baseline goes on. A failure of
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..contracts import BatchBaselineSource, SyncSource
+from ..events import BaselineRowLoaded
 from ..types import ChangeAction, ChangeEvent, Position, Row, TableIdentifier
 from .context import EngineContext
 
@@ -83,7 +84,7 @@ def baseline_into(
         seen[table] = after = before + len(rows)
         if wants_progress and after // PROGRESS_EVERY != before // PROGRESS_EVERY:
             for r in targets:
-                obs.on_baseline_row_loaded(r.id, table, after)
+                obs.on_event(BaselineRowLoaded(r.id, table, after))
 
     def row_cb(table: TableIdentifier, row: Row) -> None:
         buf = pending.get(table)

@@ -13,8 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..contracts import DeadLetterStore, EngineObserver, SyncSource
-from ..observers import implements
+from ..contracts import DeadLetterStore, Observer, SyncSource
+from ..events import (
+    BaselineRowLoaded,
+    BufferDepthChanged,
+    ChangeApplied,
+    ChangeReceived,
+    Event,
+    receives,
+)
 from ..types import Position
 
 if TYPE_CHECKING:  # a type only: snapshots.py imports nothing from here
@@ -34,7 +41,8 @@ class FailureScope(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ObserverWants:
-    """Which per-change events the observer really handles (computed once at start)."""
+    """Which per-change (opt-in) events the observer wants (computed once at start): the
+    engine builds those values only when wanted."""
 
     received: bool = False
     applied: bool = False
@@ -42,12 +50,12 @@ class ObserverWants:
     baseline_progress: bool = False
 
     @classmethod
-    def of(cls, observer: EngineObserver) -> ObserverWants:
+    def of(cls, observer: Observer) -> ObserverWants:
         return cls(
-            received=implements(observer, "on_change_received"),
-            applied=implements(observer, "on_change_applied"),
-            depth=implements(observer, "on_buffer_depth_changed"),
-            baseline_progress=implements(observer, "on_baseline_row_loaded"),
+            received=receives(observer, ChangeReceived),
+            applied=receives(observer, ChangeApplied),
+            depth=receives(observer, BufferDepthChanged),
+            baseline_progress=receives(observer, BaselineRowLoaded),
         )
 
 
@@ -55,7 +63,7 @@ class ObserverWants:
 class EngineContext:
     """Handed to every source reader and pipeline worker at ``Engine.start()``."""
 
-    observer: EngineObserver
+    observer: Observer
     dead_letters: DeadLetterStore | None
     snapshots: SnapshotCoordinator | None
     wants: ObserverWants
@@ -63,6 +71,10 @@ class EngineContext:
     """``escalate(scope, source_id, message)``: fail every pipeline of the source (SOURCE) or of
     the engine (ALL) with ``message``."""
     readiness_changed: Callable[[], None]
+
+    def emit(self, ev: Event) -> None:
+        """Hand ``ev`` to the observer."""
+        self.observer.on_event(ev)
 
 
 @dataclass(frozen=True, slots=True)

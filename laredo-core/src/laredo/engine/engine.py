@@ -43,6 +43,7 @@ from ..engine_settings import (
     SNAPSHOT_SCHEDULE,
 )
 from ..errors import ConfigError, EngineStateError
+from ..events import PipelineAdded, PipelineRemoved, SourceDisconnected
 from ..observers import composite
 from ..pipeline import Pipeline, PipelineInfo, SourceRunInfo
 from ..snapshots.jsonl import JsonlSerializer
@@ -248,7 +249,7 @@ class Engine:
                 reader.source.close()
             except Exception:
                 logger.warning("source %s: close failed", reader.id, exc_info=True)
-            self._obs.on_source_disconnected(reader.id, "engine stopped")
+            self._obs.on_event(SourceDisconnected(reader.id, "engine stopped"))
         if self._scheduler is not None:
             self._scheduler.stop(1.0)
         with self._lock:
@@ -560,7 +561,7 @@ class Engine:
             attach(reader, worker, timeout)
             self._pipelines.append(worker)
             self.pipeline_configs.append(pipeline)
-            self._obs.on_pipeline_added(worker.id, pipeline.source_id, pipeline.table_id)
+            self._obs.on_event(PipelineAdded(worker.id, pipeline.source_id, pipeline.table_id))
 
     def preflight_pipeline(
         self, pipeline: Pipeline
@@ -612,7 +613,7 @@ class Engine:
             self.pipeline_configs.extend(pipelines)
             reader.start()
             for w in workers:
-                self._obs.on_pipeline_added(w.id, source_id, w.table)
+                self._obs.on_event(PipelineAdded(w.id, source_id, w.table))
         late = [w.id for w in workers if not self._wait_streaming(w, timeout)]
         if late:
             raise EngineStateError(
@@ -671,7 +672,7 @@ class Engine:
         detach(reader, worker, timeout if timeout is not None else self.shutdown_timeout)
         self._pipelines.remove(worker)
         self.pipeline_configs[:] = [c for c in self.pipeline_configs if c is not worker.cfg]
-        self._obs.on_pipeline_removed(worker.id, reader.id, "removed")
+        self._obs.on_event(PipelineRemoved(worker.id, reader.id, "removed"))
 
     def _stop_source(self, reader: SourceReader) -> None:
         reader.stop_stream()
@@ -680,7 +681,7 @@ class Engine:
             reader.source.close()
         except Exception:
             logger.warning("source %s: close failed", reader.id, exc_info=True)
-        self._obs.on_source_disconnected(reader.id, "no pipelines left")
+        self._obs.on_event(SourceDisconnected(reader.id, "no pipelines left"))
         del self._readers[reader.id]
         del self.sources[reader.id]
 

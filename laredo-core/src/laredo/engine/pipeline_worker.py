@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from .. import events as evt
 from ..base import LegacyDoor, door_of
 from ..batches import ChangeBatch
 from ..contracts import (
@@ -145,7 +146,7 @@ class PipelineWorker:
         if old == new:
             return
         self.state = new
-        self.ctx.observer.on_pipeline_state_changed(self.id, old, new)
+        self.ctx.emit(evt.PipelineStateChanged(self.id, old, new))
         if new is PipelineState.ERROR:
             logger.error(
                 "pipeline %s entered ERROR: %s", self.id, self.error, extra={"pipeline": self.id}
@@ -301,7 +302,7 @@ class PipelineWorker:
         self.target.on_truncate(self.table)
 
     def _on_policy(self, policy: str) -> None:
-        self.ctx.observer.on_buffer_policy_triggered(self.id, policy)
+        self.ctx.emit(evt.BufferPolicyTriggered(self.id, policy))
 
     def _escalate(self, policy: ErrorPolicy, message: str) -> None:
         scope = _SCOPE.get(policy)
@@ -345,7 +346,7 @@ class PipelineWorker:
         if not keep_ready:
             self.ready = False
         self.set_state(PipelineState.BASELINING)
-        self.ctx.observer.on_baseline_started(self.id, self.table)
+        self.ctx.emit(evt.BaselineStarted(self.id, self.table))
         if truncate:
             self.buffer.clear()
             self.skip_until = None
@@ -372,9 +373,8 @@ class PipelineWorker:
             # the baseline is durable once on_baseline_complete returned: nothing pending
             self.last_change = None
             self._chunks = []
-        self.ctx.observer.on_baseline_completed(
-            self.id, self.table, loaded, timedelta(seconds=time.monotonic() - started)
-        )
+        took = timedelta(seconds=time.monotonic() - started)
+        self.ctx.emit(evt.BaselineCompleted(self.id, self.table, loaded, took))
         self.validate(loaded, after_baseline=True)
 
     def validate(self, expected: int, after_baseline: bool = False) -> bool:
@@ -390,7 +390,7 @@ class PipelineWorker:
             logger.exception("pipeline %s: count() failed during validation", self.id)
             return True
         match = actual == expected
-        self.ctx.observer.on_validation_result(self.id, self.table, expected, actual, match)
+        self.ctx.emit(evt.ValidationResult(self.id, self.table, expected, actual, match))
         if not match:
             action = self.cfg.validation_action
             msg = (
@@ -431,7 +431,7 @@ class PipelineWorker:
                 continue  # isolated: changes for this pipeline are no longer applied
             self.handle(item)
             if wants_depth:
-                self.ctx.observer.on_buffer_depth_changed(self.id, buf.depth, buf.capacity)
+                self.ctx.emit(evt.BufferDepthChanged(self.id, buf.depth, buf.capacity))
 
     def handle(self, item: Batch | Heartbeat | SchemaItem | Skip | Call) -> None:
         """Apply one data item (the worker loop's body; callable directly in tests)."""
@@ -559,7 +559,7 @@ class PipelineWorker:
         wants = self.ctx.wants
         if wants.received:
             for ev in events:
-                obs.on_change_received(self.id, self.table, ev.action, ev.position)
+                obs.on_event(evt.ChangeReceived(self.id, self.table, ev.action, ev.position))
         started = time.perf_counter()
         if self.chain.plain:
             work = events
@@ -584,11 +584,11 @@ class PipelineWorker:
         if complete:
             self.applied = last
         elapsed = timedelta(seconds=time.perf_counter() - started)
-        obs.on_changes_applied(self.id, self.table, len(work), elapsed)
+        obs.on_event(evt.ChangesApplied(self.id, self.table, len(work), elapsed))
         if wants.applied:
             per = elapsed / max(1, len(work))
             for ev in work:
-                obs.on_change_applied(self.id, self.table, ev.action, per)
+                obs.on_event(evt.ChangeApplied(self.id, self.table, ev.action, per))
         self.link.request_ack()
 
     def _note_chunk(self, position: Position) -> None:
@@ -660,7 +660,7 @@ class PipelineWorker:
         cfg = self.cfg
         backoff = self.retry_backoff
         cap = self.retry_max_backoff
-        obs.on_change_error(self.id, self.table, ev.action, ErrorInfo.of(exc))
+        obs.on_event(evt.ChangeError(self.id, self.table, ev.action, ErrorInfo.of(exc)))
         last: BaseException = exc
         terminal = retry_class(exc) == "terminal"
         for attempt in range(1, 0 if terminal else cfg.max_retries + 1):
@@ -672,12 +672,8 @@ class PipelineWorker:
                 return True
             except Exception as again:
                 last = again
-                obs.on_change_error(
-                    self.id,
-                    self.table,
-                    ev.action,
-                    ErrorInfo.of(again, f"retry {attempt}/{cfg.max_retries}: "),
-                )
+                info = ErrorInfo.of(again, f"retry {attempt}/{cfg.max_retries}: ")
+                obs.on_event(evt.ChangeError(self.id, self.table, ev.action, info))
         tried = (
             "not retried (terminal error)"
             if terminal
@@ -689,7 +685,7 @@ class PipelineWorker:
         if store is not None:
             try:
                 store.write(self.id, ev, info, position=pos)
-                obs.on_dead_letter_written(self.id, ev, info)
+                obs.on_event(evt.DeadLetterWritten(self.id, ev, info))
             except Exception:
                 logger.exception("pipeline %s: dead-letter write failed", self.id)
                 store = None
@@ -707,13 +703,13 @@ class PipelineWorker:
         logger.error("pipeline %s: %s", self.id, message)
         info = ErrorInfo(message, "Unrepresentable")
         obs = self.ctx.observer
-        obs.on_change_error(self.id, self.table, ev.action, info)
+        obs.on_event(evt.ChangeError(self.id, self.table, ev.action, info))
         store = self.ctx.dead_letters
         if store is not None:
             try:
                 pos = None if ev.position is None else self.link.pos_str(ev.position)
                 store.write(self.id, ev, info, position=pos)
-                obs.on_dead_letter_written(self.id, ev, info)
+                obs.on_event(evt.DeadLetterWritten(self.id, ev, info))
                 return True
             except Exception:
                 logger.exception("pipeline %s: dead-letter write failed", self.id)
@@ -774,7 +770,7 @@ class PipelineWorker:
             try:
                 self.target.on_delete(self.table, row)
                 self.expected_rows -= 1
-                self.ctx.observer.on_row_expired(self.id, self.table, str(key))
+                self.ctx.emit(evt.RowExpired(self.id, self.table, str(key)))
             except Exception:
                 logger.exception("pipeline %s: TTL delete failed for key %s", self.id, key)
         return len(expired)

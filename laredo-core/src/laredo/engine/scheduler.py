@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from ..contracts import EngineObserver
+from ..events import LagUpdated, SourceConnected, SourceDisconnected
 from ..types import SourceState
 from .source_reader import SourceReader
 
@@ -87,7 +88,7 @@ class Scheduler:
         for reader in list(self.readers.values()):
             try:
                 lag = reader.source.get_lag()
-                self.observer.on_lag_updated(reader.id, lag.lag_bytes, lag.lag_time)
+                self.observer.on_event(LagUpdated(reader.id, lag.lag_bytes, lag.lag_time))
             except Exception:
                 logger.debug("lag of %s unavailable", reader.id, exc_info=True)
 
@@ -103,9 +104,11 @@ class Scheduler:
                 continue
             self._seen[reader.id] = state
             if state is SourceState.RECONNECTING:
-                self.observer.on_source_disconnected(reader.id, "connection lost; reconnecting")
+                self.observer.on_event(
+                    SourceDisconnected(reader.id, "connection lost; reconnecting")
+                )
             elif state is SourceState.STREAMING and before is SourceState.RECONNECTING:
-                self.observer.on_source_connected(reader.id, type(reader.source).__name__)
+                self.observer.on_event(SourceConnected(reader.id, type(reader.source).__name__))
 
 
 def _state(value: object) -> SourceState | None:

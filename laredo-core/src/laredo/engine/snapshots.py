@@ -24,6 +24,13 @@ from typing import Any, Protocol
 
 from ..contracts import EngineObserver, SnapshotSerializer, SnapshotStore, SyncSource
 from ..errors import SnapshotError
+from ..events import (
+    SnapshotCompleted,
+    SnapshotFailed,
+    SnapshotRestoreCompleted,
+    SnapshotRestoreStarted,
+    SnapshotStarted,
+)
 from ..snapshots.schedule import apply_retention
 from ..types import (
     ColumnDefinition,
@@ -160,21 +167,23 @@ class SnapshotCoordinator:
         obs = self.observer
         with self._lock:
             started = time.monotonic()
-            obs.on_snapshot_started(snap_id)
+            obs.on_event(SnapshotStarted(snap_id))
             try:
                 exports = list(collect())
                 meta, tables, total = self._metadata(snap_id, exports, sources, user_meta or {})
                 desc = self.store.save(snap_id, meta, tables, self.serializer)
             except Exception as exc:
-                obs.on_snapshot_failed(snap_id, ErrorInfo.of(exc))
+                obs.on_event(SnapshotFailed(snap_id, ErrorInfo.of(exc)))
                 raise
             self.last_taken_at = time.monotonic()
-            obs.on_snapshot_completed(
-                snap_id,
-                len(meta.tables),
-                total,
-                int(getattr(desc, "size_bytes", 0) or 0),
-                timedelta(seconds=time.monotonic() - started),
+            obs.on_event(
+                SnapshotCompleted(
+                    snap_id,
+                    len(meta.tables),
+                    total,
+                    int(getattr(desc, "size_bytes", 0) or 0),
+                    timedelta(seconds=time.monotonic() - started),
+                )
             )
             self._apply_retention()
         return TakeResult(snap_id, exports)
@@ -276,7 +285,7 @@ class SnapshotCoordinator:
         obs = self.observer
         restored: list[RestoreTarget] = []
         started = time.monotonic()
-        obs.on_snapshot_restore_started(snap_id)
+        obs.on_event(SnapshotRestoreStarted(snap_id))
         try:
             meta, data = self.store.load(snap_id, self.serializer)
             if source_id not in meta.source_positions:
@@ -309,12 +318,14 @@ class SnapshotCoordinator:
                 tables[p.id] = TableRestore(p.id, pos, info.row_count)
         except Exception as exc:
             logger.warning("snapshot %s unusable, falling back: %s", snap_id, exc)
-            obs.on_snapshot_failed(snap_id, ErrorInfo.of(exc, "restore failed: "))
+            obs.on_event(SnapshotFailed(snap_id, ErrorInfo.of(exc, "restore failed: ")))
             for p in restored:
                 with contextlib.suppress(Exception):
                     p.truncate()
             return None
-        obs.on_snapshot_restore_completed(snap_id, timedelta(seconds=time.monotonic() - started))
+        obs.on_event(
+            SnapshotRestoreCompleted(snap_id, timedelta(seconds=time.monotonic() - started))
+        )
         return RestoreResult(snap_id, src_pos, tables)
 
     def check_user_meta(self, meta: SnapshotMetadata) -> None:

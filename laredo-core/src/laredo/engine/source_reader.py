@@ -26,6 +26,13 @@ from ..contracts import (
     SyncSource,
 )
 from ..errors import ConfigError, ReBaselineRequired, retry_class
+from ..events import (
+    AckAdvanced,
+    RebaselineTriggered,
+    SchemaChanged,
+    SourceConnected,
+    SourceDisconnected,
+)
 from ..types import (
     ChangeEvent,
     ColumnDefinition,
@@ -289,8 +296,8 @@ class SourceReader:
         position: Position = None,
     ) -> None:
         self.schemas[table] = list(new_columns)
-        self.ctx.observer.on_schema_change(
-            self.id, table, SchemaChangeEvent(tuple(old_columns), tuple(new_columns))
+        self.ctx.emit(
+            SchemaChanged(self.id, table, SchemaChangeEvent(tuple(old_columns), tuple(new_columns)))
         )
         item = SchemaItem(table, list(old_columns), list(new_columns), position)
         for p in self.by_table.get(table, ()):
@@ -307,7 +314,7 @@ class SourceReader:
         if not pipes:
             return
         logger.warning("source %s: re-baselining %s: %s", self.id, table, reason)
-        self.ctx.observer.on_rebaseline_triggered(self.id)
+        self.ctx.emit(RebaselineTriggered(self.id))
         for p in pipes:
             p.submit("reload").add_done_callback(_log_reload_failure(p.id))
 
@@ -391,7 +398,7 @@ class SourceReader:
                 )
                 return
             self.last_ack = best
-        self.ctx.observer.on_ack_advanced(self.id, best)
+        self.ctx.emit(AckAdvanced(self.id, best))
 
     def reset_in_place(self, reset: Callable[[], None]) -> None:
         """Run ``reset`` (the source drops its replication state, which ends its stream) and
@@ -459,7 +466,7 @@ class SourceReader:
             schemas = self.source.init(SourceConfig(tables=tables))
         except Exception as exc:
             msg = f"init failed: {exc}"
-            obs.on_source_disconnected(self.id, msg)
+            obs.on_event(SourceDisconnected(self.id, msg))
             self.fail_all(f"source {self.id}: {msg}")
             return False
         self.schemas = {t: list(c) for t, c in (schemas or {}).items()}
@@ -472,7 +479,7 @@ class SourceReader:
             table = getattr(problem, "table", None)
             for p in self.pipelines if table is None else self.by_table.get(table, []):
                 p.fail(f"validation failed: {problem}")
-        obs.on_source_connected(self.id, type(self.source).__name__)
+        obs.on_event(SourceConnected(self.id, type(self.source).__name__))
         for p in self.pipelines:
             if p.failed:
                 continue
@@ -553,7 +560,7 @@ class SourceReader:
                 self._reset_done.wait()  # the source finishes dropping its state first
                 self._resetting.clear()
                 logger.warning("source %s: reset while running; re-baselining in place", self.id)
-                obs.on_rebaseline_triggered(self.id)
+                obs.on_event(RebaselineTriggered(self.id))
                 try:
                     position = self._baseline(rebaseline=True)
                 except BaselineFailed as failed:
@@ -564,7 +571,7 @@ class SourceReader:
                 if self._stop.is_set():
                     return
                 logger.warning("source %s: re-baseline required: %s", self.id, exc)
-                obs.on_rebaseline_triggered(self.id)
+                obs.on_event(RebaselineTriggered(self.id))
                 try:
                     position = self._baseline(rebaseline=True)
                 except BaselineFailed as failed:
@@ -575,7 +582,7 @@ class SourceReader:
                 if self._stop.is_set():
                     return
                 msg = f"stream error: {exc}"
-                obs.on_source_disconnected(self.id, msg)
+                obs.on_event(SourceDisconnected(self.id, msg))
                 restart = self._restart_position(exc, attempt)
                 if restart is None:
                     logger.error("source %s: %s", self.id, msg)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..contracts import SyncSource
+from ..events import SourceDisconnected
 from ..types import Position
 from .baseline import baseline_into
 from .context import EngineContext
@@ -112,7 +113,7 @@ def run_baseline(
         position, loaded = baseline_into(ctx, source, active)
     except Exception as exc:
         msg = f"baseline failed: {exc}"
-        obs.on_source_disconnected(source_id, msg)
+        obs.on_event(SourceDisconnected(source_id, msg))
         raise BaselineFailed(f"source {source_id}: {msg}") from exc
     for p in active:
         if p.failed:

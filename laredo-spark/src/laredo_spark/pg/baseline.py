@@ -45,6 +45,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from laredo.errors import ConfigError, SnapshotError
+from laredo.events import BaselineCompleted, BaselineRowLoaded, BaselineStarted
+from laredo.observers import as_observer
 from laredo.pipeline import Pipeline
 from laredo.snapshots.layout import ManifestSnapshotStore, check_snapshot_id
 from laredo.snapshots.manifest import SnapshotArtifact
@@ -193,7 +195,7 @@ class SnapshotPartsSink:
             pipeline_id=pid,
         )
         if self.observer is not None:
-            self.observer.on_baseline_started(pid, table)
+            self.observer.on_event(BaselineStarted(pid, table))
         t0 = time.monotonic()
         frame = job.frame
         out, encoded = frame_for_serializer(frame, self.serializer.format_id())
@@ -266,8 +268,8 @@ def spark_baseline(
     ``serializer`` defaults to Parquet. ``partitions`` (default: Spark's default parallelism)
     is the least number of ctid slices per table; big tables get more so that no slice
     exceeds ``max_slice_pages`` pages (one task's part). The existing slot, if any, is dropped
-    and re-created (it must not be in use). ``observer`` receives
-    ``on_baseline_started / on_baseline_row_loaded / on_baseline_completed`` per pipeline like
+    and re-created (it must not be in use). ``observer`` receives ``BaselineStarted``,
+    ``BaselineRowLoaded`` and ``BaselineCompleted`` (:mod:`laredo.events`) per pipeline like
     the engine's (the row count once, when the pipeline's job is done: rows never reach the
     driver) and, if it has the method, ``on_spark_partition_done(pipeline_id, partition,
     rows, parts_done, partitions)`` once per written part after the job.
@@ -278,7 +280,7 @@ def spark_baseline(
         serializer if serializer is not None else ParquetSerializer(),
         snapshot_id or datetime.now(UTC).strftime("spark-%Y%m%dT%H%M%S%fZ-") + uuid.uuid4().hex[:6],
         user_meta or {},
-        observer,
+        None if observer is None else as_observer(observer),
     )
     done = run_pg_baseline(
         spark,
@@ -317,5 +319,5 @@ def _report(
     if callable(hook):
         for done, part in enumerate(artifact.parts, start=1):
             hook(pid, part_partition(part), part.rows, done, slices)
-    observer.on_baseline_row_loaded(pid, table, rows)
-    observer.on_baseline_completed(pid, table, rows, timedelta(seconds=time.monotonic() - t0))
+    observer.on_event(BaselineRowLoaded(pid, table, rows))
+    observer.on_event(BaselineCompleted(pid, table, rows, timedelta(seconds=time.monotonic() - t0)))
