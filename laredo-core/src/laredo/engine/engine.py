@@ -65,6 +65,24 @@ T = TypeVar("T")
 __all__ = ["Engine"]
 
 
+def _snapshot_problems(
+    seconds: float | None, schedule: object, retention: int | None, policy: str
+) -> list[str]:
+    """What is wrong with the snapshot keywords of :class:`Engine` (``seconds``: the schedule's,
+    ``schedule`` as given)."""
+    problems: list[str] = []
+    if seconds is not None and seconds <= 0:
+        problems.append(f"snapshot_schedule: must be positive (got {schedule!r})")
+    if retention is not None and retention < 1:
+        problems.append(f"snapshot_retention: must be >= 1 (got {retention!r})")
+    policies = get_args(SNAPSHOT_META_POLICY.of_type)
+    if policy not in policies:
+        problems.append(
+            f"snapshot_meta_policy: use {' or '.join(map(repr, policies))} (got {policy!r})"
+        )
+    return problems
+
+
 class Engine:
     """Runs pipelines. Construct, ``start()``, ``await_ready()``, query targets, ``stop()``.
 
@@ -105,16 +123,9 @@ class Engine:
             snapshots_without_store=bool(sched or snapshot_on_shutdown) and snapshot_store is None,
         )
         problems += own
-        if sched is not None and sched <= 0:
-            problems.append(f"snapshot_schedule: must be positive (got {snapshot_schedule!r})")
-        if snapshot_retention is not None and snapshot_retention < 1:
-            problems.append(f"snapshot_retention: must be >= 1 (got {snapshot_retention!r})")
-        policies = get_args(SNAPSHOT_META_POLICY.of_type)
-        if snapshot_meta_policy not in policies:
-            problems.append(
-                f"snapshot_meta_policy: use {' or '.join(map(repr, policies))} "
-                f"(got {snapshot_meta_policy!r})"
-            )
+        problems += _snapshot_problems(
+            sched, snapshot_schedule, snapshot_retention, snapshot_meta_policy
+        )
         if problems:
             raise ConfigError(problems)
         if snapshot_store is not None and snapshot_serializer is None:
