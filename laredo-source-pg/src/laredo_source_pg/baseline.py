@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
-from laredo.batches import RowBatch
-from laredo.batches import row_maker as batch_row_maker
+from laredo.batches import RowBatch, row_maker
 from laredo.errors import SourceError
 from laredo.types import Row, TableIdentifier, Unrepresentable
 from psycopg import pq, sql
@@ -47,22 +46,11 @@ __all__ = [
     "BaselineReader",
     "BatchCallback",
     "row_chunks",
-    "row_maker",
 ]
 
 BatchCallback = Callable[[TableIdentifier, Sequence[Row]], None]
 """Receives a table's rows in chunks: a :class:`~laredo.batches.RowBatch` (value tuples, read as
 row dicts by anyone who iterates it)."""
-
-
-def row_maker(names: Sequence[str]) -> Callable[[Sequence[Any]], Row]:
-    """``values -> {name: value}`` for these column names, compiled to one dict display (about
-    a third faster than ``dict(zip(names, values))``)."""
-    body = ", ".join(f"{name!r}: v[{i}]" for i, name in enumerate(names))
-    env: dict[str, Any] = {}
-    exec(f"def make(v):\n    return {{{body}}}", env)
-    make: Callable[[Sequence[Any]], Row] = env["make"]
-    return make
 
 
 LOAD_CHUNK = 2_000
@@ -167,7 +155,7 @@ def split_marked(
     bad: list[Any] = []
     for row in rows:
         (bad if any(type(v) is Unrepresentable for v in row) else keep).append(row)
-    make = batch_row_maker(names, decimals)
+    make = row_maker(names, decimals)
     return keep, tuple(make(row) for row in bad)
 
 

@@ -54,7 +54,6 @@ __all__ = [
 ]
 
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-_EPOCH_OFFSET_US = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in microseconds
 
 _BEGIN = struct.Struct(">QqI")
 _COMMIT = struct.Struct(">bQQq")
