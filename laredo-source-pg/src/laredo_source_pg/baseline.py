@@ -38,6 +38,7 @@ from .lsn import format_lsn
 from .options import PostgresSourceOptions
 from .partitions import partition_fingerprints
 from .slot import ExportedSnapshot, SlotManager, import_snapshot, log_standby_wait
+from .typmods import NUMERIC
 from .values import load_or_mark
 
 logger = logging.getLogger(__name__)
@@ -58,10 +59,9 @@ LOAD_CHUNK = 2_000
 temporaries the target packs and drops, so a small chunk leaves small holes in the heap (2,000
 rows cost no measurable CPU over 10,000 and about 1 B/row less resident memory)."""
 
-_NUMERIC_OID = 1700
 _SCALAR_OIDS = frozenset(
     {16, 17, 18, 19, 20, 21, 23, 25, 26, 114, 700, 701, 1042, 1043, 1082, 1083, 1114, 1184, 1186}
-    | {1266, 1700, 2950, 3802}
+    | {1266, NUMERIC, 2950, 3802}
 )
 """Built-in scalar types (bool, bytea, char, name, int8/2/4, text, oid, json, float4/8, bpchar,
 varchar, date, time, timestamp, timestamptz, interval, timetz, numeric, uuid, jsonb): no column
@@ -74,10 +74,10 @@ def numeric_as_text(cur: psycopg.Cursor[Any], oids: Sequence[int]) -> frozenset[
     (an array, range or composite could hold numerics that must stay ``Decimal``): a packing
     target stores a decimal as its text, so building the ``Decimal`` first is wasted. The rows'
     dicts still hold ``Decimal(text)``: what psycopg's numeric loader returns."""
-    positions = frozenset(i for i, oid in enumerate(oids) if oid == _NUMERIC_OID)
+    positions = frozenset(i for i, oid in enumerate(oids) if oid == NUMERIC)
     if not positions or not all(oid in _SCALAR_OIDS for oid in oids):
         return frozenset()
-    cur.adapters.register_loader(_NUMERIC_OID, TextLoader)
+    cur.adapters.register_loader(NUMERIC, TextLoader)
     return positions
 
 
