@@ -338,3 +338,10 @@ def test_refusal_of_a_one_token_listener() -> None:
     wrong = refusal(WRONG, "adm1n", invalid="bad token")
     assert wrong == Refusal("UNAUTHENTICATED", "bad token")
     assert "adm1n" not in repr((missing, wrong))
+
+
+def test_pydantic_secrets_are_masked_under_any_key() -> None:
+    from pydantic import SecretBytes, SecretStr
+
+    out = mask_secrets({"note": SecretStr("k3y"), "blob": [SecretBytes(b"k3y")]})
+    assert out == {"note": MASK, "blob": [MASK]}

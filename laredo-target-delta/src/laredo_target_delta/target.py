@@ -63,6 +63,9 @@ class DeltaTarget(BufferingTarget):
     counts_delivered_rows = True
     target_type = "delta"
     target_label = "delta target"
+    writes_delta_baseline = True
+    """A capability flag: the Spark runner writes this target's baseline as a Delta version
+    on the executors (``laredo spark baseline``), not as snapshot parts."""
 
     def __init__(self, options: DeltaTargetOptions) -> None:
         super().__init__(flush_rows=options.flush_rows, flush_interval=options.flush_interval)
