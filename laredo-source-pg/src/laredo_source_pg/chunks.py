@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from laredo.engine.backfill import ChunkRead, TxSnapshot
 from laredo.errors import ConfigError, SourceError
-from laredo.types import TableIdentifier, primary_key_columns
+from laredo.types import TableIdentifier
 from psycopg import sql
 
 from .baseline import MarkedRows, load_each
@@ -61,7 +61,8 @@ class ChunkReader:
             cols = self._catalog.discover([table]).get(table)
             if cols is None:
                 raise SourceError(f"postgresql source: table {table} not found")
-        return primary_key_columns(cols) or None
+        pk = sorted((c for c in cols if c.primary_key), key=lambda c: c.primary_key_ordinal)
+        return [c.name for c in pk] or None
 
     def read(
         self,
