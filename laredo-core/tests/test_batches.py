@@ -8,7 +8,16 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
-from laredo.batches import UNCHANGED, ChangeBatch, RowBatch, day_value, row_maker, stamp_value
+from laredo.batches import (
+    STAMP_EPOCH,
+    STAMP_EPOCH_US,
+    UNCHANGED,
+    ChangeBatch,
+    RowBatch,
+    day_value,
+    row_maker,
+    stamp_value,
+)
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 
 T = TableIdentifier("public", "t")
@@ -22,6 +31,11 @@ def test_row_batch_reads_as_row_dicts() -> None:
     assert list(rows[1:]) == [{"id": 2, "price": None}]
     assert len(rows) == 2
     assert list(pickle.loads(pickle.dumps(rows))) == list(rows)
+
+
+def test_stamp_epoch_in_unix_microseconds() -> None:
+    assert int(STAMP_EPOCH.replace(tzinfo=UTC).timestamp()) * 1_000_000 == STAMP_EPOCH_US
+    assert stamp_value(-STAMP_EPOCH_US, UTC) == datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def test_row_maker_short_tuples() -> None:

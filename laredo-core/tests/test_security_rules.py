@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from laredo.auth import Access, AuthConfig, Refusal, auth_problems, is_loopback
+from laredo.auth import Access, AuthConfig, Refusal, auth_problems, is_loopback, refusal
 from laredo.errors import ConfigError
 from laredo.secrets import (
     MASK,
@@ -325,3 +325,23 @@ def test_a_token_file_others_can_read_is_warned(
     f.chmod(0o600)
     AuthConfig(token_file=str(f)).resolve("grpc.auth")
     assert not [r for r in caplog.records if r.name == "laredo.auth"]
+
+
+def test_refusal_of_a_one_token_listener() -> None:
+    """A fan-out port's rule: no token configured opens every call; else the token or a
+    refusal naming what is missing (never the token)."""
+    assert refusal(None, None) is None and refusal(WRONG, None) is None
+    assert refusal([("authorization", "Bearer adm1n")], "adm1n") is None
+    assert refusal({"Authorization": "adm1n"}, "adm1n") is None
+    missing = refusal([("x-other", "1")], "adm1n", hint="send the token")
+    assert missing == Refusal("UNAUTHENTICATED", "send the token")
+    wrong = refusal(WRONG, "adm1n", invalid="bad token")
+    assert wrong == Refusal("UNAUTHENTICATED", "bad token")
+    assert "adm1n" not in repr((missing, wrong))
+
+
+def test_pydantic_secrets_are_masked_under_any_key() -> None:
+    from pydantic import SecretBytes, SecretStr
+
+    out = mask_secrets({"note": SecretStr("k3y"), "blob": [SecretBytes(b"k3y")]})
+    assert out == {"note": MASK, "blob": [MASK]}

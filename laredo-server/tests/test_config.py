@@ -284,13 +284,9 @@ def test_a_plugin_section_registers_through_the_hook_alone() -> None:
         pm.unregister(plugin)
 
 
-def test_http_target_durations_and_deprecated_ms_spelling(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_http_target_durations_and_deprecated_ms_spelling() -> None:
     pytest.importorskip("laredo_target_http")
-    from laredo_target_http import _options
-
-    monkeypatch.setattr(_options, "_warned", set())
+    from laredo.deprecation import OptionDeprecationWarning
 
     def conf(options: str) -> str:
         return BASE.replace(
@@ -302,14 +298,18 @@ def test_http_target_durations_and_deprecated_ms_spelling(
     assert loaded.model is not None
     opts = build_engine(loaded.model).engine.pipeline_configs[0].target.options
     assert (opts.timeout, opts.retry_backoff) == (2.5, 0.05)
-    # the 0.1 spelling: integer milliseconds, one deprecation warning naming the new key
-    with caplog.at_level("WARNING", logger="laredo_target_http"):
-        loaded = load_string(conf("timeout_ms = 2500, retry_after_max_ms = 1000"), env={})
-        assert loaded.model is not None
+    # the 0.1 spelling: integer milliseconds, one deprecation note naming the new key
+    text = conf("timeout_ms = 2500, retry_after_max_ms = 1000")
+    loaded = load_string(text, env={}, log_notes=False)
+    assert loaded.model is not None
+    with pytest.warns(OptionDeprecationWarning) as warned:  # in Python: a DeprecationWarning
         opts = build_engine(loaded.model).engine.pipeline_configs[0].target.options
+    assert len(warned) == 2 and "write timeout = 2.5s" in str(warned[0].message)
     assert (opts.timeout, opts.retry_after_max) == (2.5, 1.0)
-    warnings = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
-    assert len(warnings) == 2 and "write timeout = 2.5s" in warnings[0], warnings
+    notes = [n for n in loaded.notes if "deprecated" in n]
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("tables.0.targets.0: http-sync target: option timeout_ms")
+    assert "write timeout = 2.5s" in notes[0]
     # a HOCON duration in an *_ms key would be ambiguous; both spellings together are an error
     with pytest.raises(ConfigError) as ei:
         load_string(conf("timeout_ms = 2s, retry_backoff_ms = 10, retry_backoff = 1s"), env={})

@@ -348,3 +348,17 @@ def test_a_network_include_is_refused_before_anything_is_fetched(tmp_path: Path)
     with pytest.raises(ConfigError) as err:
         load_config(main, env={})
     assert f"{inner}:1: include url(...) is not allowed" in str(err.value)
+
+
+def test_every_built_in_rpc_declares_its_access() -> None:
+    """The gRPC token interceptor and the Connect gateway read ``@rpc(admin=...)``; a method
+    without it would fall back to admin-only, so each one declares it."""
+    from laredo_server._proto.laredo_proto.v1 import oam_pb2, query_pb2
+    from laredo_server.services import OamService, QueryService
+
+    for servicer, module, name in (
+        (OamService, oam_pb2, "LaredoOAMService"),
+        (QueryService, query_pb2, "LaredoQueryService"),
+    ):
+        for method in module.DESCRIPTOR.services_by_name[name].methods:
+            assert hasattr(getattr(servicer, method.name), "laredo_admin"), (name, method.name)

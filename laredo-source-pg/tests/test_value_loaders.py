@@ -17,7 +17,13 @@ import psycopg.errors
 import pytest
 from laredo.types import ChangeEvent, TableIdentifier, Unrepresentable
 from laredo_source_pg.binary import _pg_date
-from laredo_source_pg.pgoutput import DecodeError, PgOutputDecoder, SchemaItem, Transaction
+from laredo_source_pg.pgoutput import (
+    DecodeError,
+    PgOutputDecoder,
+    SchemaItem,
+    Transaction,
+    pg_timestamp,
+)
 from psycopg import pq
 from psycopg.adapt import Transformer
 
@@ -199,3 +205,11 @@ def test_the_binary_baselines_text_of_a_raw_date_is_postgresqls() -> None:
         assert _pg_date((d - epoch).days) == d.isoformat()
     assert _pg_date((date(1, 1, 1) - epoch).days - 1) == "0001-12-31 BC"
     assert _pg_date((date(9999, 12, 31) - epoch).days + 1) == "10000-01-01"
+
+
+def test_commit_timestamps_count_from_the_stamp_epoch() -> None:
+    """pgoutput's commit times use core's one epoch, clamped to ``datetime``'s range."""
+    assert pg_timestamp(0) == datetime(2000, 1, 1, tzinfo=UTC)
+    assert pg_timestamp(86_400_000_001) == datetime(2000, 1, 2, 0, 0, 0, 1, tzinfo=UTC)
+    assert pg_timestamp(2**63 - 1) == datetime.max.replace(tzinfo=UTC)
+    assert pg_timestamp(-(2**63)) == datetime.min.replace(tzinfo=UTC)

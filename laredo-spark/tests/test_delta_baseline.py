@@ -199,3 +199,18 @@ def test_an_unreachable_object_store_fails_before_the_slot_naming_the_uri(
         spark_delta_baseline(None, cfg, [pipe], source_id="pg")  # no Spark job is started
     assert SECRET not in str(info.value)
     assert db.scalar("SELECT count(*) FROM pg_replication_slots") == 0
+
+
+def test_the_delta_baseline_is_chosen_by_the_targets_capability(tmp_path: Path) -> None:
+    """``writes_delta_baseline`` on the target, not its type or class name, picks the path."""
+    from laredo.testing import RecordingTarget
+    from laredo_spark.delta_baseline import is_delta_pipeline
+
+    delta = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "t")))
+    assert is_delta_pipeline(laredo.Pipeline("pg", ITEMS, delta))
+
+    class NamedLikeDelta(RecordingTarget):
+        target_type = "delta"
+
+    named = laredo.Pipeline("pg", ITEMS, NamedLikeDelta(), target_type="DeltaTarget")
+    assert not is_delta_pipeline(named)

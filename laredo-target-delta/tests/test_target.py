@@ -84,6 +84,26 @@ def test_no_primary_key_is_refused(tmp_path: Path) -> None:
         t.on_init(ITEMS, [ColumnDefinition("x", "text", 1)])
 
 
+def test_a_reordered_primary_key_needs_a_new_version(tmp_path: Path) -> None:
+    """The key is compared in key order (``primary_key_ordinal``), not table order."""
+
+    def cols(a: int, b: int) -> list[ColumnDefinition]:
+        return [
+            ColumnDefinition("a", "int4", 1, False, True, a, 23),
+            ColumnDefinition("b", "int4", 2, False, True, b, 23),
+        ]
+
+    t = DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / "k"), flush_interval=0))
+    t.on_init(ITEMS, cols(1, 2))
+    t.on_baseline_rows(ITEMS, [{"a": 1, "b": 2}])
+    t.set_change_position(10)
+    t.on_baseline_complete(ITEMS)
+    assert t.on_schema_change(ITEMS, cols(1, 2), cols(1, 2)).action is SchemaChangeAction.CONTINUE
+    reply = t.on_schema_change(ITEMS, cols(1, 2), cols(2, 1))
+    assert reply.action is SchemaChangeAction.RE_BASELINE
+    t.on_close(ITEMS)
+
+
 def test_incompatible_columns_refuse_changes_until_a_baseline(archive: Archive) -> None:
     archive.close()
     changed = [*COLUMNS[:2], ColumnDefinition("price", "text", 3, True, False, 0, 25)]

@@ -7,6 +7,7 @@ from typing import Any
 import laredo
 import laredo.units
 import pytest
+from laredo.deprecation import collect_deprecations
 from laredo.plugins import PluginManager
 from laredo_target_http import HttpSyncOptions, HttpSyncTarget, parse_duration, parse_retry_after
 
@@ -117,16 +118,11 @@ def test_bad_durations(bad: Any) -> None:
         parse_duration(bad)
 
 
-def test_durations_are_core_units_and_the_ms_spellings_are_deprecated(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from laredo_target_http import _options
-
+def test_durations_are_core_units_and_the_ms_spellings_are_deprecated() -> None:
     assert parse_duration is laredo.units.parse_duration
     t = HttpSyncTarget("http://127.0.0.1:9", timeout="2s", retry_backoff="250ms")
     assert (t.options.timeout, t.options.retry_backoff) == (2.0, 0.25)
-    monkeypatch.setattr(_options, "_warned", set())
-    with caplog.at_level("WARNING", logger="laredo_target_http"):
+    with collect_deprecations() as warned:
         for _ in range(2):
             t = HttpSyncTarget(
                 "http://127.0.0.1:9",
@@ -143,7 +139,6 @@ def test_durations_are_core_units_and_the_ms_spellings_are_deprecated(
         3.0,
     )
     assert o.timeout_ms is None and "timeout_ms" not in o.model_dump()
-    warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 4, warned  # once per deprecated option, not once per target
     assert "option timeout_ms is deprecated" in warned[0] and "write timeout = 1.5s" in warned[0]
     with pytest.raises(laredo.ConfigError) as info:

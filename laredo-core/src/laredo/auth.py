@@ -7,7 +7,8 @@ follows (the server's gRPC and Connect ports, a fan-out replication port).
   :class:`TokenConfig` just ``token | token_file`` (what a client presents).
   A token that is empty or only whitespace (inline, or a token file mounted before it was
   filled) is a configuration error, never "no token".
-* :func:`token_matches` checks a call's ``authorization: Bearer <token>`` in constant time;
+* :func:`token_matches` checks a call's ``authorization: Bearer <token>`` in constant time,
+  :func:`refusal` turns that into the refusal of a one-token listener (a fan-out port);
   :class:`Access` is the whole per-call rule of the server's listeners: the admin token opens
   every RPC, the read token only read-only ones, a presented token that is neither is refused
   on every RPC (open or not), and reads need a token when ``protect_reads`` is in force. It
@@ -48,6 +49,7 @@ __all__ = [
     "open_listener_warning",
     "open_reads_warning",
     "presented_token",
+    "refusal",
     "token_matches",
 ]
 
@@ -321,3 +323,21 @@ def token_matches(
     ``token`` (constant time); None when the call carries no authorization at all."""
     given = presented_token(metadata)
     return None if given is None else _same(given, token)
+
+
+def refusal(
+    metadata: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+    token: str | None,
+    *,
+    hint: str = ADMIN_HINT,
+    invalid: str = "invalid token",
+) -> Refusal | None:
+    """Why a call with ``metadata`` may not go on where every call needs ``token`` (None: no
+    token configured, every call goes on): UNAUTHENTICATED with ``hint`` when it presents no
+    token, with ``invalid`` when it presents another one (constant-time compare)."""
+    if token is None:
+        return None
+    ok = token_matches(metadata, token)
+    if ok:
+        return None
+    return Refusal("UNAUTHENTICATED", invalid if ok is False else hint)

@@ -33,6 +33,7 @@ __all__ = [
     "RAW_DAY_INFINITY",
     "RAW_INFINITY",
     "STAMP_EPOCH",
+    "STAMP_EPOCH_US",
     "UNCHANGED",
     "ChangeBatch",
     "ChangeOp",
@@ -71,6 +72,10 @@ source sent one, e.g. a key change) or None."""
 STAMP_EPOCH = datetime(2000, 1, 1)
 """What a raw timestamp or date counts from (PostgreSQL's own epoch, so a source can hand over
 the server's binary value as it is): microseconds (timestamps, UTC for zoned ones) or days."""
+
+STAMP_EPOCH_US = (STAMP_EPOCH - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+"""Microseconds from the Unix epoch to :data:`STAMP_EPOCH` (add it to a raw timestamp to get
+Unix microseconds)."""
 
 _EPOCH_UTC = STAMP_EPOCH.replace(tzinfo=UTC)
 _EPOCH_DAY = STAMP_EPOCH.date()

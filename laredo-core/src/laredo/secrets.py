@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import SecretBytes, SecretStr
+
 __all__ = [
     "MASK",
     "MAX_TEXT",
@@ -130,7 +132,7 @@ def mask_secrets(value: Any, key: str = "") -> Any:
         return [mask_secrets(v, key) for v in value]
     if value is None or isinstance(value, bool):
         return value
-    if is_secret_key(key) or type(value).__name__ in ("SecretStr", "SecretBytes"):
+    if is_secret_key(key) or isinstance(value, SecretStr | SecretBytes):
         return MASK
     if isinstance(value, str):
         return mask_text(value)

@@ -114,10 +114,10 @@ class ColumnDefinition:
     scale: int | None = None
 
 
-def primary_key_columns(
-    columns: list[ColumnDefinition] | tuple[ColumnDefinition, ...],
-) -> list[str]:
-    """Primary-key column names in key order."""
+def primary_key_columns(columns: Sequence[ColumnDefinition]) -> list[str]:
+    """Primary-key column names in key order (``primary_key_ordinal``, then table order); empty
+    for a keyless table. The one reading of a key from column definitions: see
+    :func:`row_key_columns` for a table without one."""
     pk = [c for c in columns if c.primary_key]
     pk.sort(key=lambda c: (c.primary_key_ordinal or 1_000_000, c.ordinal_position))
     return [c.name for c in pk]
@@ -129,11 +129,7 @@ def row_key_columns(columns: Sequence[ColumnDefinition]) -> tuple[str, ...]:
     delete then carries the whole old row). Empty only when ``columns`` is. The one rule for
     every part that keys rows; a target that cannot key by every column refuses the table with
     :func:`no_primary_key_problem` instead."""
-    pk = [c for c in columns if c.primary_key]
-    if pk:
-        pk.sort(key=lambda c: (c.primary_key_ordinal or 1_000_000, c.ordinal_position))
-        return tuple(c.name for c in pk)
-    return tuple(c.name for c in columns)
+    return tuple(primary_key_columns(columns) or (c.name for c in columns))
 
 
 def row_key(row: Mapping[str, Any], fields: Sequence[str]) -> tuple[Any, ...]:

@@ -4,72 +4,45 @@ services plugins add through the ``laredo_register_services`` hook."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from concurrent import futures
-from pathlib import Path
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from laredo.auth import Refusal
+from laredo.grpc_auth import Check, TokenInterceptor, server_credentials
 from laredo.plugins import get_plugin_manager
 
 from ._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from .config import TlsConfig
+from .httpjson import method_of
 from .runtime import ServerRuntime
 from .services import OAM_SERVICE, QUERY_SERVICE
-from .services._rpc import refuse
+from .services._rpc import is_admin
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GrpcFrontend", "PluginTokenInterceptor", "server_credentials"]
+__all__ = ["GrpcFrontend", "access_check"]
 
-_OWN_SERVICES = (OAM_SERVICE, QUERY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)
-
-
-def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
-    """Credentials from PEM files; with ``client_ca_file``, clients must present a
-    certificate signed by that CA (mutual TLS)."""
-    key = Path(tls.key_file).read_bytes()
-    cert = Path(tls.cert_file).read_bytes()
-    ca = Path(tls.client_ca_file).read_bytes() if tls.client_ca_file else None
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-    )
+_OPEN_SERVICES = (health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
-class PluginTokenInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    """The admin token check for services plugins add (``laredo_register_services``): any
-    method outside the OAM, Query, health and reflection services needs the admin token
-    whenever one is configured (the read token is refused there; the built-in services check
-    tokens themselves, per method)."""
+def access_check(rt: ServerRuntime, servicers: Mapping[str, Any]) -> Check:
+    """The token rule of every gRPC method (:class:`~laredo.auth.Access`): the built-in
+    services' methods by their declared access (``@rpc(admin=...)``), any other method (a
+    service a plugin adds through ``laredo_register_services``; an unknown method) needs the
+    admin token; health and reflection are open."""
 
-    def __init__(self, rt: ServerRuntime) -> None:
-        self.rt = rt
+    def check(method: str, metadata: Sequence[tuple[str, Any]]) -> Refusal | None:
+        service = method.lstrip("/").split("/", 1)[0]
+        if service in _OPEN_SERVICES:
+            return None
+        admin = is_admin(method_of(servicers, method)) if service in servicers else True
+        return rt.access.check(metadata, admin=admin)
 
-    def intercept_service(self, continuation: Any, details: Any) -> Any:
-        handler = continuation(details)
-        service = str(details.method).lstrip("/").split("/", 1)[0]
-        if handler is None or service in _OWN_SERVICES:
-            return handler
-        refusal = self.rt.access.check(details.invocation_metadata, admin=True)
-        if refusal is None:
-            return handler
-
-        def deny(_request: Any, context: grpc.ServicerContext) -> Any:
-            refuse(context, refusal)
-
-        kind = (handler.request_streaming, handler.response_streaming)
-        make = {
-            (False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler,
-        }[kind]
-        return make(
-            deny,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+    return check
 
 
 class GrpcFrontend:
@@ -101,7 +74,7 @@ class GrpcFrontend:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="grpc"),
             options=[("grpc.so_reuseport", 0)],
-            interceptors=[PluginTokenInterceptor(self.rt)],
+            interceptors=[TokenInterceptor(access_check(self.rt, self.servicers))],
         )
         oam_pb2_grpc.add_LaredoOAMServiceServicer_to_server(  # type: ignore[no-untyped-call]
             self.servicers[OAM_SERVICE], server
@@ -123,7 +96,9 @@ class GrpcFrontend:
             reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
         addr = f"{self.host}:{self.port or 0}"
         if self.tls is not None:
-            port = server.add_secure_port(addr, server_credentials(self.tls))
+            tls = self.tls
+            creds = server_credentials(tls.cert_file, tls.key_file, tls.client_ca_file)
+            port = server.add_secure_port(addr, creds)
         else:
             port = server.add_insecure_port(addr)
         if not port:

@@ -158,20 +158,17 @@ class _PooledHTTPServer(HTTPServer):
     request_queue_size = 128  # the listen backlog
 
     def __init__(
-        self,
-        addr: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
-        limits: HttpLimits,
-        ssl_context: ssl.SSLContext | None,
+        self, addr: tuple[str, int], site: _Site, ssl_context: ssl.SSLContext | None
     ) -> None:
-        self.limits = limits
+        self.site = site
+        self.limits = limits = site.limits
         self.ssl_context = ssl_context
         probe_workers = max(2, min(8, limits.max_connections // 8))
         self._pools: dict[str, tuple[int, queue.Queue[Accepted | None]]] = {
             "rpc": (limits.max_connections, queue.Queue()),
             "probe": (probe_workers, queue.Queue()),
         }
-        super().__init__(addr, handler)
+        super().__init__(addr, _Handler)
         pending = max(256, 4 * limits.max_connections)
         self.gate = HeadGate(
             ssl_context,
@@ -287,201 +284,210 @@ def _read_chunked(rfile: Any, limit: int) -> bytes:
         rfile.readline(3)
 
 
-def _handler(
-    rt: ServerRuntime,
-    servicers: dict[str, Any],
-    *,
-    connect: bool,
-    client_certs: bool,
-    limits: HttpLimits,
-    history: StatusHistory | None = None,
-) -> type[BaseHTTPRequestHandler]:
-    status_page = history is not None
+@dataclass(frozen=True, slots=True)
+class _Site:
+    """What the HTTP port serves, read by each request's handler through its server."""
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "laredo/" + __version__
+    rt: ServerRuntime
+    servicers: dict[str, Any]
+    connect: bool
+    client_certs: bool
+    limits: HttpLimits
+    history: StatusHistory | None = None
+    """The status page's history (None: no status page)."""
 
-        def setup(self) -> None:
-            """The head is already read (by the gate): the rest of the request must arrive
-            within ``health.timeout`` as a whole; each write may take that long."""
-            acc: Accepted = self.request
-            self.connection = acc.sock
-            deadline = time.monotonic() + limits.timeout
-            self.rfile = io.BufferedReader(Prefixed(acc.sock, bytes(acc.buf), deadline))
-            self.wfile = _SocketWriter(acc.sock)
 
-        def handle(self) -> None:
-            self.close_connection = True
-            self.handle_one_request()  # one request per connection
+class _Handler(BaseHTTPRequestHandler):
+    """One request per connection: health, metrics, the status page and the Connect gateway,
+    as :class:`_Site` (``self.server.site``) says."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            logger.debug("http: " + format, *args)
+    server_version = "laredo/" + __version__
+    server: _PooledHTTPServer
 
-        def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+    @property
+    def site(self) -> _Site:
+        return self.server.site
 
-        def _refuse(self, status: int, code: str, message: str) -> None:
-            """A Connect error, sent without reading the request body (closes the
-            connection)."""
-            self.close_connection = True
-            data = json.dumps({"code": code, "message": message}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Connection", "close")
-            self.end_headers()
+    def setup(self) -> None:
+        """The head is already read (by the gate): the rest of the request must arrive
+        within ``health.timeout`` as a whole; each write may take that long."""
+        acc: Accepted = self.request
+        self.connection = acc.sock
+        deadline = time.monotonic() + self.site.limits.timeout
+        self.rfile = io.BufferedReader(Prefixed(acc.sock, bytes(acc.buf), deadline))
+        self.wfile = _SocketWriter(acc.sock)
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()  # one request per connection
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("http: " + format, *args)
+
+    def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
             self.wfile.write(data)
 
-        def _refusal(self, path: str) -> tuple[int, str, str] | None:
-            """Why this call may not go on, checked before its body is read."""
-            if not connect:
-                return (
-                    404,
-                    "unimplemented",
-                    "RPCs are not served on this port (health.connect = false)",
-                )
-            why = host_refusal(
-                self.headers.get("Host"), self.headers.get("Origin"), limits.allowed_hosts
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        """A Connect error, sent without reading the request body (closes the
+        connection)."""
+        self.close_connection = True
+        data = json.dumps({"code": code, "message": message}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refusal(self, path: str) -> tuple[int, str, str] | None:
+        """Why this call may not go on, checked before its body is read."""
+        if not self.site.connect:
+            return (
+                404,
+                "unimplemented",
+                "RPCs are not served on this port (health.connect = false)",
             )
-            if why:
-                return HTTP_STATUS["permission_denied"], "permission_denied", why
-            if client_certs and not self.connection.getpeercert():
-                return (
-                    HTTP_STATUS["unauthenticated"],
-                    "unauthenticated",
-                    "this port requires a client certificate (health.tls.client_ca_file)",
-                )
-            refusal = rt.access.check(
-                self.headers.items(), admin=is_admin(method_of(servicers, path))
+        why = host_refusal(
+            self.headers.get("Host"), self.headers.get("Origin"), self.site.limits.allowed_hosts
+        )
+        if why:
+            return HTTP_STATUS["permission_denied"], "permission_denied", why
+        if self.site.client_certs and not self.connection.getpeercert():
+            return (
+                HTTP_STATUS["unauthenticated"],
+                "unauthenticated",
+                "this port requires a client certificate (health.tls.client_ca_file)",
             )
-            if refusal is not None:
-                code = refusal.code.lower()
-                return HTTP_STATUS[code], code, refusal.message
-            if self._chunked():
-                return None  # read chunk by chunk, up to max_body (see _body)
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                return 400, "invalid_argument", "bad Content-Length"
-            if length < 0:
-                return 400, "invalid_argument", "bad Content-Length"
-            if length > limits.max_body:
-                return (
-                    413,
-                    "resource_exhausted",
-                    f"request body of {length} bytes is larger than {limits.max_body} "
-                    "(health.max_body)",
-                )
-            return None
-
-        def _chunked(self) -> bool:
-            return "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
-
-        def _body(self) -> bytes | None:
-            """The request body; None (after answering 413/400) when a chunked body goes past
-            ``max_body`` or is malformed."""
-            if not self._chunked():
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
-            try:
-                return _read_chunked(self.rfile, limits.max_body)
-            except BodyTooLarge as exc:
-                self._refuse(413, "resource_exhausted", str(exc))
-            except ValueError as exc:
-                self._refuse(400, "invalid_argument", str(exc))
-            return None
-
-        def do_POST(self) -> None:
-            path = self.path.split("?", 1)[0]
-            refused = self._refusal(path)
-            if refused is not None:
-                self._refuse(*refused)
-                return
-            body = self._body()
-            if body is None:
-                return
-            reply = handle(
-                servicers,
-                path,
-                dict(self.headers),
-                body,
-                max_body=limits.max_body,
-                alive=functools.partial(_peer_connected, self.connection),
+        refusal = self.site.rt.access.check(
+            self.headers.items(), admin=is_admin(method_of(self.site.servicers, path))
+        )
+        if refusal is not None:
+            code = refusal.code.lower()
+            return HTTP_STATUS[code], code, refusal.message
+        if self._chunked():
+            return None  # read chunk by chunk, up to max_body (see _body)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return 400, "invalid_argument", "bad Content-Length"
+        if length < 0:
+            return 400, "invalid_argument", "bad Content-Length"
+        if length > self.site.limits.max_body:
+            return (
+                413,
+                "resource_exhausted",
+                f"request body of {length} bytes is larger than {self.site.limits.max_body} "
+                "(health.max_body)",
             )
-            self.send_response(reply.status)
-            self.send_header("Content-Type", reply.content_type)
-            if reply.length is not None:
-                self.send_header("Content-Length", str(reply.length))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            chunks = reply.chunks
-            try:
-                for chunk in chunks:
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                if isinstance(chunks, Generator):
-                    chunks.close()  # the client left: end a stream now
+        return None
 
-        def _history(self, history: StatusHistory) -> None:
-            """The status page's last hour; needs the token exactly when ``GetStatus`` does."""
-            refusal = rt.access.check(self.headers.items(), admin=False)
-            if refusal is not None:
-                code = refusal.code.lower()
-                body = {"code": code, "message": refusal.message}
-                self._send(HTTP_STATUS[code], json.dumps(body))
-                return
-            query = urllib.parse.parse_qs(self.path.partition("?")[2])
-            try:
-                since = float(query.get("since", ["0"])[0])
-            except ValueError:
-                since = 0.0
-            self._send(200, json.dumps(history.export(since)))
+    def _chunked(self) -> bool:
+        return "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
 
-        def do_HEAD(self) -> None:
-            self.do_GET()
+    def _body(self) -> bytes | None:
+        """The request body; None (after answering 413/400) when a chunked body goes past
+        ``max_body`` or is malformed."""
+        if not self._chunked():
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+        try:
+            return _read_chunked(self.rfile, self.site.limits.max_body)
+        except BodyTooLarge as exc:
+            self._refuse(413, "resource_exhausted", str(exc))
+        except ValueError as exc:
+            self._refuse(400, "invalid_argument", str(exc))
+        return None
 
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0].rstrip("/")
-            try:
-                if path == "/health/live":
-                    ok, reasons = rt.liveness()
-                    body: dict[str, Any] = {
-                        "status": "ok" if ok else "failed",
-                        "reasons": reasons,
-                    }
-                    self._send(200 if ok else 503, json.dumps(body))
-                elif path == "/health/ready":
-                    access = rt.access
-                    detail = not access.protect_reads or access.may_read(self.headers.items())
-                    ok, reasons = rt.readiness(detail=detail)
-                    body = {
-                        "ready": ok,
-                        "reasons": reasons,
-                        "pipelines": rt.pipeline_map(detail),
-                    }
-                    self._send(200 if ok else 503, json.dumps(body))
-                elif path == "/health/startup":
-                    ok = rt.started
-                    body = {"status": "started" if ok else "starting"}
-                    self._send(200 if ok else 503, json.dumps(body))
-                elif path == "/metrics":
-                    self._send(200, rt.metrics.render(), CONTENT_TYPE)
-                elif path == HISTORY_PATH and history is not None:
-                    self._history(history)
-                elif not (status_page and serve_page(self, path)):
-                    self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
-            except Exception as exc:  # never kill the probe thread
-                logger.warning("http %s failed: %s", path, exc)
-                self._send(500, json.dumps({"error": type(exc).__name__}))
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        refused = self._refusal(path)
+        if refused is not None:
+            self._refuse(*refused)
+            return
+        body = self._body()
+        if body is None:
+            return
+        reply = handle(
+            self.site.servicers,
+            path,
+            dict(self.headers),
+            body,
+            max_body=self.site.limits.max_body,
+            alive=functools.partial(_peer_connected, self.connection),
+        )
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        if reply.length is not None:
+            self.send_header("Content-Length", str(reply.length))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        chunks = reply.chunks
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            if isinstance(chunks, Generator):
+                chunks.close()  # the client left: end a stream now
 
-    return Handler
+    def _history(self, history: StatusHistory) -> None:
+        """The status page's last hour; needs the token exactly when ``GetStatus`` does."""
+        refusal = self.site.rt.access.check(self.headers.items(), admin=False)
+        if refusal is not None:
+            code = refusal.code.lower()
+            body = {"code": code, "message": refusal.message}
+            self._send(HTTP_STATUS[code], json.dumps(body))
+            return
+        query = urllib.parse.parse_qs(self.path.partition("?")[2])
+        try:
+            since = float(query.get("since", ["0"])[0])
+        except ValueError:
+            since = 0.0
+        self._send(200, json.dumps(history.export(since)))
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        history = self.site.history
+        try:
+            if path == "/health/live":
+                ok, reasons = self.site.rt.liveness()
+                body: dict[str, Any] = {
+                    "status": "ok" if ok else "failed",
+                    "reasons": reasons,
+                }
+                self._send(200 if ok else 503, json.dumps(body))
+            elif path == "/health/ready":
+                access = self.site.rt.access
+                detail = not access.protect_reads or access.may_read(self.headers.items())
+                ok, reasons = self.site.rt.readiness(detail=detail)
+                body = {
+                    "ready": ok,
+                    "reasons": reasons,
+                    "pipelines": self.site.rt.pipeline_map(detail),
+                }
+                self._send(200 if ok else 503, json.dumps(body))
+            elif path == "/health/startup":
+                ok = self.site.rt.started
+                body = {"status": "started" if ok else "starting"}
+                self._send(200 if ok else 503, json.dumps(body))
+            elif path == "/metrics":
+                self._send(200, self.site.rt.metrics.render(), CONTENT_TYPE)
+            elif path == HISTORY_PATH and history is not None:
+                self._history(history)
+            elif not (history is not None and serve_page(self, path)):
+                self._send(404, json.dumps({"error": "not found", "paths": PATHS}))
+        except Exception as exc:  # never kill the probe thread
+            logger.warning("http %s failed: %s", path, exc)
+            self._send(500, json.dumps({"error": type(exc).__name__}))
 
 
 class HttpFrontend:
@@ -515,7 +521,7 @@ class HttpFrontend:
         self._httpd: _PooledHTTPServer | None = None
 
     def start(self) -> None:
-        handler = _handler(
+        site = _Site(
             self.rt,
             self.servicers,
             connect=self.connect,
@@ -525,7 +531,7 @@ class HttpFrontend:
         )
         ctx = _tls_context(self.tls) if self.tls is not None else None
         try:
-            httpd = _PooledHTTPServer((self.host, self.port or 0), handler, self.limits, ctx)
+            httpd = _PooledHTTPServer((self.host, self.port or 0), site, ctx)
         except OSError as exc:
             raise OSError(
                 f"cannot listen for HTTP on {self.host}:{self.port} ({exc.strerror or exc}); "

@@ -49,7 +49,6 @@ from ._s3io import MIN_PART_SIZE, S3UploadWriter, open_object
 
 logger = logging.getLogger(__name__)
 
-METADATA_FILE = METADATA
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,199}$")
 
 

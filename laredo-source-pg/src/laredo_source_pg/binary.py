@@ -24,6 +24,7 @@ import psycopg
 from laredo.batches import (
     RAW_DAY_INFINITY,
     RAW_INFINITY,
+    STAMP_EPOCH_US,
     RowBatch,
     Stamps,
     day_value,
@@ -33,9 +34,10 @@ from laredo.types import ColumnDefinition, Unrepresentable
 from psycopg import sql
 from psycopg.types.numeric import Int4BinaryLoader, Int8BinaryLoader
 
+from .typmods import NUMERIC
+
 __all__ = ["BinaryPlan", "binary_plan", "check_raw_range", "rejected_row"]
 
-_NUMERIC_OID = 1700
 _PLAIN_BINARY = frozenset({16, 17, 19, 20, 21, 23, 25, 26, 701, 1042, 1043})
 """Types whose binary values psycopg loads to exactly what it loads from their text, as ``int``,
 ``float``, ``str``, ``bool`` or ``bytes`` (bool, bytea, name, int8/2/4, text, oid, float8,
@@ -80,7 +82,7 @@ def binary_plan(cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]) -
     for i, col in enumerate(columns):
         ident: sql.Composable = sql.Identifier(col.name)
         oid = col.type_oid
-        if oid == _NUMERIC_OID:
+        if oid == NUMERIC:
             ident = sql.SQL("{}::text").format(ident)
             decimals.add(i)
         elif oid in {_TIMESTAMPTZ, _TIMESTAMP}:
@@ -147,7 +149,7 @@ def rejected_row(names: Sequence[str], raw: Sequence[Any], plan: BinaryPlan) -> 
 
 
 _US_PER_DAY = 86_400_000_000
-_PG_EPOCH_DAYS = 10_957  # 2000-01-01 in days after 1970-01-01
+_PG_EPOCH_DAYS = STAMP_EPOCH_US // _US_PER_DAY  # 2000-01-01 in days after 1970-01-01
 
 
 def _marker(raw: int, i: int, plan: BinaryPlan) -> Unrepresentable:

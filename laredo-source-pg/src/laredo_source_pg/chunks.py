@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from laredo.engine.backfill import ChunkRead, TxSnapshot
 from laredo.errors import ConfigError, SourceError
-from laredo.types import TableIdentifier
+from laredo.types import TableIdentifier, primary_key_columns
 from psycopg import sql
 
 from .baseline import MarkedRows, load_each
@@ -85,9 +85,9 @@ class ChunkReader:
             cols = self._catalog.discover([table]).get(table)
             if cols is None:
                 raise SourceError(f"postgresql source: table {table} not found")
-        pk = sorted((c for c in cols if c.primary_key), key=lambda c: c.primary_key_ordinal)
+        pk = primary_key_columns(cols)
         if pk:
-            return [c.name for c in pk]
+            return pk
         try:
             rows = self._connection().execute(_IDENTITY_INDEX, (table.schema, table.table))
             names = [r[0] for r in rows.fetchall()]

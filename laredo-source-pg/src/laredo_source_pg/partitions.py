@@ -21,7 +21,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import psycopg
-from laredo.types import ChangeAction, ChangeEvent, ColumnDefinition, TableIdentifier
+from laredo.types import (
+    ChangeAction,
+    ChangeEvent,
+    ColumnDefinition,
+    TableIdentifier,
+    primary_key_columns,
+)
 
 from .sqltext import quote_ident
 
@@ -235,9 +241,8 @@ def move_keys(
     out: dict[TableIdentifier, tuple[str, ...]] = {}
     for schema, name, part_cols in rows:
         table = TableIdentifier(schema, name)
-        keep = tuple(
-            c.name for c in columns[table] if c.primary_key and c.name not in set(part_cols or ())
-        )
+        parts = set(part_cols or ())
+        keep = tuple(n for n in primary_key_columns(columns[table]) if n not in parts)
         if keep:
             out[table] = keep
     return out

@@ -30,10 +30,10 @@ import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from laredo.batches import UNCHANGED
+from laredo.batches import UNCHANGED, stamp_value
 from laredo.errors import SourceError
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier, Unrepresentable
 
@@ -41,7 +41,6 @@ from .typmods import Signature, signature_typmod
 from .values import load_or_mark
 
 __all__ = [
-    "PG_EPOCH",
     "DecodeError",
     "PgOutputDecoder",
     "Relation",
@@ -53,8 +52,6 @@ __all__ = [
     "set_position",
 ]
 
-PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-_EPOCH_OFFSET_US = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in microseconds
 
 _BEGIN = struct.Struct(">QqI")
 _COMMIT = struct.Struct(">bQQq")
@@ -138,9 +135,10 @@ class DecodeError(SourceError, ValueError):
 
 
 def pg_timestamp(us: int) -> datetime:
-    """Microseconds since 2000-01-01 UTC -> aware ``datetime``."""
+    """Microseconds after :data:`~laredo.batches.STAMP_EPOCH` (UTC) -> aware ``datetime``
+    (``datetime.max``/``min`` in UTC beyond its range)."""
     try:
-        return PG_EPOCH + timedelta(microseconds=us)
+        return stamp_value(us, UTC)
     except OverflowError:
         return datetime.max.replace(tzinfo=UTC) if us > 0 else datetime.min.replace(tzinfo=UTC)
 

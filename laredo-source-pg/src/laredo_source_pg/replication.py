@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import psycopg
-from laredo.batches import UNCHANGED, ChangeBatch
+from laredo.batches import STAMP_EPOCH_US, UNCHANGED, ChangeBatch
 from laredo.contracts import BatchChangeHandler
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
 from laredo.types import ChangeEvent, ColumnDefinition, SourceState, TableIdentifier
@@ -60,11 +60,10 @@ _KEEPALIVE = struct.Struct(">Qqb")
 _HEARTBEAT_GAP = 0.02
 """Least time between two keepalive requests made because changes arrived."""
 _STATUS = struct.Struct(">cQQQqb")
-_PG_EPOCH_US = 946_684_800_000_000
 
 
 def _now_pg_us() -> int:
-    return int(time.time() * 1_000_000) - _PG_EPOCH_US
+    return int(time.time() * 1_000_000) - STAMP_EPOCH_US
 
 
 class _StopStream(Exception):

@@ -61,7 +61,9 @@ class DeltaBaselineResult:
 
 
 def is_delta_pipeline(p: Pipeline) -> bool:
-    return p.resolved_target_type() in ("delta", "DeltaTarget")
+    """The pipeline's target declares ``writes_delta_baseline = True`` (the ``delta`` target):
+    its baseline is a Delta version the executors write, not snapshot parts."""
+    return getattr(p.target, "writes_delta_baseline", False) is True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 from laredo.errors import LaredoError
+from laredo.types import primary_key_columns
 
 from .columns import (
     DescriptionError,
@@ -288,7 +289,7 @@ def table_reader(dt: Any, uri: str = "") -> pa.RecordBatchReader:
     sql = "SELECT * FROM t"
     if has_changes(schema.names):
         desc = description_of(dt, uri or dt.table_uri)
-        keys = [c.name for c in desc.columns if c.primary_key] if desc is not None else []
+        keys = primary_key_columns(desc.columns) if desc is not None else []
         if not keys:
             raise ArchiveError(
                 f"uri = {uri or dt.table_uri!r}: the table holds change rows but its "

@@ -38,6 +38,7 @@ from laredo.types import (
     SourceState,
     TableIdentifier,
     TableProblem,
+    primary_key_columns,
 )
 
 from .archive import (
@@ -218,7 +219,7 @@ class DeltaSource:
             if desc is not None and list(desc.columns) != old_columns:
                 self._set_columns(list(desc.columns))
                 handler.on_schema_change(table, old_columns, list(desc.columns), version)
-        keys = [c.name for c in self._columns if c.primary_key]
+        keys = primary_key_columns(self._columns)
         events: list[ChangeEvent] = []
         for f in feed(dt, version, version, self._codecs, keys):
             if f.action is ChangeAction.DELETE:

@@ -43,6 +43,7 @@ from laredo.types import (
     SchemaChangeResponse,
     TableIdentifier,
     TableSnapshotInfo,
+    no_primary_key_problem,
     primary_key_columns,
 )
 
@@ -68,6 +69,9 @@ class DeltaTarget(BufferingTarget):
     counts_delivered_rows = True
     target_type = "delta"
     target_label = "delta target"
+    writes_delta_baseline = True
+    """A capability flag: the Spark runner writes this target's baseline as a Delta version
+    on the executors (``laredo spark baseline``), not as snapshot parts."""
 
     def __init__(self, options: DeltaTargetOptions) -> None:
         super().__init__(flush_rows=options.flush_rows, flush_interval=options.flush_interval)
@@ -103,10 +107,8 @@ class DeltaTarget(BufferingTarget):
         if not fields:
             if not primary_key_columns(list(columns)):
                 raise DeltaConfigError(
-                    f"delta target {table}: the table has no primary key, and a Delta mirror "
-                    "merges changes by key: set key_fields = [...] on the target (columns that "
-                    "identify a row; the table needs REPLICA IDENTITY FULL), or add a primary "
-                    "key to the table"
+                    no_primary_key_problem(table, "delta", "key_fields = [...]")
+                    + " (with key_fields the table needs REPLICA IDENTITY FULL)"
                 )
             return list(columns)
         names = [c.name for c in columns]
@@ -322,9 +324,9 @@ class DeltaTarget(BufferingTarget):
         new_columns = self._keyed(table, new_columns)
         old = {c.name: c for c in writer.columns}
         kept = storage_columns(writer.columns, new_columns)
-        compatible = kept is not None and [c.name for c in writer.columns if c.primary_key] == [
-            c.name for c in new_columns if c.primary_key
-        ]
+        compatible = kept is not None and primary_key_columns(
+            writer.columns
+        ) == primary_key_columns(new_columns)
         if kept is None or not compatible:
             writer.set_columns(new_columns)
             return SchemaChangeResponse(

@@ -18,7 +18,13 @@ from typing import Any
 
 import pyarrow as pa
 from laredo.errors import TargetError, Terminal
-from laredo.types import ColumnDefinition, Row, TableIdentifier, primary_key_columns
+from laredo.types import (
+    ColumnDefinition,
+    Row,
+    TableIdentifier,
+    no_primary_key_problem,
+    primary_key_columns,
+)
 
 from .archive import (
     COMPACTION,
@@ -106,10 +112,7 @@ class DeltaWriter:
     def set_columns(self, columns: Sequence[ColumnDefinition]) -> None:
         keys = primary_key_columns(list(columns))
         if not keys:
-            raise DeltaConfigError(
-                f"delta target {self.table}: the table has no primary key; a Delta mirror "
-                "merges changes by key (add a primary key to the source table)"
-            )
+            raise DeltaConfigError(no_primary_key_problem(self.table, "delta", "key_fields"))
         self.columns = list(columns)
         self.codecs = codecs_for(self.columns)
         self.keys = keys

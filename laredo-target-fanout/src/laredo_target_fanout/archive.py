@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laredo.errors import ConfigError, MissingDependencyError
-from laredo.types import ChangeAction, ColumnDefinition
+from laredo.types import ChangeAction, ColumnDefinition, primary_key_columns
 
 from .journal import Journal, JournalEntry
 from .positions import PositionCodec
@@ -200,7 +200,7 @@ class ColdArchive:
             return []
         position_of = {c.version: codec.from_string(str(c.position)) for c in commits}
         compactions = {c.version for c in commits if c.kind == "compaction"}
-        keys = [c.name for c in columns if c.primary_key]
+        keys = primary_key_columns(columns)
         now = time.time()
         try:  # an update of a plain MERGE is two feed rows (pre- and postimage)
             changes = feed(

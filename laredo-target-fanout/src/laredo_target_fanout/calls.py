@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 from laredo.errors import ConfigError
+from laredo.grpc_auth import channel_credentials
 from laredo.types import Row, TableIdentifier
 
 from . import _wire
@@ -108,9 +109,7 @@ def open_channel(address: str, credentials: Credentials | None = None) -> grpc.C
     if creds.tls:
         channel = grpc.secure_channel(
             address,
-            grpc.ssl_channel_credentials(
-                creds.root_certificates, creds.client_key, creds.client_cert
-            ),
+            channel_credentials(creds.root_certificates, creds.client_key, creds.client_cert),
             options=opts,
         )
     else:

@@ -173,7 +173,6 @@ class FanOutClient:
         self._hb_interval = 5.0
         self._catch_up_to = 0
         self._lock = threading.Lock()
-        self._loaded_local = False
         self._awaiting_snapshot = False
         if self.local_snapshot_path is not None:
             self._load_local()
@@ -303,7 +302,6 @@ class FanOutClient:
         self.snapshot_id = str(header.get("snapshot_id", ""))
         self.source_position = str(header.get("last_source_position", ""))
         self.applied_at_position = int(header.get("applied_at_position", 0))
-        self._loaded_local = True
         logger.info(
             "fan-out client restored %d rows of %s at sequence %d from %s",
             len(rows),

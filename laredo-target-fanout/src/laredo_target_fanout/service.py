@@ -18,13 +18,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from laredo.auth import is_loopback, open_listener_warning, token_matches
+from laredo.auth import Refusal, is_loopback, open_listener_warning, refusal
 from laredo.errors import ConfigError, grpc_status_name
+from laredo.grpc_auth import Check, TokenInterceptor, server_credentials
 from laredo.types import SyncMode, TableIdentifier
 
 from . import _wire
@@ -40,9 +41,9 @@ __all__ = [
     "SERVICE_NAME",
     "ReplicationServer",
     "Serving",
-    "check_token",
     "make_handler",
     "status_code",
+    "token_check",
 ]
 
 SERVICE_NAME = "laredo.replication.v1.LaredoReplicationService"
@@ -66,31 +67,20 @@ def _serialize(msg: Any) -> bytes:
     return out
 
 
-def check_token(context: Any, token: str) -> None:
-    """Abort with UNAUTHENTICATED unless the call carries ``authorization: Bearer <token>``
-    (compared in constant time). The reply never says which tables the server holds."""
-    ok = token_matches(context.invocation_metadata(), token)
-    if ok:
-        return
-    if ok is False:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid replication token")
-    context.abort(
-        grpc.StatusCode.UNAUTHENTICATED,
-        "this fan-out port needs a token: send metadata 'authorization: Bearer <token>' "
-        "(FanOutClient(token=...), the fanout source's token/token_file)",
-    )
+FANOUT_TOKEN_HINT = (
+    "this fan-out port needs a token: send metadata 'authorization: Bearer <token>' "
+    "(FanOutClient(token=...), the fanout source's token/token_file)"
+)
 
 
-def _guarded(fn: Callable[[Any, Any], Any], token: str | None) -> Callable[[Any, Any], Any]:
-    """``fn`` behind the token check (``fn`` itself without a token)."""
-    if token is None:
-        return fn
+def token_check(token: str | None) -> Check:
+    """The rule of a fan-out port: with a ``token``, every RPC must carry it (checked before
+    any request field is looked at; the reply never says which tables the server holds)."""
 
-    def guarded(request: Any, context: Any) -> Any:
-        check_token(context, token)
-        return fn(request, context)
+    def check(_method: str, metadata: Sequence[tuple[str, Any]]) -> Refusal | None:
+        return refusal(metadata, token, hint=FANOUT_TOKEN_HINT, invalid="invalid replication token")
 
-    return guarded
+    return check
 
 
 class _Registry:
@@ -296,30 +286,30 @@ class _Servicer:
         return resp
 
 
-def make_handler(registry: _Registry, token: str | None = None) -> Any:
-    """The generic RPC handler of the replication service over ``registry``'s targets; with a
-    ``token``, every RPC checks it first (before any request field is looked at)."""
+def make_handler(registry: _Registry) -> Any:
+    """The generic RPC handler of the replication service over ``registry``'s targets (the
+    token is checked before it, by the server's :func:`token_check` interceptor)."""
     s = _Servicer(registry)
     return grpc.method_handlers_generic_handler(
         SERVICE_NAME,
         {
             "Sync": grpc.unary_stream_rpc_method_handler(
-                _guarded(s.sync, token),
+                s.sync,
                 request_deserializer=pb.SyncRequest.FromString,
                 response_serializer=_serialize,
             ),
             "ListSnapshots": grpc.unary_unary_rpc_method_handler(
-                _guarded(s.list_snapshots, token),
+                s.list_snapshots,
                 request_deserializer=pb.ListSnapshotsRequest.FromString,
                 response_serializer=_serialize,
             ),
             "FetchSnapshot": grpc.unary_stream_rpc_method_handler(
-                _guarded(s.fetch_snapshot, token),
+                s.fetch_snapshot,
                 request_deserializer=pb.FetchSnapshotRequest.FromString,
                 response_serializer=_serialize,
             ),
             "GetReplicationStatus": grpc.unary_unary_rpc_method_handler(
-                _guarded(s.get_status, token),
+                s.get_status,
                 request_deserializer=pb.GetReplicationStatusRequest.FromString,
                 response_serializer=_serialize,
             ),
@@ -343,7 +333,8 @@ class ReplicationServer:
         workers = max(64, (options.max_clients or 200) + 16)
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fanout-grpc"),
-            handlers=(make_handler(self.registry, token),),
+            handlers=(make_handler(self.registry),),
+            interceptors=[TokenInterceptor(token_check(token))],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.keepalive_time_ms", 30_000),
@@ -354,17 +345,7 @@ class ReplicationServer:
         tls = options.tls
         try:
             if tls is not None:
-                with open(tls.cert_file, "rb") as f:
-                    cert = f.read()
-                with open(tls.key_file, "rb") as f:
-                    key = f.read()
-                ca = None
-                if tls.client_ca_file:
-                    with open(tls.client_ca_file, "rb") as f:
-                        ca = f.read()
-                creds = grpc.ssl_server_credentials(
-                    [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-                )
+                creds = server_credentials(tls.cert_file, tls.key_file, tls.client_ca_file)
                 self.port = self._server.add_secure_port(addr, creds)
             else:
                 self.port = self._server.add_insecure_port(addr)

@@ -335,11 +335,6 @@ class Sessions:
             session.state = "live"
         self._emit(FanoutClientCaughtUp, session.client_id, session.cursor)
 
-    def wait_idle(self, session: ClientSession, timeout: float) -> None:
-        with self._cond:
-            if not session.closed:
-                self._cond.wait(timeout)
-
     def linger(self) -> float:
         """How long a stream lets changes accumulate between two messages: ``grpc.linger``,
         or by default 0.2 ms per connected client, between 1 ms and 20 ms."""

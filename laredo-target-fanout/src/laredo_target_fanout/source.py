@@ -100,7 +100,6 @@ class FanOutSource:
         self._paused = threading.Event()
         self._last_ack: int | None = None
         self._last_seq = 0
-        self._server_seq = 0
 
     # -- connection helpers -------------------------------------------------------------------
     def _open(self, last_seq: int = 0, journal_id: str = "") -> Any:

@@ -3,19 +3,19 @@
 Durations use :mod:`laredo.units` (a number of seconds or text such as ``"200ms"``, ``"30s"``,
 ``"1m"``). The 0.1 spellings ``timeout_ms``, ``retry_backoff_ms``, ``retry_backoff_max_ms`` and
 ``retry_after_max_ms`` are still accepted for one release (integer milliseconds, or duration
-text), each logging one deprecation warning per process that names the new key; giving an old
-and a new spelling together is an error.
+text), each reported through :func:`laredo.deprecation.deprecated_option` naming the new key
+(a note of ``laredo config validate``, logged by ``laredo serve``; a ``DeprecationWarning`` in
+Python code); giving an old and a new spelling together is an error.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from laredo.deprecation import deprecated_option
 from laredo.units import Duration, WrittenText, parse_duration
 from pydantic import (
     BaseModel,
@@ -28,8 +28,6 @@ from pydantic import (
     model_validator,
 )
 
-logger = logging.getLogger(__name__)
-
 __all__ = ["DEPRECATED_OPTIONS", "HttpSyncOptions", "has_credentials"]
 
 DEPRECATED_OPTIONS: dict[str, str] = {
@@ -40,8 +38,6 @@ DEPRECATED_OPTIONS: dict[str, str] = {
 }
 """Deprecated option name -> the option that replaces it (a duration in seconds)."""
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
 _INTEGER = re.compile(r"\s*\d+\s*")
 
 
@@ -146,17 +142,10 @@ class HttpSyncOptions(BaseModel):
             seconds = self.__dict__[old]
             if seconds is None:
                 continue
-            with _warned_lock:
-                first = old not in _warned
-                _warned.add(old)
-            if first:
-                logger.warning(
-                    "http-sync target: option %s is deprecated and will be removed; write "
-                    "%s = %ss instead",
-                    old,
-                    new,
-                    f"{seconds:g}",
-                )
+            deprecated_option(
+                f"http-sync target: option {old} is deprecated and will be removed; write "
+                f"{new} = {seconds:g}s instead"
+            )
             # frozen model: set the replacement once, while validating
             object.__setattr__(self, new, seconds)
             object.__setattr__(self, old, None)

@@ -124,6 +124,31 @@ def _arrow_type(pa: Any, values: list[Any]) -> Any:
     return None
 
 
+def _file_schema(
+    pa: Any, info: TableSnapshotInfo, schema: Any, encoded: Mapping[str, str]
+) -> tuple[Any, dict[bytes, bytes | str]]:
+    """The Parquet schema of batches with ``schema`` (``large_string``/``large_binary`` stored
+    as ``string``/``binary``) and the file metadata naming its JSON and text-encoded
+    columns."""
+    names = list(schema.names)
+    if _ABSENT_COL in names:
+        raise SnapshotError(f"{info.table}: column name {_ABSENT_COL!r} is reserved")
+    fields = []
+    for f in schema:
+        typ = f.type
+        if pa.types.is_large_string(typ):
+            typ = pa.string()
+        elif pa.types.is_large_binary(typ):
+            typ = pa.binary()
+        fields.append(pa.field(f.name, typ))
+    text_cols = {n: e for n in names if (e := encoded.get(n)) in (DECIMAL, UUID)}
+    meta: dict[bytes, bytes | str] = {
+        _JSON_KEY: json.dumps([n for n in names if encoded.get(n) == JSON]),
+        _TEXT_KEY: json.dumps(text_cols),
+    }
+    return pa.schema(fields), meta
+
+
 class ParquetSerializerOptions(pydantic.BaseModel):
     model_config = ConfigDict(extra="forbid")
     row_group_size: int = pydantic.Field(default=100_000, gt=0)
@@ -230,22 +255,7 @@ class ParquetSerializer:
         names = list(first.schema.names)
         if len(names) == 1 and encoded.get(names[0]) == ROW:
             return self.write(info, batches_rows(itertools.chain([first], it), encoded), out)
-        if _ABSENT_COL in names:
-            raise SnapshotError(f"{info.table}: column name {_ABSENT_COL!r} is reserved")
-        fields = []
-        for f in first.schema:
-            typ = f.type
-            if pa.types.is_large_string(typ):
-                typ = pa.string()
-            elif pa.types.is_large_binary(typ):
-                typ = pa.binary()
-            fields.append(pa.field(f.name, typ))
-        text_cols = {n: e for n in names if (e := encoded.get(n)) in (DECIMAL, UUID)}
-        meta: dict[bytes, bytes | str] = {
-            _JSON_KEY: json.dumps([n for n in names if encoded.get(n) == JSON]),
-            _TEXT_KEY: json.dumps(text_cols),
-        }
-        schema = pa.schema(fields)
+        schema, meta = _file_schema(pa, info, first.schema, encoded)
         streaming = hasattr(pq.ParquetWriter, "add_key_value_metadata")
         pending: list[Any] = []
         held: list[Any] = []  # every table, when the writer cannot add metadata at the end

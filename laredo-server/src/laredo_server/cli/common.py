@@ -67,6 +67,7 @@ class Client:
 
     def __init__(self, cli: CliState) -> None:
         import grpc  # noqa: PLC0415 - lazy: grpc and the stubs add ~0.15 s; only commands that call a server
+        from laredo.grpc_auth import channel_credentials  # noqa: PLC0415 - lazy: as above
 
         from .._proto.laredo_proto.v1 import (  # noqa: PLC0415 - lazy: as above
             oam_pb2,
@@ -88,9 +89,7 @@ class Client:
                     f"cannot read {exc.filename}: {exc.strerror} (--tls-ca/--tls-cert/--tls-key)",
                     code=2,
                 )
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=ca, private_key=key, certificate_chain=cert
-            )
+            creds = channel_credentials(ca, key, cert)
             self.channel = grpc.secure_channel(opts.address, creds)
         else:
             self.channel = grpc.insecure_channel(opts.address)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runtime import ServerRuntime
-from ._rpc import RpcStatusError, check_token
+from ._rpc import RpcStatusError
 from .oam import OAM_SERVICE, OamService
 from .query import QUERY_SERVICE, QueryService
 
@@ -20,7 +20,6 @@ __all__ = [
     "OamService",
     "QueryService",
     "RpcStatusError",
-    "check_token",
     "make_servicers",
 ]
 

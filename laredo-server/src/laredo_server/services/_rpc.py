@@ -1,12 +1,14 @@
-"""What every RPC shares: the token check and the mapping of exceptions to status codes.
+"""What every RPC shares: its access class and the mapping of exceptions to status codes.
 
-``@rpc()`` wraps a unary method and ``@stream()`` a server-streaming one: both check the
-caller's token (:attr:`ServerRuntime.access`: admin methods need the admin token when one is
-configured, read-only ones the admin or read token with ``protect_reads``, and a wrong token
-is refused on every method),
-then turn an exception into ``context.abort`` with the code of
-:func:`laredo.errors.grpc_status_name` (``KeyError`` is NOT_FOUND, ``ValueError``
-INVALID_ARGUMENT, ...). The context may be a gRPC one or the HTTP+JSON gateway's.
+``@rpc(admin=...)`` wraps a unary method and ``@stream(admin=...)`` a server-streaming one:
+both declare whether the method needs the admin token (:func:`is_admin`; the token itself is
+checked once per call before the method runs, by the gRPC front end's token interceptor and
+the Connect gateway, both through :attr:`ServerRuntime.access`: admin methods need the admin
+token when one is configured, read-only ones the admin or read token with ``protect_reads``,
+and a wrong token is refused on every method), then turn an exception into ``context.abort``
+with the code of :func:`laredo.errors.grpc_status_name` (``KeyError`` is NOT_FOUND,
+``ValueError`` INVALID_ARGUMENT, ...). The context may be a gRPC one or the HTTP+JSON
+gateway's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
-from laredo.auth import ADMIN_HINT, Refusal, token_matches
 from laredo.errors import grpc_status_name
 from laredo.secrets import mask_text
 
@@ -29,14 +30,10 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "RpcStatusError",
     "abort",
-    "authorize",
-    "check_token",
     "is_admin",
     "long_call",
-    "refuse",
     "rpc",
     "stream",
-    "token_matches",
 ]
 
 _ADMIN_ATTR = "laredo_admin"
@@ -69,33 +66,6 @@ def abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
     raise exc  # pragma: no cover - abort raises
 
 
-UNAUTHENTICATED_HINT = ADMIN_HINT
-
-
-def refuse(context: grpc.ServicerContext, refusal: Refusal) -> NoReturn:
-    """Abort the call with the refusal's status code and message."""
-    context.abort(getattr(grpc.StatusCode, refusal.code), refusal.message)
-    raise AssertionError("abort raises")  # pragma: no cover
-
-
-def check_token(context: grpc.ServicerContext, token: str) -> None:
-    """Abort with UNAUTHENTICATED unless the call carries ``authorization: Bearer <token>``
-    (compared in constant time)."""
-    ok = token_matches(context.invocation_metadata(), token)
-    if ok:
-        return
-    if ok is False:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid token")
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_HINT)
-
-
-def authorize(rt: ServerRuntime, context: grpc.ServicerContext, admin: bool) -> None:
-    """Abort unless the runtime's :class:`~laredo.auth.Access` lets this call go on."""
-    refusal = rt.access.check(context.invocation_metadata(), admin=admin)
-    if refusal is not None:
-        refuse(context, refusal)
-
-
 def is_admin(method: object) -> bool:
     """The method was declared ``@rpc(admin=True)``; unknown methods count as admin."""
     return bool(getattr(method, _ADMIN_ATTR, True))
@@ -118,12 +88,11 @@ def long_call(rt: ServerRuntime) -> Iterator[None]:
 
 
 def rpc(admin: bool = False) -> Callable[[F], F]:
-    """Token check and error mapping for a unary RPC method."""
+    """Access class and error mapping for a unary RPC method."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(self: Service, request: Any, context: grpc.ServicerContext) -> Any:
-            authorize(self.rt, context, admin)
             try:
                 return fn(self, request, context)
             except grpc.RpcError:
@@ -139,12 +108,11 @@ def rpc(admin: bool = False) -> Callable[[F], F]:
 
 
 def stream(admin: bool = False) -> Callable[[F], F]:
-    """Token check and error mapping for a server-streaming RPC method."""
+    """Access class and error mapping for a server-streaming RPC method."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(self: Service, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            authorize(self.rt, context, admin)
             try:
                 with long_call(self.rt):
                     yield from fn(self, request, context)

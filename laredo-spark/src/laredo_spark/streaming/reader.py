@@ -60,7 +60,13 @@ from laredo.errors import ConfigError, SourceError
 from laredo.plugins import source as plugin_source
 from laredo.secrets import mask_secrets
 from laredo.serialization import encode_columns
-from laredo.types import ChangeAction, ColumnDefinition, SourceConfig, TableIdentifier
+from laredo.types import (
+    ChangeAction,
+    ColumnDefinition,
+    SourceConfig,
+    TableIdentifier,
+    primary_key_columns,
+)
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -416,9 +422,7 @@ class LaredoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _frame_columns(self, table: str, cols: list[ColumnDefinition]) -> None:
         self._kinds = cdf_kinds(table, cols)
-        self._keys = [
-            c.name for c in sorted(cols, key=lambda c: c.primary_key_ordinal) if c.primary_key
-        ]
+        self._keys = primary_key_columns(cols)
         if self._schema is not None and cdf_schema(self._kinds) != self._schema:
             raise SourceError(
                 f"laredo stream: the columns of {table} are now {self._kinds}, not those of the "
