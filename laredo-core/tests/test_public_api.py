@@ -11,7 +11,8 @@ ChangeHandler ColumnDefinition CompositeObserver ConfigError DeadLetter DeadLett
 DeadLetterReplayError DeadLetterStore DropFields DurablePositionTarget Engine EngineObserver
 EngineStateError ErrorInfo ErrorPolicy FieldEquals FieldPrefix FieldRegex Index IndexDefinition
 InvalidChangeError JsonlSerializer LagInfo LaredoError LocalDeadLetterStore LocalSnapshotStore
-LoggingObserver MemoryDeadLetterStore MissingDependencyError NullObserver OrderingGuarantee
+LoggingObserver MemoryDeadLetterStore MissingDependencyError NullObserver Observer
+OrderingGuarantee
 Pipeline PipelineAware PipelineContext PipelineFilter PipelineInfo PipelineState
 PipelineTransform PluginNotFoundError Position PositionedTarget ProgressTarget
 ReBaselineRequired RecordingObserver RenameFields ReplayResult Resettable Row SchemaChangeAction
@@ -20,7 +21,7 @@ SnapshotNotFoundError SnapshotReplay SnapshotSerializer SnapshotStore SourceConf
 SourceRunInfo SourceState SyncMode SyncSource SyncTarget Table TableIdentifier TableProblem
 TableSnapshotInfo TargetDoor TargetError Terminal TerminalError Transient TransientError
 ValidationAction ValidationError ValidationFailed __version__ as_filter as_transform compiler
-dead_letter_store filter get_plugin_manager hookimpl observer retry_class serializer
+dead_letter_store events filter get_plugin_manager hookimpl observer retry_class serializer
 snapshot_store source target transform
 """
 PUBLIC = PINNED.split()
