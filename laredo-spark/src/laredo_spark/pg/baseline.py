@@ -253,7 +253,10 @@ class SnapshotPartsSink:
         self.snapshot_store.abort(self.snapshot_id)
 
     # -- the resumable (chunked) baseline: :class:`~laredo_spark.pg.chunked.ChunkedSink` -----
-    output_kind = "snapshot-parts"
+    @property
+    def output_kind(self) -> str:
+        """Part of the run's fingerprint: parts of one format only."""
+        return f"snapshot-parts/{self.serializer.format_id()}"
 
     @property
     def output_id(self) -> str:
@@ -270,7 +273,12 @@ class SnapshotPartsSink:
 
     def load_run(self, source_id: str, slot: str) -> ChunkRun | None:
         """The interrupted run kept in the store; its snapshot id is adopted."""
-        run = self._progress(source_id, slot).load()
+        progress = self._progress(source_id, slot)
+        run = progress.load()
+        if run is not None and self.snapshot_store.files.exists(run.output_id):
+            logger.info("spark baseline: snapshot %s was committed; starting anew", run.output_id)
+            progress.clear()  # the driver died between the commit and removing the record
+            return None
         if run is not None and run.output_id != self.snapshot_id:
             self.snapshot_store.abort(self.snapshot_id)  # the check's probe, nothing else
             self.snapshot_id = run.output_id
