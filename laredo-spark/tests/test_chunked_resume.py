@@ -89,6 +89,21 @@ def in_range(lo: Any, hi: Any) -> str:
     return "(" + " AND ".join(conds) + ")"
 
 
+class CountingTarget(IndexedTarget):
+    """Counts the rows it was restored with and the rows a baseline gave it."""
+
+    restored = 0
+    baselined = 0
+
+    def restore_snapshot(self, info: Any, rows: Any) -> None:
+        super().restore_snapshot(info, rows)
+        self.restored = self.count()
+
+    def on_baseline_row(self, table: Any, row: Any) -> None:
+        self.baselined += 1
+        super().on_baseline_row(table, row)
+
+
 class DriverLost(Exception):
     pass
 
@@ -110,7 +125,7 @@ def test_chunked_spark_baseline_resumes_after_a_lost_driver(
         return write(self, spark, job, chunks, run)
 
     monkeypatch.setattr(SnapshotPartsSink, "write_chunks", dies_after_two_waves)
-    target = IndexedTarget()
+    target = CountingTarget()
     pipeline = laredo.Pipeline("pg", ACCOUNTS, target)
     with pytest.raises(DriverLost):
         spark_baseline(spark, cfg, [pipeline], snapshot_store=store, partitions=2)
@@ -158,6 +173,9 @@ def test_chunked_spark_baseline_resumes_after_a_lost_driver(
     eng.start()
     try:
         assert eng.await_ready(60)
+        # restored from the snapshot, streaming from the slot's P0: no baseline
+        assert target.restored == result.row_counts[pipeline.pipeline_id()]
+        assert target.baselined == 0
         want = table_rows(db)
 
         def same() -> bool:
