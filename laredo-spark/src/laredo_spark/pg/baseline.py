@@ -421,30 +421,17 @@ def spark_baseline(
     )
     src = source_from(source, sink.label)
     rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
+    opts: dict[str, Any] = {
+        "source_id": source_id,
+        "partitions": partitions,
+        "fetch_size": fetch_size,
+    }
     chunks: tuple[int, int] | None = None
     if rows:
-        done, run, read = run_chunked_baseline(
-            spark,
-            src,
-            pipelines,
-            sink,
-            chunk_rows=rows,
-            source_id=source_id,
-            partitions=partitions,
-            fetch_size=fetch_size,
-        )
+        done, run, read = run_chunked_baseline(spark, src, pipelines, sink, chunk_rows=rows, **opts)
         chunks = (read, sum(run.tables[str(p.table)].count for p in pipelines))
     else:
-        done = run_pg_baseline(
-            spark,
-            src,
-            pipelines,
-            sink,
-            source_id=source_id,
-            partitions=partitions,
-            fetch_size=fetch_size,
-            max_slice_pages=max_slice_pages,
-        )
+        done = run_pg_baseline(spark, src, pipelines, sink, max_slice_pages=max_slice_pages, **opts)
     assert sink.descriptor is not None
     return BaselineResult(
         snapshot_id=sink.snapshot_id,

@@ -197,9 +197,13 @@ def _job(
     return PipelineFrame(i, p, table, cols, frame, len(chunks), run.position, run.consistent_point)
 
 
-def _read(reading: _Reading, run: ChunkRun, pipes: Sequence[Pipeline], snapshot: str) -> ChunkRun:
-    """Read and write every unfinished chunk of every pipeline under ``snapshot``."""
+def _read(
+    reading: _Reading, run: ChunkRun, pipes: Sequence[Pipeline], snapshot: str
+) -> tuple[ChunkRun, int]:
+    """Read and write every unfinished chunk of every pipeline under ``snapshot``; the run
+    and how many chunks were read."""
     total = sum(run.tables[str(p.table)].count for p in pipes)
+    read = 0
     for i, p in enumerate(pipes):
         record = f"pipeline-{i:04d}"
         count = run.tables[str(p.table)].count
@@ -208,6 +212,7 @@ def _read(reading: _Reading, run: ChunkRun, pipes: Sequence[Pipeline], snapshot:
             wave = todo[start : start + reading.per_job]
             job = _job(reading, run, i, p, snapshot, chunks=wave)
             run = reading.sink.write_chunks(reading.spark, job, wave, run)
+            read += len(wave)
             logger.info(
                 "spark baseline of %s (%s): chunks %d/%d of the run done",
                 p.table,
@@ -216,7 +221,53 @@ def _read(reading: _Reading, run: ChunkRun, pipes: Sequence[Pipeline], snapshot:
                 total,
             )
         reading.sink.table_done(_job(reading, run, i, p, snapshot, chunks=[]), run)
-    return run
+    return run, read
+
+
+def _fresh(
+    reading: _Reading,
+    pipes: Sequence[Pipeline],
+    tables: Sequence[TableIdentifier],
+    *,
+    fingerprint: str,
+    chunk_rows: int,
+    src: Any,
+    phases: _Phases,
+) -> tuple[ChunkRun, int]:
+    """A new run: the slot and its exported snapshot, the plan recorded, then every chunk.
+    A failure before the plan is recorded drops the slot and what was staged; after, both
+    are kept for the next run to resume."""
+    sink, label, opts = reading.sink, reading.sink.label, src.options
+    slot = ExportedSnapshot(opts, src.slot_name)
+    saved = False
+    try:
+        with slot as snap:
+            plans, zone = plan_chunks(opts, snap.snapshot_name, tables, chunk_rows)
+            run = ChunkRun(
+                sink.output_id,
+                src.slot_name,
+                snap.position,
+                snap.consistent_point,
+                zone,
+                fingerprint,
+                {str(t): c for t, c in plans.items()},
+            )
+            sink.save_run(run)
+            saved = True
+            phases.end("slot")
+            return _read(reading, run, pipes, snap.snapshot_name)
+    except BaseException:
+        if not saved:
+            sink.abort()
+            slot.drop()
+        else:
+            logger.warning(
+                "%s: interrupted; run it again with the same configuration to resume "
+                "(slot %s and the finished chunks are kept)",
+                label,
+                src.slot_name,
+            )
+        raise
 
 
 def run_chunked_baseline(
@@ -268,54 +319,31 @@ def run_chunked_baseline(
             run = None
     phases.end("init")
     if run is not None:
-        before = run.chunks_done()
         logger.info(
             "%s: resuming %s: %d chunks were finished at %s; reading the others at a new "
             "snapshot (the slot's stream from %s covers the difference)",
             label,
             run.output_id,
-            before,
+            run.chunks_done(),
             run.position,
             run.position,
         )
         sink.output_id = run.output_id
         with _new_snapshot(opts) as name:
             phases.end("slot")
-            run = _read(reading, run, pipes, name)
+            run, read = _read(reading, run, pipes, name)
     else:
-        before = 0
-        slot = ExportedSnapshot(opts, src.slot_name)
-        saved = False
-        try:
-            with slot as snap:
-                plans, zone = plan_chunks(opts, snap.snapshot_name, tables, chunk_rows)
-                run = ChunkRun(
-                    sink.output_id,
-                    src.slot_name,
-                    snap.position,
-                    snap.consistent_point,
-                    zone,
-                    fingerprint,
-                    {str(t): c for t, c in plans.items()},
-                )
-                sink.save_run(run)
-                saved = True
-                phases.end("slot")
-                run = _read(reading, run, pipes, snap.snapshot_name)
-        except BaseException:
-            if not saved:
-                sink.abort()
-                slot.drop()
-            else:
-                logger.warning(
-                    "%s: interrupted; run it again with the same configuration to resume "
-                    "(slot %s and the finished chunks are kept)",
-                    label,
-                    src.slot_name,
-                )
-            raise
+        run, read = _fresh(
+            reading,
+            pipes,
+            tables,
+            fingerprint=fingerprint,
+            chunk_rows=chunk_rows,
+            src=src,
+            phases=phases,
+        )
     phases.end("write")
     sink.commit(sid, run.position)
     sink.forget(run)
     phases.end("commit")
-    return PlannedBaseline(run.position, phases.seconds), run, run.chunks_done() - before
+    return PlannedBaseline(run.position, phases.seconds), run, read
