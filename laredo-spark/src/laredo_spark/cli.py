@@ -59,9 +59,11 @@ def baseline(config: str, partitions: int | None = None, master: str | None = No
             log.removeHandler(handler)
     for r in results:
         total = sum(r.row_counts.values())
+        chunks = getattr(r, "chunks", None)
+        read = "" if chunks is None else f", chunks read {chunks[0]} of {chunks[1]}"
         print(
             f"snapshot {r.snapshot_id}: {total} rows at {r.position} in {r.seconds:.1f}s "
-            f"({', '.join(f'{k}={v}' for k, v in r.row_counts.items())})"
+            f"({', '.join(f'{k}={v}' for k, v in r.row_counts.items())}{read})"
         )
     return 0
 

@@ -40,7 +40,7 @@ from laredo.types import ColumnDefinition, TableIdentifier
 
 from .errors import task_failure
 from .parts import frame_for_serializer
-from .pg.driver import PipelineFrame, run_pg_baseline
+from .pg.driver import PipelineFrame, run_pg_baseline, source_from
 
 logger = logging.getLogger(__name__)
 
@@ -282,9 +282,15 @@ def spark_delta_baseline(
             "targets (or none); baseline the others with laredo serve or another source"
         )
     sink = DeltaVersionSink({p.pipeline_id(): _location(p) for p in pipes})
+    src = source_from(source, sink.label)
+    if src.baseline_chunk_rows():
+        logger.warning(
+            "spark delta baseline: baseline.mode = chunked is not resumable into delta targets "
+            "yet: this baseline is one pass under one snapshot (a lost driver starts over)"
+        )
     done = run_pg_baseline(
         spark,
-        source,
+        src,
         pipes,
         sink,
         source_id=source_id,

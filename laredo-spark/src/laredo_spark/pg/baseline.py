@@ -49,7 +49,13 @@ from laredo.events import BaselineCompleted, BaselineRowLoaded, BaselineStarted
 from laredo.observers import as_observer
 from laredo.pipeline import Pipeline
 from laredo.snapshots.layout import ManifestSnapshotStore, check_snapshot_id
-from laredo.snapshots.manifest import SnapshotArtifact
+from laredo.snapshots.manifest import (
+    TABLE,
+    SnapshotArtifact,
+    SnapshotPart,
+    decode_artifact,
+    encode_artifact,
+)
 from laredo.snapshots.parquet import ParquetSerializer
 from laredo.types import (
     SnapshotDescriptor,
@@ -67,7 +73,9 @@ from ..parts import (
     part_partition,
     write_parts,
 )
-from .driver import PipelineFrame, run_pg_baseline
+from .chunked import run_chunked_baseline
+from .driver import PipelineFrame, run_pg_baseline, source_from
+from .progress import ChunkRun, ProgressFiles
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +95,9 @@ class BaselineResult:
     """Seconds per phase: ``init`` (source init + validation + store check), ``slot`` (slot +
     slices), ``write`` (the Spark jobs: tasks read, transform and write the parts),
     ``commit`` (the manifest)."""
+    chunks: tuple[int, int] | None = None
+    """A chunked baseline's chunks read by this run and its total (fewer read: it resumed);
+    ``None``: the one-pass baseline."""
 
 
 class _JobProgress:
@@ -167,6 +178,8 @@ class SnapshotPartsSink:
     artifacts: list[SnapshotArtifact] = dataclasses.field(default_factory=list)
     keys: set[TableIdentifier] = dataclasses.field(default_factory=set)
     descriptor: SnapshotDescriptor | None = None
+    chunk_keys: dict[int, TableIdentifier] = dataclasses.field(default_factory=dict)
+    progress: ProgressFiles | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.snapshot_store, ManifestSnapshotStore):
@@ -241,6 +254,126 @@ class SnapshotPartsSink:
     def abort(self) -> None:
         self.snapshot_store.abort(self.snapshot_id)
 
+    # -- the resumable (chunked) baseline: :class:`~laredo_spark.pg.chunked.ChunkedSink` -----
+    @property
+    def output_kind(self) -> str:
+        """Part of the run's fingerprint: parts of one format only."""
+        return f"snapshot-parts/{self.serializer.format_id()}"
+
+    @property
+    def output_id(self) -> str:
+        return self.snapshot_id
+
+    @output_id.setter
+    def output_id(self, value: str) -> None:
+        self.snapshot_id = value
+
+    def _progress(self, source_id: str, slot: str) -> ProgressFiles:
+        if self.progress is None:
+            self.progress = ProgressFiles(self.snapshot_store, source_id, slot)
+        return self.progress
+
+    def load_run(self, source_id: str, slot: str) -> ChunkRun | None:
+        """The interrupted run kept in the store; its snapshot id is adopted."""
+        progress = self._progress(source_id, slot)
+        run = progress.load()
+        if run is not None and self.snapshot_store.files.exists(run.output_id):
+            logger.info("spark baseline: snapshot %s was committed; starting anew", run.output_id)
+            progress.clear()  # the driver died between the commit and removing the record
+            return None
+        if run is not None and run.output_id != self.snapshot_id:
+            self.snapshot_store.abort(self.snapshot_id)  # the check's probe, nothing else
+            self.snapshot_id = run.output_id
+        return run
+
+    def save_run(self, run: ChunkRun) -> None:
+        assert self.progress is not None
+        self.progress.save(run)
+
+    def _key(self, job: PipelineFrame) -> TableIdentifier:
+        """The pipeline's table key in the snapshot (``users~1`` for a second pipeline on
+        ``users``, as the engine names it), the same on every wave."""
+        key = self.chunk_keys.get(job.index)
+        if key is None:
+            key = job.table
+            if key in self.chunk_keys.values():
+                key = TableIdentifier(job.table.schema, f"{job.table.table}~{len(self.chunk_keys)}")
+            self.chunk_keys[job.index] = key
+        return key
+
+    def _info(self, job: PipelineFrame, key: TableIdentifier) -> TableSnapshotInfo:
+        return TableSnapshotInfo(
+            table=key,
+            row_count=0,
+            columns=job.columns,
+            target_type=job.pipeline.resolved_target_type(),
+            position=job.position,
+            pipeline_id=job.pipeline.pipeline_id(),
+        )
+
+    def write_chunks(
+        self, spark: Any, job: PipelineFrame, chunks: Sequence[int], run: ChunkRun
+    ) -> ChunkRun:
+        """One Spark job writes the chunks' parts (task ``i`` reads ``chunks[i]``); then the
+        progress record lists each chunk's parts (chunks without rows: none)."""
+        key, pid = self._key(job), job.pipeline.pipeline_id()
+        info = self._info(job, key)
+        frame = job.frame
+        out, encoded = frame_for_serializer(frame, self.serializer.format_id())
+        record = f"pipeline-{job.index:04d}"
+        wave = f"{record}-chunk-{chunks[0]:06d}"
+        zones = frame_zones(frame) if out is frame.df else {}
+        parts = PartsJob(
+            self.snapshot_store, self.snapshot_id, key, info, self.serializer, wave, encoded, zones
+        )
+        try:
+            with _JobProgress(spark, pid, len(chunks)):
+                write_parts(out, parts)
+        except Exception as exc:
+            raise task_failure(
+                exc, f"spark baseline of {job.table} ({pid})", SnapshotError
+            ) from None
+        artifact = self.snapshot_store.staged_artifacts(self.snapshot_id).get(wave)
+        if artifact is None:
+            raise SnapshotError(
+                f"spark baseline of {job.table} ({pid}): the write job committed no parts"
+            )
+        by_task: dict[int, list[SnapshotPart]] = {}
+        for part in artifact.parts:
+            task = part_partition(part)
+            if task is None or not 0 <= task < len(chunks):
+                raise SnapshotError(f"spark baseline of {job.table}: unexpected part {part.path}")
+            by_task.setdefault(task, []).append(part)
+        for task, chunk in enumerate(chunks):
+            chunk_artifact = dataclasses.replace(artifact, parts=tuple(by_task.get(task, ())))
+            run = run.finished(record, chunk, encode_artifact(chunk_artifact))
+        self.save_run(run)
+        return run
+
+    def table_done(self, job: PipelineFrame, run: ChunkRun) -> None:
+        """The pipeline's artifact: every chunk's parts, in key order."""
+        key = self._key(job)
+        done = run.done.get(f"pipeline-{job.index:04d}", {})
+        parts = tuple(p for c in sorted(done) for p in decode_artifact(done[c]).parts)
+        artifact = SnapshotArtifact(
+            TABLE, key, parts, job.pipeline.pipeline_id(), None, job.position
+        )
+        self.artifacts.append(artifact)
+        pid = job.pipeline.pipeline_id()
+        self.counts[pid] = artifact.rows
+        self.infos.append(dataclasses.replace(self._info(job, key), row_count=artifact.rows))
+        if self.observer is not None:
+            self.observer.on_baseline_row_loaded(pid, job.table, artifact.rows)
+
+    def discard(self, run: ChunkRun) -> None:
+        self.snapshot_store.abort(run.output_id)
+        assert self.progress is not None
+        self.progress.clear()
+
+    def forget(self, run: ChunkRun) -> None:
+        assert self.progress is not None
+        self.progress.clear()
+
 
 def spark_baseline(
     spark: Any,
@@ -256,6 +389,7 @@ def spark_baseline(
     fetch_size: int = 10_000,
     observer: Any = None,
     max_slice_pages: int = 2048,
+    chunk_rows: int | None = None,
 ) -> BaselineResult:
     """Baseline ``pipelines`` of a PostgreSQL source on Spark and commit one snapshot (see
     the module docstring).
@@ -273,6 +407,11 @@ def spark_baseline(
     the engine's (the row count once, when the pipeline's job is done: rows never reach the
     driver) and, if it has the method, ``on_spark_partition_done(pipeline_id, partition,
     rows, parts_done, partitions)`` once per written part after the job.
+
+    With ``baseline { mode = chunked, chunk_rows = N }`` on the source (or ``chunk_rows``
+    given; ``0`` forces the one-pass baseline) the baseline is resumable: see
+    :mod:`laredo_spark.pg.chunked`. A run interrupted after its plan was recorded keeps the
+    slot and the finished chunks; the next call with the same configuration resumes.
     """
     started = time.monotonic()
     sink = SnapshotPartsSink(
@@ -282,16 +421,19 @@ def spark_baseline(
         user_meta or {},
         None if observer is None else as_observer(observer),
     )
-    done = run_pg_baseline(
-        spark,
-        source,
-        pipelines,
-        sink,
-        source_id=source_id,
-        partitions=partitions,
-        fetch_size=fetch_size,
-        max_slice_pages=max_slice_pages,
-    )
+    src = source_from(source, sink.label)
+    rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
+    opts: dict[str, Any] = {
+        "source_id": source_id,
+        "partitions": partitions,
+        "fetch_size": fetch_size,
+    }
+    chunks: tuple[int, int] | None = None
+    if rows:
+        done, run, read = run_chunked_baseline(spark, src, pipelines, sink, chunk_rows=rows, **opts)
+        chunks = (read, sum(run.tables[str(p.table)].count for p in pipelines))
+    else:
+        done = run_pg_baseline(spark, src, pipelines, sink, max_slice_pages=max_slice_pages, **opts)
     assert sink.descriptor is not None
     return BaselineResult(
         snapshot_id=sink.snapshot_id,
@@ -300,6 +442,7 @@ def spark_baseline(
         descriptor=sink.descriptor,
         seconds=time.monotonic() - started,
         phases=done.phases,
+        chunks=chunks,
     )
 
 

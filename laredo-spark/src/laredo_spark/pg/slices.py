@@ -32,6 +32,7 @@ from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..kinds import arrow_type, base_kind, encode_json, spark_schema, zone_name
+from .chunks import chunk_query
 from .slot import require_psycopg
 
 try:  # the laredo-spark[postgresql] extra
@@ -48,6 +49,8 @@ __all__ = [
     "ctid_slices",
     "describe_server",
     "plan_slices",
+    "read_chunk",
+    "read_rows",
     "read_slice",
     "slices_data_source",
 ]
@@ -149,12 +152,7 @@ def read_slice(
     plan's kinds (runs in tasks). ``plan``: ``snapshot, schema, table, kinds`` and optionally
     ``row_filter`` (the publication's), ``fetch_size``; ``options``: the source's
     ``PostgresSourceOptions`` (connected with :func:`laredo_source_pg.connect`)."""
-    pg = require_psycopg()
-    kinds: dict[str, str] = plan["kinds"]
-    names = list(kinds)
-    table = TableIdentifier(plan["schema"], plan["table"])
-    if not names:
-        raise SourceError(f"spark baseline of {table}: the table has no columns to read")
+    names = _names(plan)
     conds: list[Any] = []
     if lo is not None:
         conds.append(sql.SQL("ctid >= {}::tid").format(sql.Literal(f"({lo},0)")))
@@ -164,15 +162,52 @@ def read_slice(
         conds.append(sql.SQL("({})").format(sql.SQL(plan["row_filter"])))
     query = sql.SQL("SELECT {} FROM {}.{}").format(
         sql.SQL(", ").join(sql.Identifier(n) for n in names),
-        sql.Identifier(table.schema),
-        sql.Identifier(table.table),
+        sql.Identifier(plan["schema"]),
+        sql.Identifier(plan["table"]),
     )
     if conds:
         query = sql.SQL("{} WHERE {}").format(query, sql.SQL(" AND ").join(conds))
+    table = TableIdentifier(plan["schema"], plan["table"])
+    yield from read_rows(plan, options, query, f"spark baseline of {table} pages [{lo}, {hi})")
+
+
+def read_chunk(
+    plan: Mapping[str, Any], options: Any, lo: Sequence[str] | None, hi: Sequence[str] | None
+) -> Iterator[Any]:
+    """Rows of one primary-key range ``(lo, hi]`` (:mod:`.chunks`) under the exported
+    snapshot, as :func:`read_slice` gives them; the plan also holds ``key, key_types``."""
+    names = _names(plan)
+    lo_t = tuple(lo) if lo is not None else None
+    hi_t = tuple(hi) if hi is not None else None
+    query = chunk_query(plan, names, lo_t, hi_t)
+    table = TableIdentifier(plan["schema"], plan["table"])
+    where = f"spark baseline of {table} keys ({lo_t}, {hi_t}]"
+    # a bounded range reads through the primary key's index: a sequential scan per chunk
+    # would read the whole table once per chunk (the planner may pick one for small tables)
+    prelude = None if lo_t is None and hi_t is None else "SET LOCAL enable_seqscan = off"
+    yield from read_rows(plan, options, query, where, prelude)
+
+
+def _names(plan: Mapping[str, Any]) -> list[str]:
+    names = list(plan["kinds"])
+    if not names:
+        table = TableIdentifier(plan["schema"], plan["table"])
+        raise SourceError(f"spark baseline of {table}: the table has no columns to read")
+    return names
+
+
+def read_rows(
+    plan: Mapping[str, Any], options: Any, query: Any, where: str, prelude: str | None = None
+) -> Iterator[Any]:
+    """``query``'s rows under the plan's exported snapshot as Arrow record batches in the
+    plan's kinds (``where`` starts every error message; ``prelude``: a statement run first in
+    the transaction)."""
+    pg = require_psycopg()
+    kinds: dict[str, str] = plan["kinds"]
+    names = list(kinds)
     types = [arrow_type(pa, kinds[n]) for n in names]
     convert = [_converter(kinds[n]) for n in names]
     fetch = int(plan.get("fetch_size") or 10_000)
-    where = f"spark baseline of {table} pages [{lo}, {hi})"
     try:
         conn = connect(options)
     except (pg.Error, LaredoError) as exc:
@@ -184,6 +219,8 @@ def read_slice(
     try:
         with conn:
             import_snapshot(conn, plan["snapshot"])
+            if prelude:
+                conn.execute(prelude)
             with conn.cursor(name="laredo_spark_slice") as cur:
                 cur.itersize = fetch
                 cur.execute(query)
@@ -213,15 +250,33 @@ class SlicePartition(InputPartition):
     hi: int | None
 
 
+@dataclasses.dataclass(frozen=True)
+class ChunkPartition(InputPartition):
+    index: int
+    lo: tuple[str, ...] | None
+    hi: tuple[str, ...] | None
+
+
 class PgSliceReader(DataSourceReader):
     def __init__(self, plan: dict[str, Any], options: Any) -> None:
         self.plan = plan
         self.options = options
 
-    def partitions(self) -> list[SlicePartition]:
+    def partitions(self) -> list[InputPartition]:
+        chunks = self.plan.get("chunks")
+        if chunks is not None:  # key ranges [lo, hi] (lists of key texts or null)
+            return [
+                ChunkPartition(
+                    i, None if lo is None else tuple(lo), None if hi is None else tuple(hi)
+                )
+                for i, (lo, hi) in enumerate(chunks)
+            ]
         return [SlicePartition(i, lo, hi) for i, (lo, hi) in enumerate(self.plan["slices"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        if isinstance(partition, ChunkPartition):
+            yield from read_chunk(self.plan, self.options, partition.lo, partition.hi)
+            return
         assert isinstance(partition, SlicePartition)
         yield from read_slice(self.plan, self.options, partition.lo, partition.hi)
 
@@ -230,7 +285,8 @@ class PgSliceDataSource(DataSource):
     """``spark.read.format(name).option("plan", json)``: one table's ctid slices under an
     exported snapshot. Used through :func:`slices_data_source` (which carries the source's
     options) by :func:`~laredo_spark.pg.baseline.spark_baseline`; the plan holds ``snapshot,
-    schema, table, kinds, slices, row_filter, fetch_size``."""
+    schema, table, kinds, slices, row_filter, fetch_size`` (or, for key-range chunks,
+    ``chunks, key, key_types`` instead of ``slices``)."""
 
     source_options: Any = None
     """The source's ``PostgresSourceOptions`` (set by :func:`slices_data_source`)."""

@@ -1,0 +1,155 @@
+"""Key-range chunks of a table for the resumable (``baseline.mode = chunked``) Spark baseline.
+
+:func:`plan_chunks` cuts each table at every ``chunk_rows``-th primary key (one
+``row_number() OVER (ORDER BY key)`` pass under the exported snapshot, keys as text), so chunk
+``i`` is the key range ``(bounds[i-1], bounds[i]]`` (the first unbounded below, the last above;
+no bound at the last row, so no chunk is empty when planned):
+the chunks partition the key space whatever the snapshot they are read under, which is what
+lets a resumed run read only the unfinished ones at a newer snapshot. :func:`chunk_query` is
+one chunk's ``SELECT`` (the bounds cast back to the key columns' types), run in a Spark task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from laredo.errors import ConfigError, SourceError
+from laredo.secrets import mask_text
+from laredo.types import TableIdentifier
+
+from ..kinds import zone_name
+from .slot import require_psycopg
+
+try:  # the laredo-spark[postgresql] extra
+    from laredo_source_pg import connect, import_snapshot
+    from psycopg import sql
+except ImportError:  # pragma: no cover - depends on the installed extras
+    pass
+
+__all__ = ["TableChunks", "chunk_query", "plan_chunks"]
+
+Bound = tuple[str, ...] | None
+"""A key as text (one value per key column); ``None``: unbounded."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TableChunks:
+    """One table's chunk plan: its primary key columns, their SQL types (``format_type``) and
+    the inner bounds (chunk ``i`` is ``(bounds[i-1], bounds[i]]``; ``len(bounds) + 1``
+    chunks)."""
+
+    key: tuple[str, ...]
+    types: tuple[str, ...]
+    bounds: tuple[tuple[str, ...], ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.bounds) + 1
+
+    def chunk(self, i: int) -> tuple[Bound, Bound]:
+        """Chunk ``i``'s ``(lo, hi]`` bounds."""
+        lo = self.bounds[i - 1] if i > 0 else None
+        hi = self.bounds[i] if i < len(self.bounds) else None
+        return lo, hi
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": list(self.key), "types": list(self.types), "bounds": list(self.bounds)}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> TableChunks:
+        return TableChunks(
+            tuple(data["key"]), tuple(data["types"]), tuple(tuple(b) for b in data["bounds"])
+        )
+
+
+def _primary_key(conn: Any, table: TableIdentifier) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    rows = conn.execute(
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) "
+        "FROM pg_index i JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(att, n) ON true "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.att "
+        "WHERE i.indisprimary AND i.indrelid = to_regclass(format('%%I.%%I', %s::text, %s::text)) "
+        "ORDER BY k.n",
+        (table.schema, table.table),
+    ).fetchall()
+    return tuple(r[0] for r in rows), tuple(r[1] for r in rows)
+
+
+def _bounds(conn: Any, table: TableIdentifier, key: Sequence[str], rows: int) -> list[Any]:
+    cols = sql.SQL(", ").join(sql.Identifier(k) for k in key)
+    query = sql.SQL(
+        "SELECT {} FROM (SELECT {}, row_number() OVER (ORDER BY {}) AS laredo_rn, "
+        "count(*) OVER () AS laredo_n FROM {}.{}) s "
+        "WHERE laredo_rn % {} = 0 AND laredo_rn < laredo_n ORDER BY laredo_rn"
+    ).format(
+        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in key),
+        cols,
+        cols,
+        sql.Identifier(table.schema),
+        sql.Identifier(table.table),
+        sql.Literal(int(rows)),
+    )
+    return list(conn.execute(query).fetchall())
+
+
+def plan_chunks(
+    options: Any, snapshot_name: str, tables: Sequence[TableIdentifier], chunk_rows: int
+) -> tuple[dict[TableIdentifier, TableChunks], str]:
+    """Each table's chunks of about ``chunk_rows`` rows, cut under the exported snapshot, and
+    the session time zone. ``ConfigError`` naming a table without a primary key."""
+    pg = require_psycopg()
+    out: dict[TableIdentifier, TableChunks] = {}
+    try:
+        with connect(options) as conn:
+            import_snapshot(conn, snapshot_name)
+            for t in tables:
+                key, types = _primary_key(conn, t)
+                if not key:
+                    raise ConfigError(
+                        f"spark baseline: {t} has no primary key, so baseline.mode = chunked "
+                        "cannot cut it into resumable key ranges: add a primary key, or set "
+                        "baseline { mode = snapshot } on the source"
+                    )
+                bounds = tuple(tuple(r) for r in _bounds(conn, t, key, chunk_rows))
+                out[t] = TableChunks(key, types, bounds)
+            conn.execute("COMMIT")
+            zone = zone_name(conn.info.timezone) or "UTC"
+    except (pg.Error, SourceError) as exc:
+        raise SourceError(
+            f"spark baseline: planning the chunks failed: {mask_text(str(exc)).strip()}"
+        ) from None
+    return out, zone
+
+
+def _row(key: Sequence[str], types: Sequence[str], values: Sequence[str], op: str) -> Any:
+    return sql.SQL("({}) {} ({})").format(
+        sql.SQL(", ").join(sql.Identifier(k) for k in key),
+        sql.SQL(op),
+        sql.SQL(", ").join(
+            sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(t))
+            for v, t in zip(values, types, strict=True)
+        ),
+    )
+
+
+def chunk_query(plan: Mapping[str, Any], names: Sequence[str], lo: Bound, hi: Bound) -> Any:
+    """``SELECT names FROM table WHERE (key) > lo AND (key) <= hi [AND row filter]`` (the
+    plan's ``schema, table, key, key_types, row_filter``); bounds are literals cast to the key
+    types, which PostgreSQL's own text input parses back exactly."""
+    key, types = plan["key"], plan["key_types"]
+    conds: list[Any] = []
+    if lo is not None:
+        conds.append(_row(key, types, lo, ">"))
+    if hi is not None:
+        conds.append(_row(key, types, hi, "<="))
+    if plan.get("row_filter"):
+        conds.append(sql.SQL("({})").format(sql.SQL(plan["row_filter"])))
+    query = sql.SQL("SELECT {} FROM {}.{}").format(
+        sql.SQL(", ").join(sql.Identifier(n) for n in names),
+        sql.Identifier(plan["schema"]),
+        sql.Identifier(plan["table"]),
+    )
+    if conds:
+        query = sql.SQL("{} WHERE {}").format(query, sql.SQL(" AND ").join(conds))
+    return query
