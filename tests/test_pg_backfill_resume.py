@@ -207,24 +207,6 @@ def _writer(db: PgTestDb, stop: threading.Event, seed: int, counts: list[int]) -
             time.sleep(0.002)
 
 
-def _reads(db: PgTestDb) -> int:
-    """Tuples PostgreSQL read from items (sequential + index fetches), once its counters
-    stopped moving (backends report them when they go idle or exit)."""
-    last = -1
-    for _ in range(40):
-        with db.connect() as conn:
-            row = conn.execute(
-                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-                "FROM pg_stat_user_tables WHERE relname = 'items'"
-            ).fetchone()
-        assert row is not None
-        if int(row[0]) == last:
-            return last
-        last = int(row[0])
-        time.sleep(0.5)
-    return last
-
-
 def _confirmed(db: PgTestDb) -> str | None:
     rows = db.execute(
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
@@ -315,7 +297,7 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
         stop.set()
         for w in writers:
             w.join()
-        before = _reads(db)
+        before = db.rows_read("items")
         eng = engine_for(db.dsn, db.slot_name, str(path), kind)
         eng.start()
         assert eng.await_ready(WAIT)
@@ -324,7 +306,7 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
         assert lsn is not None and eng.wait_for("pg", str(lsn[0]), timeout=60)
         eng.stop()
         eng = None
-        reread = _reads(db) - before  # before our own read of the table below
+        reread = db.rows_read("items") - before  # before our own read of the table below
         expected = _pg_rows(db)
         got = _target_rows(path, kind)
         assert got == expected

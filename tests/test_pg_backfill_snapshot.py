@@ -62,23 +62,6 @@ def _done(target: IndexedTarget) -> int:
     return 0 if key is None else int(key[0])
 
 
-def _reads(db: PgTestDb) -> int:
-    """Tuples PostgreSQL read from items, once its counters stopped moving."""
-    last = -1
-    for _ in range(40):
-        n = int(
-            db.scalar(
-                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-                "FROM pg_stat_user_tables WHERE relname = 'items'"
-            )
-        )
-        if n == last:
-            return n
-        last = n
-        time.sleep(0.5)
-    return last
-
-
 def _writer(db: PgTestDb, stop: threading.Event, counts: list[int]) -> None:
     rnd = random.Random(7)
     with db.connect() as conn:
@@ -124,7 +107,7 @@ def test_a_snapshot_mid_chunks_restores_and_continues_after_its_key(
         (info,) = meta.tables
         done = json.loads(info.progress or "null")["last_key"][0]
         assert 0.4 * N <= done < 0.7 * N, done
-        before = _reads(db)
+        before = db.rows_read("items")
         t2 = IndexedTarget()
         eng2, obs = _engine(db, t2, store)
         eng2.start()
@@ -138,7 +121,7 @@ def test_a_snapshot_mid_chunks_restores_and_continues_after_its_key(
             assert t2.load_progress(ITEMS) is None  # finished
         finally:
             eng2.stop()
-        reread = _reads(db) - before  # (backends report their counters when they exit)
+        reread = db.rows_read("items") - before  # (backends report their counters when they exit)
         expected = {r[0]: {"id": r[0], "v": r[1]} for r in db.execute("SELECT * FROM items")}
         assert {r["id"]: r for r in t2.all()} == expected
     finally:

@@ -57,23 +57,6 @@ def _done(uri: str) -> int:
     return 0 if key is None else int(key[0])
 
 
-def _reads(db: Any) -> int:
-    """Tuples PostgreSQL read from items, once its counters stopped moving."""
-    last = -1
-    for _ in range(40):
-        n = int(
-            db.scalar(
-                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-                "FROM pg_stat_user_tables WHERE relname = 'items'"
-            )
-        )
-        if n == last:
-            return n
-        last = n
-        time.sleep(0.5)
-    return last
-
-
 def _write(db: Any, stop: threading.Event, counts: list[int]) -> None:
     rnd = random.Random(3)
     conn = db.connect()
@@ -136,13 +119,13 @@ def test_kill_9_mid_chunks_then_restart_continues_and_equals_select_star(
         stop.set()
         writer.join()
         server.stop(timeout=30)
-    before = _reads(db)
+    before = db.rows_read("items")
     server = ServedLaredo(cfg, env=env, log=log)
     try:
         wait_until(lambda: progress_of(history(uri)) is None, 120, "the chunked baseline's end")
     finally:
         server.stop()  # a clean stop commits what is buffered
-    reread = _reads(db) - before  # (backends report their counters when they exit)
+    reread = db.rows_read("items") - before  # (backends report their counters when they exit)
     conn = db.connect()
     try:
         expected = {

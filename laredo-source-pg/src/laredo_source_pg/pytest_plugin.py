@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,6 +80,22 @@ class PgTestDb:
         """The first column of the first row (or None)."""
         rows = self.execute(sql, params)
         return rows[0][0] if rows else None
+
+    def rows_read(self, table: str) -> int:
+        """Tuples PostgreSQL has read from ``table`` (sequential scans + index fetches), once
+        its counters stopped moving: backends report them when they go idle or exit."""
+        query = (
+            "SELECT coalesce(sum(seq_tup_read), 0) + coalesce(sum(idx_tup_fetch), 0) "
+            "FROM pg_stat_user_tables WHERE relname = %s"
+        )
+        last = -1
+        for _ in range(40):
+            n = int(self.scalar(query, (table,)))
+            if n == last:
+                break
+            last = n
+            time.sleep(0.5)
+        return last
 
     def close(self) -> None:
         if self._conn is not None:
