@@ -41,21 +41,23 @@ from ..kinds import kind_of_column
 from .chunks import TableChunks, plan_chunks
 from .driver import (
     BaselineSink,
+    Phases,
     PipelineFrame,
     PlannedBaseline,
-    _frame,
-    _init_source,
-    _Phases,
-    _tables,
+    baseline_tables,
     check_sizes,
+    init_source,
+    pipeline_frame,
     source_from,
 )
 from .progress import ChunkRun
 from .slices import slices_data_source
 from .slot import ExportedSnapshot, require_psycopg
 
-with contextlib.suppress(ImportError):  # the laredo-spark[postgresql] extra
+try:  # noqa: SIM105 - the laredo-spark[postgresql] extra, as in chunks.py (the layout test reads try)
     from laredo_source_pg import connect
+except ImportError:  # pragma: no cover - depends on the installed extras
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +195,7 @@ def _job(
         "row_filter": reading.row_filters.get(table),
         "fetch_size": reading.fetch_size,
     }
-    frame = _frame(reading.spark, reading.source_name, spec, p)
+    frame = pipeline_frame(reading.spark, reading.source_name, spec, p)
     return PipelineFrame(i, p, table, cols, frame, len(chunks), run.position, run.consistent_point)
 
 
@@ -232,7 +234,7 @@ def _fresh(
     fingerprint: str,
     chunk_rows: int,
     src: Any,
-    phases: _Phases,
+    phases: Phases,
 ) -> tuple[ChunkRun, int]:
     """A new run: the slot and its exported snapshot, the plan recorded, then every chunk.
     A failure before the plan is recorded drops the slot and what was staged; after, both
@@ -290,9 +292,9 @@ def run_chunked_baseline(
     opts = src.options
     pipes = list(pipelines)
     sid = source_id or pipes[0].source_id
-    tables = _tables(pipes)
-    phases = _Phases()
-    columns = _init_source(src, pipes, tables, sink, sid)
+    tables = baseline_tables(pipes)
+    phases = Phases()
+    columns = init_source(src, pipes, tables, sink, sid)
     slices_source = slices_data_source(opts)
     for ds in (slices_source, *sink.data_sources):
         spark.dataSource.register(ds)

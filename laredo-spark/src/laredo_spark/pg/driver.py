@@ -116,7 +116,7 @@ def check_sizes(label: str, partitions: int | None, fetch_size: int, max_slice_p
     _check_positive(label, "max_slice_pages", max_slice_pages)
 
 
-class _Phases:
+class Phases:
     """Seconds per named phase, each measured from the end of the one before."""
 
     def __init__(self) -> None:
@@ -129,7 +129,7 @@ class _Phases:
         self._mark = now
 
 
-def _tables(pipes: Sequence[Pipeline]) -> list[TableIdentifier]:
+def baseline_tables(pipes: Sequence[Pipeline]) -> list[TableIdentifier]:
     """The pipelines' tables, each once, in order (each ``p.table`` becomes a
     ``TableIdentifier``)."""
     tables: list[TableIdentifier] = []
@@ -141,7 +141,7 @@ def _tables(pipes: Sequence[Pipeline]) -> list[TableIdentifier]:
     return tables
 
 
-def _init_source(
+def init_source(
     src: Any,
     pipes: Sequence[Pipeline],
     tables: Sequence[TableIdentifier],
@@ -162,7 +162,7 @@ def _init_source(
     return columns
 
 
-def _frame(spark: Any, source_name: str, plan: dict[str, Any], p: Pipeline) -> LaredoFrame:
+def pipeline_frame(spark: Any, source_name: str, plan: dict[str, Any], p: Pipeline) -> LaredoFrame:
     """The frame that reads ``plan``'s slices in tasks, with ``p``'s filters and transforms."""
     table = p.table
     assert isinstance(table, TableIdentifier)
@@ -194,9 +194,9 @@ def run_pg_baseline(
     if not pipes:
         raise ConfigError(f"{label}: no pipelines given")
     sid = source_id or pipes[0].source_id
-    tables = _tables(pipes)
-    phases = _Phases()
-    columns = _init_source(src, pipes, tables, sink, sid)
+    tables = baseline_tables(pipes)
+    phases = Phases()
+    columns = init_source(src, pipes, tables, sink, sid)
     phases.end("init")
     slices_source = slices_data_source(opts)  # tasks connect with the source's own options
     for ds in (slices_source, *sink.data_sources):  # also for sessions built elsewhere
@@ -225,7 +225,7 @@ def run_pg_baseline(
                     "row_filter": row_filters.get(table),
                     "fetch_size": fetch_size,
                 }
-                frame = _frame(spark, slices_source.name(), plan, p)
+                frame = pipeline_frame(spark, slices_source.name(), plan, p)
                 n_slices = len(slices[table])
                 job = PipelineFrame(
                     i, p, table, cols, frame, n_slices, snap.position, snap.consistent_point
