@@ -14,6 +14,7 @@ from laredo.types import (
     ChangeEvent,
     ColumnDefinition,
     IndexDefinition,
+    Position,
     Row,
     SchemaChangeAction,
     SchemaChangeResponse,
@@ -285,6 +286,12 @@ class IndexedTarget(MemoryTargetBase[Row]):
             and not self._codec.irregular
             and type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
         ):
+            chunk = batch.rows
+            if chunk is not None:
+                keyget = self._tuple_key(chunk.names, chunk.raw)
+                if keyget is not None:
+                    self._upsert_rows(chunk, keyget, batch.position)
+                    return
             keyget = self._tuple_key(batch.names)
         if keyget is None:
             self.apply_changes(table, batch)
@@ -329,6 +336,25 @@ class IndexedTarget(MemoryTargetBase[Row]):
                         i, f"table {self._table}: change #{i} ({ops[i][0]}) failed: {exc}"
                     ) from exc
                 self._position = batch.position
+            finally:
+                self._version += 1
+
+    def _upsert_rows(
+        self, chunk: RowBatch, keyget: Callable[[Sequence[Any]], Any], position: Position
+    ) -> None:
+        """A chunked backfill's rows (``ChangeBatch.rows``; no index, listener or override):
+        packed and stored like a baseline chunk, each replacing the row its key held."""
+        with self._dispatch_lock, self._lock:
+            self._version += 1
+            try:
+                keys = list(map(keyget, chunk.values))
+                try:
+                    put_all(self._rows, keys, self._codec.pack_batch(chunk), self._check_hashable)
+                except Exception as exc:
+                    raise BatchApplyError(
+                        0, f"table {self._table}: storing {len(keys)} chunk row(s) failed: {exc}"
+                    ) from exc
+                self._position = position
             finally:
                 self._version += 1
 
