@@ -278,7 +278,8 @@ class IndexedTarget(MemoryTargetBase[Row]):
         are stored without building a row dict; updates with unchanged TOAST values or a key
         change, truncates, secondary indexes, listeners and dict storage take the reference
         path (events built for them), and so does a subclass that overrides
-        :meth:`apply_changes` (its override sees every change, as before batches)."""
+        :meth:`apply_changes` (its override sees every change, as before batches). A chunk of
+        rows (``batch.rows``) is stored like a baseline chunk, each row an upsert."""
         keyget = None
         if (
             not self._indexes
@@ -348,12 +349,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
             self._version += 1
             try:
                 keys = list(map(keyget, chunk.values))
-                try:
-                    put_all(self._rows, keys, self._codec.pack_batch(chunk), self._check_hashable)
-                except Exception as exc:
-                    raise BatchApplyError(
-                        0, f"table {self._table}: storing {len(keys)} chunk row(s) failed: {exc}"
-                    ) from exc
+                put_all(self._rows, keys, self._codec.pack_batch(chunk), self._check_hashable)
                 self._position = position
             finally:
                 self._version += 1
