@@ -14,6 +14,7 @@ from typing import Any
 import laredo
 import psycopg
 import pytest
+from laredo import Index
 from laredo.batches import ChangeBatch
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
@@ -137,9 +138,22 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: P
     for w in writers:
         w.start()
     target = IndexedTarget()
-    eng = laredo.Engine(
-        sources={"pg": _source(db, 100)}, pipelines=[laredo.Pipeline("pg", table, target)]
-    )
+    # a secondary index and a listener: chunk rows go the per-row upsert way where a key is held
+    indexed = IndexedTarget(indexes=[Index("by_v", ["v"])])
+    heard: dict[Any, dict[str, Any]] = {}
+
+    def listener(old: Any, new: Any) -> None:
+        if old is not None:
+            heard.pop(old["k"], None)
+        if new is not None:
+            heard[new["k"]] = dict(new)
+
+    indexed.listen(listener)
+    pipes = [
+        laredo.Pipeline("pg", table, target, id="plain"),
+        laredo.Pipeline("pg", table, indexed, id="indexed"),
+    ]
+    eng = laredo.Engine(sources={"pg": _source(db, 100)}, pipelines=pipes)
     try:
         eng.start()
         assert eng.await_ready(120)
@@ -149,7 +163,12 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: P
         with db.connect() as conn:
             row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
         assert row is not None and eng.wait_for("pg", str(row[0]), timeout=60)
-        assert _got(target) == _rows(db, "stamped", "k")
+        expected = _rows(db, "stamped", "k")
+        assert _got(target) == expected
+        assert _got(indexed) == expected and heard == expected
+        for v in {r["v"] for r in expected.values()}:
+            found = {r["k"] for r in indexed.lookup_all("by_v", v)}
+            assert found == {k for k, r in expected.items() if r["v"] == v}, v
     finally:
         stop.set()
         eng.stop()

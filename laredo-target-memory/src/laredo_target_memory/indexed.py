@@ -280,19 +280,12 @@ class IndexedTarget(MemoryTargetBase[Row]):
         path (events built for them), and so does a subclass that overrides
         :meth:`apply_changes` (its override sees every change, as before batches). A chunk of
         rows (``batch.rows``) is stored like a baseline chunk, each row an upsert."""
+        reference = type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
+        if batch.rows is not None and reference:
+            self._upsert_rows(batch.rows, batch.position)
+            return
         keyget = None
-        if (
-            not self._indexes
-            and not self._subs
-            and not self._codec.irregular
-            and type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
-        ):
-            chunk = batch.rows
-            if chunk is not None:
-                keyget = self._tuple_key(chunk.names, chunk.raw)
-                if keyget is not None:
-                    self._upsert_rows(chunk, keyget, batch.position)
-                    return
+        if reference and not self._indexes and not self._subs and not self._codec.irregular:
             keyget = self._tuple_key(batch.names)
         if keyget is None:
             self.apply_changes(table, batch)
@@ -340,19 +333,24 @@ class IndexedTarget(MemoryTargetBase[Row]):
             finally:
                 self._version += 1
 
-    def _upsert_rows(
-        self, chunk: RowBatch, keyget: Callable[[Sequence[Any]], Any], position: Position
-    ) -> None:
-        """A chunked backfill's rows (``ChangeBatch.rows``; no index, listener or override):
-        packed and stored like a baseline chunk, each replacing the row its key held."""
-        with self._dispatch_lock, self._lock:
-            self._version += 1
+    def _upsert_rows(self, chunk: RowBatch, position: Position) -> None:
+        """A chunked backfill's rows (``ChangeBatch.rows``), stored as a baseline chunk is
+        (:meth:`_insert_many`: in bulk where no key is held, else each row an upsert, listeners
+        told as for the INSERTs); the same result as applying them as INSERT events."""
+        with self._dispatch_lock:
+            subs = self._subs
+            pending: Pending = [] if subs else None
             try:
-                keys = list(map(keyget, chunk.values))
-                put_all(self._rows, keys, self._codec.pack_batch(chunk), self._check_hashable)
-                self._position = position
+                with self._lock:
+                    self._version += 1
+                    try:
+                        self._insert_many(chunk, pending)
+                        self._position = position
+                    finally:
+                        self._version += 1
             finally:
-                self._version += 1
+                if pending:
+                    self._dispatch(subs, pending)
 
     def _apply_event(self, ev: ChangeEvent) -> None:
         """One change through the reference write path (lock held, no listeners)."""
