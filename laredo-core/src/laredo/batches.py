@@ -11,7 +11,9 @@ tuples directly. Everyone else sees what they always saw:
 * :class:`ChangeBatch` is a ``Sequence[ChangeEvent]``: the events are built on first access (once,
   then cached) with exactly the values, actions, identities and unchanged-TOAST sets the source
   decoded. A filter, transform, listener, observer or a target without the capability is thus
-  served by the reference (per-change) path, with the same results.
+  served by the reference (per-change) path, with the same results. A chunked backfill's rows
+  come as :meth:`ChangeBatch.of_rows`: INSERTs (upserts) held as a :class:`RowBatch`
+  (:attr:`ChangeBatch.rows`, raw columns allowed), the ops built from it only when asked.
 
 Guarantees: a batch is immutable once handed over (its tuples and lists are never changed); every
 change of a :class:`ChangeBatch` is of one table and carries the batch's one position (a whole
