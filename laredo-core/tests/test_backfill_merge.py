@@ -241,3 +241,24 @@ def test_a_chunk_row_a_newer_change_touched_is_dropped() -> None:
     assert merger.due(5) == []  # the stream has not passed the high mark yet
     assert [rows for _c, rows in merger.due(6)] == [[{"k": 1}, {"k": 3}]]
     assert merger.progress.rows_dropped == 1
+
+
+def test_raw_chunk_keys_are_compared_as_values() -> None:
+    """A chunk read raw (a timestamp key as int microseconds) is matched against the stream's
+    keys by value: the row a newer change touched is dropped, and the rest go as one batch."""
+    from datetime import UTC, datetime, timedelta
+
+    from laredo.batches import STAMP_EPOCH, RowBatch
+
+    def at(us: int) -> datetime:
+        return STAMP_EPOCH.replace(tzinfo=UTC) + timedelta(microseconds=us)
+
+    raw = RowBatch(("k", "v"), [(1, "a"), (2, "b")], stamps=((0, UTC),), scalar=True)
+    chunk = ChunkRead(raw.values, TxSnapshot(100, 105), 6, (at(2),), raw.names, raw=raw)
+    merger = ChunkMerger(T, ["k"], lambda a, b: (a > b) - (a < b))
+    merger.observe([ChangeEvent(T, ChangeAction.UPDATE, 4, new_values={"k": at(2)}, xid=106)])
+    merger.offer(chunk)
+    [(got, rows)] = merger.due(6)
+    assert rows == [(1, "a")]
+    kept = got.batch(rows)
+    assert kept is not None and list(kept) == [{"k": at(1), "v": "a"}]

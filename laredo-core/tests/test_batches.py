@@ -103,3 +103,35 @@ def test_change_batch_reads_as_events() -> None:
     assert len(batch[1:]) == 3 and batch[1:].position == 42
     assert pickle.loads(pickle.dumps(batch)) == events
     assert repr(UNCHANGED) == "UNCHANGED"
+
+
+def test_a_chunk_of_rows_reads_as_inserts_built_only_when_asked() -> None:
+    ny = ZoneInfo("America/New_York")
+    rows = RowBatch(
+        ("id", "at", "day", "price"),
+        [(1, 0, -1, "1.50"), (2, None, None, None)],
+        frozenset({3}),
+        stamps=((1, ny),),
+        days=frozenset({2}),
+        scalar=True,
+    )
+    batch = ChangeBatch.of_rows(T, rows, 9)
+    assert batch.rows is rows and len(batch) == 2 and batch.names == rows.names
+    assert batch._ops is None  # nothing built yet (a target may store ``rows`` as they are)
+    assert [ev.new_values for ev in batch] == list(rows)
+    assert all(ev.action is ChangeAction.INSERT and ev.position == 9 for ev in batch)
+    assert batch.ops[0][1] == (
+        1,
+        datetime(2000, 1, 1, tzinfo=UTC),
+        date(1999, 12, 31),
+        Decimal("1.50"),
+    )
+    assert batch.ops[0][1][1].tzinfo is ny
+    part = ChangeBatch.of_rows(T, rows, 9)[1:]
+    assert part.rows is not None and list(part.rows) == [rows[1]] and part.position == 9
+    assert rows.tuples() == [tuple(r.values()) for r in rows]
+    plain = RowBatch(("id",), [(1,), (2,)])
+    assert plain.tuples() is plain.values  # nothing raw: the tuples themselves
+    assert pickle.loads(pickle.dumps(batch)) == list(batch)
+    with pytest.raises(ValueError, match="ops or rows"):
+        ChangeBatch(T, ("id",), None, 1)

@@ -11,7 +11,9 @@ tuples directly. Everyone else sees what they always saw:
 * :class:`ChangeBatch` is a ``Sequence[ChangeEvent]``: the events are built on first access (once,
   then cached) with exactly the values, actions, identities and unchanged-TOAST sets the source
   decoded. A filter, transform, listener, observer or a target without the capability is thus
-  served by the reference (per-change) path, with the same results.
+  served by the reference (per-change) path, with the same results. A chunked backfill's rows
+  come as :meth:`ChangeBatch.of_rows`: INSERTs (upserts) held as a :class:`RowBatch`
+  (:attr:`ChangeBatch.rows`, raw columns allowed), the ops built from it only when asked.
 
 Guarantees: a batch is immutable once handed over (its tuples and lists are never changed); every
 change of a :class:`ChangeBatch` is of one table and carries the batch's one position (a whole
@@ -27,7 +29,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import Any, overload
 
-from .types import ChangeEvent, Position, Row, TableIdentifier
+from .types import ChangeAction, ChangeEvent, Position, Row, TableIdentifier
 
 __all__ = [
     "RAW_DAY_INFINITY",
@@ -42,6 +44,7 @@ __all__ = [
     "day_value",
     "row_maker",
     "stamp_value",
+    "tuple_maker",
 ]
 
 
@@ -173,6 +176,31 @@ def row_maker(
     return make
 
 
+@functools.lru_cache(maxsize=256)
+def tuple_maker(
+    width: int,
+    decimals: frozenset[int] = frozenset(),
+    stamps: Stamps = (),
+    days: frozenset[int] = frozenset(),
+) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``raw values -> values`` for tuples of ``width`` values whose positions in ``decimals``,
+    ``stamps`` and ``days`` are raw (see :class:`RowBatch`): one compiled tuple display."""
+    env: dict[str, Any] = {"D": Decimal, "S": stamp_value, "DY": day_value}
+    conv: dict[int, str] = {i: "D({})" for i in decimals}
+    for i, zone in stamps:
+        env[f"Z{i}"] = zone
+        conv[i] = f"S({{}}, Z{i})"
+    for i in days:
+        conv[i] = "DY({})"
+    items = [
+        f"(None if v[{i}] is None else {conv[i].format(f'v[{i}]')})" if i in conv else f"v[{i}]"
+        for i in range(width)
+    ]
+    exec(f"def make(v):\n    return ({''.join(x + ', ' for x in items)})", env)
+    make: Callable[[Sequence[Any]], tuple[Any, ...]] = env["make"]
+    return make
+
+
 def _stamper(zone: tzinfo | None) -> Callable[[int], datetime]:
     return lambda micros: stamp_value(micros, zone)
 
@@ -251,6 +279,19 @@ class RowBatch(Sequence[Row]):
     def _with(self, values: list[tuple[Any, ...]]) -> RowBatch:
         return _row_batch(self.names, values, self.decimals, (self.stamps, self.days, self.scalar))
 
+    def with_values(self, values: list[tuple[Any, ...]]) -> RowBatch:
+        """A batch of other tuples of this one's layout (names, raw columns, scalar)."""
+        return self._with(values)
+
+    def tuples(self) -> list[tuple[Any, ...]]:
+        """The value tuples with every raw column converted (``Decimal``, ``datetime``,
+        ``date``): what ``tuple(row.values())`` of each row dict gives (``values`` itself when
+        no column is raw)."""
+        if not (self.decimals or self.stamps or self.days):
+            return self.values
+        make = tuple_maker(len(self.names), self.decimals, self.stamps, self.days)
+        return list(map(make, self.values))
+
 
 def _row_batch(
     names: tuple[str, ...],
@@ -267,10 +308,11 @@ class ChangeBatch(Sequence[ChangeEvent]):
 
     __slots__ = (
         "_events",
+        "_ops",
         "commit_time",
         "names",
-        "ops",
         "position",
+        "rows",
         "table",
         "unrepresentable",
         "xid",
@@ -280,16 +322,21 @@ class ChangeBatch(Sequence[ChangeEvent]):
         self,
         table: TableIdentifier,
         names: tuple[str, ...],
-        ops: list[ChangeOp],
+        ops: list[ChangeOp] | None,
         position: Position,
         *,
         commit_time: datetime | None = None,
         xid: int = 0,
         unrepresentable: bool = False,
+        rows: RowBatch | None = None,
     ) -> None:
         self.table = table
         self.names = names
-        self.ops = ops
+        self._ops = ops
+        self.rows = rows
+        """A chunked backfill's rows (see :meth:`of_rows`), else None."""
+        if ops is None and rows is None:
+            raise ValueError("ChangeBatch: give ops or rows")
         self.position = position
         self.commit_time = commit_time
         self.xid = xid
@@ -298,8 +345,30 @@ class ChangeBatch(Sequence[ChangeEvent]):
         so; the engine then dead-letters those changes instead of applying them)."""
         self._events: list[ChangeEvent] | None = None
 
+    @classmethod
+    def of_rows(cls, table: TableIdentifier, rows: RowBatch, position: Position) -> ChangeBatch:
+        """A chunked backfill's rows as one batch: one INSERT per row of ``rows`` (raw columns
+        allowed), each an upsert (a key the target holds is replaced), all at ``position``.
+        :attr:`rows` keeps the batch, so a target may store it as it stores a baseline chunk
+        (``RowBatch`` fast paths); :attr:`ops` and the events are built only when asked."""
+        return cls(table, rows.names, None, position, rows=rows)
+
+    @property
+    def ops(self) -> list[ChangeOp]:
+        """The changes as :data:`ChangeOp` s (built from :attr:`rows` on first use)."""
+        ops = self._ops
+        if ops is None:
+            assert self.rows is not None
+            insert = ChangeAction.INSERT
+            ops = self._ops = [(insert, t, None, None) for t in self.rows.tuples()]
+        return ops
+
     def __len__(self) -> int:
-        return len(self.ops)
+        ops = self._ops
+        if ops is None:
+            assert self.rows is not None
+            return len(self.rows)
+        return len(ops)
 
     @overload
     def __getitem__(self, index: int) -> ChangeEvent: ...
@@ -309,6 +378,8 @@ class ChangeBatch(Sequence[ChangeEvent]):
 
     def __getitem__(self, index: int | slice) -> ChangeEvent | ChangeBatch:
         if isinstance(index, slice):
+            if self._ops is None and self.rows is not None:
+                return ChangeBatch.of_rows(self.table, self.rows[index], self.position)
             return ChangeBatch(
                 self.table,
                 self.names,
@@ -324,7 +395,7 @@ class ChangeBatch(Sequence[ChangeEvent]):
         return iter(self.events())
 
     def __repr__(self) -> str:
-        return f"ChangeBatch({self.table}, <{len(self.ops)} changes> at {self.position!r})"
+        return f"ChangeBatch({self.table}, <{len(self)} changes> at {self.position!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickles as the list of its events (ops may hold a source's own objects)."""

@@ -222,6 +222,8 @@ def row_count_change(events: Sequence[ChangeEvent], count: int) -> int:
     """The table's row count after ``events`` applied unchanged: +1 per INSERT, -1 per DELETE,
     0 after a TRUNCATE (a batch's actions are read from its ops, no event is built)."""
     if type(events) is ChangeBatch:
+        if events.rows is not None:  # a chunk of rows: INSERTs only (no ops built)
+            return count + len(events)
         actions: Iterable[Any] = (op[0] for op in events.ops)
     else:
         actions = (ev.action for ev in events)

@@ -36,7 +36,13 @@ from psycopg.types.numeric import Int4BinaryLoader, Int8BinaryLoader
 
 from .typmods import NUMERIC
 
-__all__ = ["BinaryPlan", "binary_plan", "check_raw_range", "rejected_row"]
+__all__ = [
+    "BinaryPlan",
+    "binary_plan",
+    "check_raw_range",
+    "register_raw_loaders",
+    "rejected_row",
+]
 
 _PLAIN_BINARY = frozenset({16, 17, 19, 20, 21, 23, 25, 26, 701, 1042, 1043})
 """Types whose binary values psycopg loads to exactly what it loads from their text, as ``int``,
@@ -92,12 +98,17 @@ def binary_plan(cur: psycopg.Cursor[Any], columns: Sequence[ColumnDefinition]) -
         elif oid not in _PLAIN_BINARY:
             return None
         items.append(ident)
-    cur.adapters.register_loader(_TIMESTAMPTZ, Int8BinaryLoader)
-    cur.adapters.register_loader(_TIMESTAMP, Int8BinaryLoader)
-    cur.adapters.register_loader(_DATE, Int4BinaryLoader)
+    register_raw_loaders(cur)
     return BinaryPlan(
         sql.SQL(", ").join(items), frozenset(decimals), tuple(stamps), frozenset(days)
     )
+
+
+def register_raw_loaders(cur: psycopg.Cursor[Any]) -> None:
+    """Load binary timestamps and dates on ``cur`` as their raw integers (a plan's reads)."""
+    cur.adapters.register_loader(_TIMESTAMPTZ, Int8BinaryLoader)
+    cur.adapters.register_loader(_TIMESTAMP, Int8BinaryLoader)
+    cur.adapters.register_loader(_DATE, Int4BinaryLoader)
 
 
 def check_raw_range(rows: list[Any], plan: BinaryPlan) -> list[int]:

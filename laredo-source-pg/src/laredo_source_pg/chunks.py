@@ -18,12 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from laredo.batches import RowBatch, tuple_maker
 from laredo.engine.backfill import ChunkRead, TxSnapshot
 from laredo.errors import ConfigError, SourceError
-from laredo.types import TableIdentifier, primary_key_columns
+from laredo.types import ColumnDefinition, TableIdentifier, primary_key_columns
 from psycopg import sql
 
 from .baseline import MarkedRows, load_each
+from .binary import BinaryPlan, binary_plan, check_raw_range, register_raw_loaders, rejected_row
 from .catalog import Catalog, Connections, table_sql
 from .dsn import mask_text
 from .lsn import parse_lsn
@@ -54,6 +56,24 @@ not partial, on NOT NULL columns: PostgreSQL requires it, so keyset pagination b
 exact)."""
 
 
+def raw_chunk(
+    names: tuple[str, ...], rows: list[Any], plan: BinaryPlan
+) -> tuple[list[Any], RowBatch | None]:
+    """A binary chunk's rows and their batch; a chunk holding a raw timestamp or date Python
+    cannot hold (:func:`~.binary.check_raw_range`) comes back converted, as the text read
+    gives it: :class:`~.baseline.MarkedRows` with markers (dead-lettered), no batch."""
+    bad = check_raw_range(rows, plan) if plan.stamps or plan.days else []
+    if not bad:
+        return rows, plan.batch(names, rows)
+    make = tuple_maker(len(names), plan.decimals, plan.stamps, plan.days)
+    drop = set(bad)
+    marked = MarkedRows(
+        tuple(rejected_row(names, r, plan).values()) if n in drop else make(r)
+        for n, r in enumerate(rows)
+    )
+    return marked, None
+
+
 def check_where(where: str) -> str:
     """A ``--where`` condition as it may enter the chunk query: one SQL expression, no ``;``
     and no comment (PostgreSQL parses it inside the query; a syntax error names it)."""
@@ -76,6 +96,7 @@ class ChunkReader:
         self._catalog = catalog
         self._conn: psycopg.Connection[Any] | None = None
         self._standby: bool | None = None
+        self._plans: dict[tuple[Any, ...], BinaryPlan | None] = {}
 
     def key(self, table: TableIdentifier) -> list[str] | None:
         """The columns chunks are ordered and paged by: the primary key in key order, else
@@ -112,7 +133,8 @@ class ChunkReader:
                 f"postgresql source: {table} has no primary key nor replica identity index: it "
                 "cannot be read in chunks (use baseline.mode = snapshot, or add a primary key)"
             )
-        names = [c.name for c in self._catalog.columns[table]]
+        columns = self._catalog.columns[table]
+        names = [c.name for c in columns]
         conds: list[sql.Composable] = []
         params: list[Any] = []
         key_sql = sql.SQL(", ").join(sql.Identifier(k) for k in key)
@@ -128,19 +150,25 @@ class ChunkReader:
             conds.append(sql.SQL("({})").format(sql.SQL(rf)))
         if where:
             conds.append(sql.SQL("({})").format(sql.SQL(check_where(where))))
-        query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT {}").format(
-            sql.SQL(", ").join(sql.Identifier(n) for n in names),
-            table_sql(table),
-            sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds) if conds else sql.SQL(""),
-            key_sql,
-            sql.Literal(int(limit)),
-        )
         conn = self._connection()
         try:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             snap_row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
             with conn.cursor() as cur:
-                cur.execute(query, params)
+                plan = self._plan(cur, table, columns)
+                select = (
+                    plan.select
+                    if plan is not None
+                    else sql.SQL(", ").join(map(sql.Identifier, names))
+                )
+                query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT {}").format(
+                    select,
+                    table_sql(table),
+                    sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds) if conds else sql.SQL(""),
+                    key_sql,
+                    sql.Literal(int(limit)),
+                )
+                cur.execute(query, params, binary=plan is not None)
                 try:
                     values: list[Any] = cur.fetchall()
                 except psycopg.DataError:  # a value a loader refuses: infinities, markers
@@ -157,8 +185,14 @@ class ChunkReader:
                 f"{mask_text(str(exc)).strip()}"
             ) from None
         assert snap_row is not None and high_row is not None
-        idx = [names.index(k) for k in key]
-        last = tuple(values[-1][i] for i in idx) if values else None
+        raw = None
+        if plan is not None and type(values) is not MarkedRows:
+            values, raw = raw_chunk(tuple(names), values, plan)
+        last = None
+        if values:
+            at = [names.index(k) for k in key]
+            row = values[-1] if raw is None else raw.with_values(values[-1:]).tuples()[0]
+            last = tuple(row[i] for i in at)
         return ChunkRead(
             values,
             TxSnapshot.parse(snap_row[0]),
@@ -166,7 +200,21 @@ class ChunkReader:
             last,
             tuple(names),
             unrepresentable=type(values) is MarkedRows,
+            raw=raw,
         )
+
+    def _plan(
+        self, cur: psycopg.Cursor[Any], table: TableIdentifier, columns: Sequence[ColumnDefinition]
+    ) -> BinaryPlan | None:
+        """The binary read of ``table``'s chunks (:func:`~.binary.binary_plan`; None: text),
+        worked out once per connection and column list, its loaders registered on ``cur``."""
+        key = (table, tuple((c.name, c.type_oid) for c in columns))
+        if key not in self._plans:
+            self._plans[key] = binary_plan(cur, columns)
+        plan = self._plans[key]
+        if plan is not None:
+            register_raw_loaders(cur)
+        return plan
 
     def estimate(self, table: TableIdentifier) -> int:
         """The planner's row estimate of ``table`` (``-1``: unknown); a catalog read, no scan."""
@@ -204,6 +252,7 @@ class ChunkReader:
         conn = self._conn
         if conn is None or conn.closed:
             conn = self._conn = self._conns.connect()
+            self._plans = {}  # a plan holds the session's time zone
             row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
             self._standby = bool(row and row[0])
         return conn

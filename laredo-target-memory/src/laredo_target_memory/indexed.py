@@ -14,6 +14,7 @@ from laredo.types import (
     ChangeEvent,
     ColumnDefinition,
     IndexDefinition,
+    Position,
     Row,
     SchemaChangeAction,
     SchemaChangeResponse,
@@ -277,14 +278,14 @@ class IndexedTarget(MemoryTargetBase[Row]):
         are stored without building a row dict; updates with unchanged TOAST values or a key
         change, truncates, secondary indexes, listeners and dict storage take the reference
         path (events built for them), and so does a subclass that overrides
-        :meth:`apply_changes` (its override sees every change, as before batches)."""
+        :meth:`apply_changes` (its override sees every change, as before batches). A chunk of
+        rows (``batch.rows``) is stored like a baseline chunk, each row an upsert."""
+        reference = type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
+        if batch.rows is not None and reference:
+            self._upsert_rows(batch.rows, batch.position)
+            return
         keyget = None
-        if (
-            not self._indexes
-            and not self._subs
-            and not self._codec.irregular
-            and type(self).apply_changes is _REFERENCE_APPLY  # a subclass's override wins
-        ):
+        if reference and not self._indexes and not self._subs and not self._codec.irregular:
             keyget = self._tuple_key(batch.names)
         if keyget is None:
             self.apply_changes(table, batch)
@@ -331,6 +332,25 @@ class IndexedTarget(MemoryTargetBase[Row]):
                 self._position = batch.position
             finally:
                 self._version += 1
+
+    def _upsert_rows(self, chunk: RowBatch, position: Position) -> None:
+        """A chunked backfill's rows (``ChangeBatch.rows``), stored as a baseline chunk is
+        (:meth:`_insert_many`: in bulk where no key is held, else each row an upsert, listeners
+        told as for the INSERTs); the same result as applying them as INSERT events."""
+        with self._dispatch_lock:
+            subs = self._subs
+            pending: Pending = [] if subs else None
+            try:
+                with self._lock:
+                    self._version += 1
+                    try:
+                        self._insert_many(chunk, pending)
+                        self._position = position
+                    finally:
+                        self._version += 1
+            finally:
+                if pending:
+                    self._dispatch(subs, pending)
 
     def _apply_event(self, ev: ChangeEvent) -> None:
         """One change through the reference write path (lock held, no listeners)."""

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..batches import RowBatch, tuple_maker
 from ..types import ChangeEvent, Position, Row, TableIdentifier
 
 logger = logging.getLogger(__name__)
@@ -94,13 +95,25 @@ class ChunkRead:
     names: tuple[str, ...] | None = None
     unrepresentable: bool = False
     """Some row may hold an :class:`~laredo.types.Unrepresentable` marker (dead-lettered)."""
+    raw: RowBatch | None = None
+    """The rows as a :class:`~laredo.batches.RowBatch` (``rows`` is its ``values``): raw
+    columns as its ``decimals``, ``stamps`` and ``days`` say (a binary read); handed on as one
+    batch (``ChangeBatch.of_rows``), so a target may store it like a baseline chunk."""
 
     def row_key(self, key: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
-        """``row -> key tuple`` for this chunk's rows."""
+        """``row -> key tuple`` for this chunk's rows (raw key columns converted)."""
         if self.names is None:
             return key_of(key)
         idx = tuple(self.names.index(k) for k in key)
+        raw = self.raw
+        if raw is not None and raw.raw.intersection(idx):
+            make = tuple_maker(len(self.names), raw.decimals, raw.stamps, raw.days)
+            return lambda row: tuple(make(row)[i] for i in idx)
         return lambda row: tuple(row[i] for i in idx)
+
+    def batch(self, rows: list[Any]) -> RowBatch | None:
+        """``rows`` (some of this chunk's) as a batch of its layout, when read raw."""
+        return None if self.raw is None else self.raw.with_values(rows)
 
 
 @runtime_checkable

@@ -37,7 +37,6 @@ from .buffer import Call
 from .pipeline_worker import PipelineWorker
 
 logger = logging.getLogger(__name__)
-_NO_TOAST: frozenset[str] = frozenset()
 
 __all__ = [
     "Backfiller",
@@ -162,9 +161,12 @@ class Backfiller:
     def _deliver(self, chunk: ChunkRead, rows: list[Any], position: Position) -> None:
         table = self.table
         events: Sequence[ChangeEvent]
-        if chunk.names is not None:  # value tuples: one batch, no dicts
+        raw = chunk.batch(rows)
+        if raw is not None:  # one batch of rows, stored like a baseline chunk where it can
+            events = ChangeBatch.of_rows(table, raw, position)
+        elif chunk.names is not None:  # value tuples: one batch, no dicts
             insert = ChangeAction.INSERT
-            ops = [(insert, r, None, _NO_TOAST) for r in rows]
+            ops = [(insert, r, None, None) for r in rows]
             events = ChangeBatch(
                 table, chunk.names, ops, position, unrepresentable=chunk.unrepresentable
             )
