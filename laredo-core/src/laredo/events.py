@@ -21,7 +21,7 @@ import inspect
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, dataclass, fields
 from datetime import timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from .types import (
     ChangeAction,
@@ -110,7 +110,7 @@ def _fast_init(cls: type) -> None:
     exec(f"def __init__(self, {', '.join(params)}):\n{body}", ns)
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
+    cast(Any, cls).__init__ = init
 
 
 def receives(observer: object, kind: type[Event]) -> bool:
@@ -131,7 +131,8 @@ def handles(*kinds: type[Event] | str) -> Callable[[F], F]:
     for a plugin's events the observer cannot import); see :class:`laredo.NullObserver`."""
 
     def mark(fn: F) -> F:
-        fn.__laredo_handles__ = tuple(k if isinstance(k, str) else k.__name__ for k in kinds)  # type: ignore[attr-defined]
+        names = tuple(k if isinstance(k, str) else k.__name__ for k in kinds)
+        cast(Any, fn).__laredo_handles__ = names
         return fn
 
     return mark

@@ -20,7 +20,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import fields
-from typing import Any
+from typing import Any, cast
 
 from .contracts import Observer
 from .events import (
@@ -178,7 +178,7 @@ class LegacyObserver(NullObserver):
 def as_observer(observer: Any) -> Observer:
     """``observer`` itself when it has ``on_event``, else wrapped in :class:`LegacyObserver`."""
     if callable(getattr(observer, "on_event", None)):
-        return observer  # type: ignore[no-any-return]
+        return cast(Observer, observer)
     return LegacyObserver(observer)
 
 

@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..batches import ChangeBatch
 from ..contracts import RowCounter
@@ -77,7 +77,7 @@ class AtPosition:
         if type(item) is Batch and item.events:
             events = item.events
             one = type(events) is ChangeBatch  # one position for the whole batch
-            first = events.position if one else events[0].position  # type: ignore[attr-defined]
+            first = cast(ChangeBatch, events).position if one else events[0].position
             if compare(first, position) > 0:
                 due = True
             elif not one and compare(events[-1].position, position) > 0:
