@@ -459,6 +459,15 @@ class DeadLetterStore(Protocol):
     def pipelines(self) -> list[str]: ...
 
 
+@runtime_checkable
+class CountsDeadLetters(Protocol):
+    """A dead-letter store that counts a pipeline's entries without reading them (the status
+    backlog asks on every scrape); :func:`laredo.deadletter.count_dead_letters` falls back to
+    ``len(read(pipeline_id))`` for a store without it."""
+
+    def count(self, pipeline_id: str) -> int: ...
+
+
 class Observer(Protocol):
     """Receives engine events (the values of :mod:`laredo.events`) synchronously from engine
     threads; must not block or raise (a composite logs and ignores a raising observer).
