@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, TypeAlias, runtime_checkable
 
 from .batches import ChangeBatch
 from .events import Event
@@ -479,3 +479,13 @@ class Observer(Protocol):
 
 EngineObserver = Observer
 """The former name of :class:`Observer` (its ``on_xxx`` methods are deprecated)."""
+
+DeprecatedObserver: TypeAlias = object
+"""An observer written against the deprecated ``on_xxx`` methods, with no ``on_event``
+(removed in 0.3). Where :data:`ObserverLike` is taken it is wrapped by
+:func:`laredo.observers.as_observer` (a :class:`~laredo.observers.LegacyObserver`), so it still
+type-checks; an object with neither receives nothing."""
+
+ObserverLike: TypeAlias = Observer | DeprecatedObserver
+"""What ``Engine(observers=...)``, ``build_engine`` and ``CompositeObserver`` take: an
+:class:`Observer`, or a :data:`DeprecatedObserver` they wrap with ``as_observer``."""
