@@ -43,6 +43,10 @@ class Lost(Exception):
     ``ReBaselineRequired``)."""
 
 
+_monotonic = time.monotonic
+_select = select.select
+
+
 def _now_pg_us() -> int:
     return int(time.time() * 1_000_000) - STAMP_EPOCH_US
 
@@ -66,6 +70,8 @@ class SessionPacer:
         "on_resync",
         "pgconn",
         "run",
+        "wake",
+        "wake_fd",
         "watch",
         "watching",
     )
@@ -88,6 +94,8 @@ class SessionPacer:
         self.watching = watch.interval > 0
         self.on_columns, self.on_resync = reporters
         self.on_heartbeat = on_heartbeat
+        self.wake = run.wake_r
+        self.wake_fd = self.wake.fileno()
         self.interval = options.status_interval
         self.hb_interval = options.heartbeat_interval
         self.hb_gap = min(HEARTBEAT_GAP, self.hb_interval)
@@ -136,31 +144,49 @@ class SessionPacer:
 
     def drained(self, sock: int) -> None:
         """The socket is drained: heartbeat, catalog check and status when due, then wait for
-        the socket (or a wake-up) as long as nothing else is due."""
+        the socket (or a wake-up) as long as nothing else is due. Inside a transaction (more
+        of it is on the way) only a due status update is sent: that path is the busy one."""
         run = self.run
         if run.stop.is_set():
             raise StopStream
-        now = time.monotonic()
-        idle = not self.decoder.in_transaction
+        now = _monotonic()
+        if self.decoder.in_transaction:
+            since = now - self.last_status
+            if run.acked != run.ack_sent and since > self.ack_interval / 4:
+                self.send_status(reply=False)
+            elif since > self.interval:
+                self.send_status(reply=True)
+            timeout = max(0.005, min(self.interval - (now - self.last_status), 1.0))
+        else:
+            timeout = self._between_transactions(now)
+        wake_fd = self.wake_fd
+        run.waiting = True
+        try:
+            readable, _, _ = _select([sock, wake_fd], [], [], timeout)
+        finally:
+            run.waiting = False
+        if wake_fd in readable:
+            with contextlib.suppress(BlockingIOError):
+                self.wake.recv(4096)
+        if sock in readable:
+            self.pgconn.consume_input()
+
+    def _between_transactions(self, now: float) -> float:
+        """Outside a transaction: the heartbeat, the catalog check, a keepalive request or a
+        status update when due; returns how long to wait."""
+        run = self.run
         hb = self.hb_candidate
         beat = self.on_heartbeat
-        if idle and beat is not None and hb > run.last_heartbeat and hb > run.delivered:
-            # Outside a transaction, after everything received: nothing at or before it is
-            # still to come (the engine orders it after the changes it queued).
+        if beat is not None and hb > run.last_heartbeat and hb > run.delivered:
+            # After everything received: nothing at or before it is still to come (the engine
+            # orders it after the changes it queued).
             run.last_heartbeat = hb
             beat(hb)
-        if self.watching and idle and self.watch.due(now):
+        if self.watching and self.watch.due(now):
             passed = max(run.received, hb)
             self.watch.tick(self.decoder.known, passed, self.on_columns, self.on_resync)
-        self._status_when_due(now, idle)
-        self._wait(sock, now, idle)
-
-    def _status_when_due(self, now: float, idle: bool) -> None:
-        run = self.run
         since_request = now - self.last_request
-        if idle and (
-            since_request >= self.hb_interval or (self.fresh and since_request >= self.hb_gap)
-        ):
+        if since_request >= self.hb_interval or (self.fresh and since_request >= self.hb_gap):
             # Ask for the server's position: a keepalive answers at once.
             self.send_status(reply=True)
             self.last_request = self.last_status
@@ -169,23 +195,5 @@ class SessionPacer:
             self.send_status(reply=False)
         elif now - self.last_status > self.interval:
             self.send_status(reply=True)
-
-    def _wait(self, sock: int, now: float, idle: bool) -> None:
-        run = self.run
-        if idle:
-            wait = (self.hb_gap if self.fresh else self.hb_interval) - (now - self.last_request)
-        else:
-            wait = self.interval - (now - self.last_status)
-        timeout = max(0.005, min(wait, self.interval - (now - self.last_status), 1.0))
-        wake = run.wake_r
-        wake_fd = wake.fileno()
-        run.waiting = True
-        try:
-            readable, _, _ = select.select([sock, wake_fd], [], [], timeout)
-        finally:
-            run.waiting = False
-        if wake_fd in readable:
-            with contextlib.suppress(BlockingIOError):
-                wake.recv(4096)
-        if sock in readable:
-            self.pgconn.consume_input()
+        wait = (self.hb_gap if self.fresh else self.hb_interval) - (now - self.last_request)
+        return max(0.005, min(wait, self.interval - (now - self.last_status), 1.0))
