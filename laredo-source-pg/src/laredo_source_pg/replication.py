@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NoReturn
 
 import psycopg
@@ -71,27 +72,51 @@ _OLD_DIALECT = (
 )
 
 
-def _chunk_emitter(
-    on_changes: Any, dialect: _HandlerDialect, on_old: Callable[[], None]
-) -> Callable[[list[ChangeEvent], bool], None]:
-    """``emit(chunk, complete)``: ``on_changes(chunk, complete)``, or ``on_changes(chunk)``
-    once the handler showed the deprecated dialect (``on_old`` is called then, once)."""
+class _ChunkEmitter:
+    """``emit(chunk, complete)``: ``on_changes(chunk, complete)`` while the handler takes the
+    flag. A handler that does not (the ``on_change`` adapter; the deprecated dialect, found when
+    a first call cannot bind, which calls ``on_old`` once) gets whole transactions: a chunk with
+    ``complete`` False is held and passed on with the one that completes it, every event then at
+    the completing chunk's position (the commit end LSN), so neither the chunk a transaction was
+    cut into before the dialect was found nor a transaction larger than ``batch_size`` reaches
+    it in parts. :meth:`barrier` passes on what is held before a schema change inside the
+    transaction (its events keep their place before the change)."""
 
-    def emit(chunk: list[ChangeEvent], complete: bool) -> None:
-        if not dialect.chunked:
-            on_changes(chunk)
+    __slots__ = ("dialect", "held", "on_changes", "on_old")
+
+    def __init__(self, on_changes: Any, dialect: _HandlerDialect, on_old: Callable[[], None]):
+        self.on_changes = on_changes
+        self.dialect = dialect
+        self.on_old = on_old
+        self.held: list[ChangeEvent] = []
+
+    def __call__(self, chunk: list[ChangeEvent], complete: bool) -> None:
+        if self.dialect.chunked:
+            try:
+                self.on_changes(chunk, complete)
+                return
+            except TypeError as exc:
+                tb = exc.__traceback__
+                if tb is None or tb.tb_next is not None:
+                    raise  # raised inside the handler: its own error
+                self.dialect.chunked = False  # the call could not bind: the old dialect
+                self.on_old()
+        if not complete:
+            self.held.extend(chunk)
             return
-        try:
-            on_changes(chunk, complete)
-        except TypeError as exc:
-            tb = exc.__traceback__
-            if tb is None or tb.tb_next is not None:
-                raise  # raised inside the handler: its own error
-            dialect.chunked = False  # the call could not bind: the old dialect
-            on_old()
-            on_changes(chunk)
+        if self.held:
+            end = chunk[-1].position
+            chunk = [
+                e if e.position == end else replace(e, position=end) for e in self.held
+            ] + chunk
+            self.held = []
+        self.on_changes(chunk)
 
-    return emit
+    def barrier(self) -> None:
+        """Pass on the held events of the transaction (a schema change follows them)."""
+        if self.held and not self.dialect.chunked:
+            held, self.held = self.held, []
+            self.on_changes(held)
 
 
 class _Retry:
@@ -329,7 +354,7 @@ class ReplicationStream:
             if self.decoder is not None:
                 self.decoder.stop_chunking()
 
-        emit = _chunk_emitter(on_changes, dialect, on_old)
+        emit = _ChunkEmitter(on_changes, dialect, on_old)
         moves = self._catalog.move_keys  # live: partitioned parents added later count too
 
         def deliver(items: list[Any], position: int, complete: bool, tx: Any = None) -> bool:
@@ -349,6 +374,7 @@ class ReplicationStream:
                     if chunk:
                         emit(chunk, False)
                         chunk = []
+                    emit.barrier()
                     self._schema_change(item, position, on_schema)
                     continue
                 chunk.append(item)
