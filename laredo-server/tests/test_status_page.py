@@ -154,15 +154,20 @@ def test_operator_metrics_are_exported_with_conformant_names(harness: Harness) -
         assert lint_name(name, kind, help_) == [], name
 
 
-def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: Path) -> None:
-    store = laredo.dead_letter_store("memory")
+def _engine_storing_dead_letters(store: Any) -> laredo.Engine:
+    """An engine (not started) with one pipeline, ``u``, and ``store`` for its dead letters."""
     src = laredo.testing.TestSource()
     src.add_table(USERS, laredo.testing.columns("id"), [])
-    eng = laredo.Engine(
+    return laredo.Engine(
         sources={"s": src},
         pipelines=[laredo.Pipeline("s", USERS, laredo.target("indexed-memory"), id="u")],
         dead_letter_store=store,
     )
+
+
+def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: Path) -> None:
+    store = laredo.dead_letter_store("memory")
+    eng = _engine_storing_dead_letters(store)
     metrics = PrometheusObserver()
     backlog = DeadLetterBacklog(lambda: eng)
     stream = laredo.CompositeObserver(backlog, metrics)
@@ -179,13 +184,7 @@ def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: 
 def test_dead_letter_backlog_counts_without_reading_entries(tmp_path: Path) -> None:
     """The backlog asks the store's ``count``: an entry nobody could decode is still counted."""
     store = laredo.dead_letter_store("local", path=str(tmp_path))
-    src = laredo.testing.TestSource()
-    src.add_table(USERS, laredo.testing.columns("id"), [])
-    eng = laredo.Engine(
-        sources={"s": src},
-        pipelines=[laredo.Pipeline("s", USERS, laredo.target("indexed-memory"), id="u")],
-        dead_letter_store=store,
-    )
+    eng = _engine_storing_dead_letters(store)
     store.write(
         "u", ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 1}), ErrorInfo("x")
     )

@@ -14,7 +14,7 @@ keyword.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .pipeline_settings import SETTINGS as PIPELINE_SETTINGS
@@ -138,16 +138,17 @@ LAG_INTERVAL = EngineSetting(
     doc="seconds between two lag reports",
 )
 
+_STORE_CONFIG = Setting(
+    section="snapshot",
+    key="store_config",
+    of_type=dict[str, Any],
+    default={},
+    doc="the store plugin's options",
+)
 _STORE_SETTINGS = (
     Setting(section="snapshot", key="enabled", of_type=bool, default=True, doc="take snapshots"),
     Setting(section="snapshot", key="store", of_type=str | None, doc="snapshot store plugin"),
-    Setting(
-        section="snapshot",
-        key="store_config",
-        of_type=dict[str, Any],
-        default={},
-        doc="the store plugin's options",
-    ),
+    _STORE_CONFIG,
     Setting(
         section="snapshot",
         key="serializer",
@@ -187,13 +188,7 @@ DEAD_LETTER_SETTINGS = (
         default="memory",
         doc="dead-letter store plugin: memory, local, s3",
     ),
-    Setting(
-        section="dead_letter",
-        key="store_config",
-        of_type=dict[str, Any],
-        default={},
-        doc="the store plugin's options",
-    ),
+    replace(_STORE_CONFIG, section="dead_letter"),
 )
 """The ``dead_letter`` section's keys (a plugin store, not Engine keywords)."""
 
