@@ -12,6 +12,7 @@ from laredo.deadletter import (
     DeadLetterError,
     LocalDeadLetterStore,
     MemoryDeadLetterStore,
+    count_dead_letters,
 )
 from laredo.testing.deadletter_conformance import DeadLetterStoreConformance, dead_letter_changes
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo
@@ -67,7 +68,7 @@ def test_local_torn_last_line_is_ignored_and_not_glued(tmp_path: Path) -> None:
     path = store.path_for(PID)
     with open(path, "ab") as f:
         f.write(b'{"pipeline_id": "pg:pub')  # a crash mid-write
-    assert len(store.read(PID)) == 1
+    assert len(store.read(PID)) == 1 == store.count(PID)
     store.write(PID, _changes()[2], ErrorInfo("b"))
     assert [d.error.message for d in store.read(PID)] == ["a", "b"]
 
@@ -92,3 +93,15 @@ def test_memory_store_keeps_position_objects() -> None:
 
 def _fields(obj: Any) -> dict[str, Any]:
     return {f: getattr(obj, f) for f in obj.__dataclass_fields__}
+
+
+def test_local_count_reads_no_entry(tmp_path: Path) -> None:
+    """``count`` counts lines: an entry it cannot decode still counts (``read`` refuses it)."""
+    store = LocalDeadLetterStore(tmp_path)
+    store.write(PID, _changes()[0], ErrorInfo("a"))
+    with open(store.path_for(PID), "ab") as f:
+        f.write(b"not json\n")
+    with pytest.raises(DeadLetterError, match="entry 2"):
+        store.read(PID)
+    assert store.count(PID) == 2
+    assert count_dead_letters(store, PID) == 2

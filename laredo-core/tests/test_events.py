@@ -207,3 +207,22 @@ def test_the_adapter_keeps_the_wrapped_objects_other_attributes() -> None:
     assert wrapped.batches == 0 and wrapped.on_changes_applied == duck.on_changes_applied
     with pytest.raises(AttributeError):
         _ = wrapped.no_such_hook
+
+
+def test_the_observer_parameters_are_typed_to_take_the_deprecated_dialect() -> None:
+    """mypy accepts an ``on_xxx``-only observer where the adapter wraps one at run time."""
+    import typing
+    from collections.abc import Iterable, Sequence
+
+    from laredo.config.build import build_engine
+    from laredo.contracts import DeprecatedObserver, ObserverLike
+    from laredo.observers import CompositeObserver, as_observer, composite
+
+    assert DeprecatedObserver in typing.get_args(ObserverLike)
+    engine = typing.get_type_hints(laredo.Engine.__init__)
+    assert engine["observers"] == Iterable[ObserverLike]
+    assert engine["observer"] == ObserverLike | None
+    assert typing.get_type_hints(build_engine)["observers"] == Sequence[ObserverLike]
+    assert typing.get_type_hints(as_observer)["observer"] == ObserverLike
+    assert typing.get_type_hints(CompositeObserver.add)["observer"] == ObserverLike
+    assert typing.get_type_hints(composite)["observers"] == Iterable[ObserverLike | None]

@@ -20,6 +20,7 @@ from laredo.config import (
     SnapshotConfig,
     TableBaselineConfig,
     TableConfig,
+    TargetConfig,
     TtlConfig,
     ValidationConfig,
 )
@@ -194,3 +195,28 @@ def test_the_engine_checks_the_meta_policy_against_the_declared_choices() -> Non
             snapshot_meta_policy="maybe",
         )
     assert ei.value.problems == ["snapshot_meta_policy: use 'warn' or 'reject' (got 'maybe')"]
+
+
+@pytest.mark.parametrize(
+    ("model", "level"), [(TargetConfig, "target_level"), (TableConfig, "table_level")]
+)
+def test_entry_sections_come_from_the_level_flags(model: Any, level: str) -> None:
+    """A section at a level is a key of that entry, with no hand-written field."""
+    expected = list(dict.fromkeys(s.section for s in SETTINGS if getattr(s, level)))
+    assert [k for k in model.model_fields if k in SECTIONS] == expected
+    for section in expected:
+        field = model.model_fields[section]
+        assert SECTIONS[section] in (*typing.get_args(field.annotation), field.annotation)
+
+
+def test_a_target_section_left_out_is_none_when_the_table_may_give_it() -> None:
+    target = TargetConfig.model_validate({"type": "memory"})
+    assert target.buffer == BufferConfig() and target.error_handling == ErrorHandlingConfig()
+    assert target.ttl is None and target.validation is None
+
+
+def test_engine_settings_hold_the_runner_settings_by_keyword() -> None:
+    fields = [f.name for f in dataclasses.fields(EngineSettings)]
+    assert fields == [s.keyword for s in RUNNER_SETTINGS] + ["observers"]
+    with pytest.raises(TypeError):
+        EngineSettings(1.0)  # type: ignore[call-arg]  # keywords only

@@ -30,6 +30,10 @@ GENERATED: list[type[Section]] = [
     pipeline_settings.ErrorHandlingConfig,
     pipeline_settings.TtlConfig,
     pipeline_settings.ValidationConfig,
+    pipeline_settings.TableBaselineConfig,
+    pipeline_settings.TargetSections,
+    pipeline_settings.TableSections,
+    engine_settings.DeadLetterConfig,
     engine_settings.RetentionConfig,
     engine_settings.SnapshotConfig,
 ]
@@ -49,7 +53,8 @@ def test_each_field_is_its_declaration(model: type[Section]) -> None:
 @pytest.mark.parametrize("model", GENERATED, ids=lambda m: m.__name__)
 def test_generated_models_pickle_by_their_module_name(model: type[Section]) -> None:
     """Spark ships configuration models to executors: each is found again by its name."""
-    value = model.model_validate({"field": "x"} if model is pipeline_settings.TtlConfig else {})
+    data: dict[str, object] = {"field": "x"} if model is pipeline_settings.TtlConfig else {}
+    value = model.model_validate(data)
     assert pickle.loads(pickle.dumps(value)) == value
 
 

@@ -228,7 +228,7 @@ def test_one_event_stream_feeds_watch_status_and_metrics(metrics_enabled: bool) 
                 E.ChangeApplied("users", USERS, laredo.ChangeAction.INSERT, dt.timedelta(0))
             )
     stream.on_event(E.ChangeError("users", USERS, laredo.ChangeAction.UPDATE, err))
-    counts = rt.facts.counts("users")
+    counts = rt.metrics.pipeline_counts("users")
     assert (counts.changes_applied, counts.change_errors) == (3, 1)
     assert isinstance(w.next(0), ChangesApplied)
     assert E.receives(stream, E.ChangeApplied) is metrics_enabled

@@ -20,9 +20,10 @@ from laredo.events import ChangeError, DeadLetterWritten
 from laredo.testing import free_port
 from laredo.types import ChangeAction, ChangeEvent, ErrorInfo
 from laredo_server.config import load_string
+from laredo_server.dead_letter_backlog import DeadLetterBacklog
+from laredo_server.latest_snapshot import LatestSnapshot
 from laredo_server.metrics import PrometheusObserver
 from laredo_server.serve import runtime_from_config
-from laredo_server.status_facts import StatusFacts
 from laredo_server.status_page import PAGE_PATHS
 
 from .test_metric_names import lint_name
@@ -120,14 +121,14 @@ def test_get_status_counts_changes_errors_and_dead_letters(harness: Harness) -> 
 
 def test_snapshot_facts_come_from_events_and_from_the_store(harness: Harness) -> None:
     h = harness
-    assert h.rt.facts.latest_snapshot() is None
+    assert h.rt.latest_snapshot.read() is None
     sid = h.rt.engine.create_snapshot()
     snap = status(h)[1]["snapshot_status"]
     assert snap["store_configured"] and snap["last_snapshot_id"] == sid
     assert int(snap["last_snapshot_size_bytes"]) > 0 and int(snap["last_snapshot_at"]) > 0
     # a server started later reads the latest snapshot from the store
-    fresh = StatusFacts(lambda: h.rt.engine, PrometheusObserver())
-    latest = fresh.latest_snapshot()
+    fresh = LatestSnapshot(lambda: h.rt.engine)
+    latest = fresh.read()
     assert latest is not None and latest.snapshot_id == sid
     assert latest.size_bytes == int(snap["last_snapshot_size_bytes"])
 
@@ -149,30 +150,47 @@ def test_operator_metrics_are_exported_with_conformant_names(harness: Harness) -
     # no schedule configured: the family is declared, with no sample
     assert "# TYPE laredo_snapshot_schedule_seconds gauge" in text
     assert not re.search(r"^laredo_snapshot_schedule_seconds", text, re.M)
-    for name, kind, help_, _labels, _v in h.rt.facts.collect():
+    for name, kind, help_, _labels, _v in h.rt.scrape_metrics.collect():
         assert lint_name(name, kind, help_) == [], name
 
 
-def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: Path) -> None:
-    store = laredo.dead_letter_store("memory")
+def _engine_storing_dead_letters(store: Any) -> laredo.Engine:
+    """An engine (not started) with one pipeline, ``u``, and ``store`` for its dead letters."""
     src = laredo.testing.TestSource()
     src.add_table(USERS, laredo.testing.columns("id"), [])
-    eng = laredo.Engine(
+    return laredo.Engine(
         sources={"s": src},
         pipelines=[laredo.Pipeline("s", USERS, laredo.target("indexed-memory"), id="u")],
         dead_letter_store=store,
     )
+
+
+def test_dead_letter_backlog_is_cached_and_refreshed_by_a_write_event(tmp_path: Path) -> None:
+    store = laredo.dead_letter_store("memory")
+    eng = _engine_storing_dead_letters(store)
     metrics = PrometheusObserver()
-    facts = StatusFacts(lambda: eng, metrics)
-    stream = laredo.CompositeObserver(facts, metrics)
+    backlog = DeadLetterBacklog(lambda: eng)
+    stream = laredo.CompositeObserver(backlog, metrics)
     change = ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 1})
     err = ErrorInfo("boom", "ValueError")
-    assert facts.dead_letter_backlog() == {}
+    assert backlog.read() == {}
     store.write("u", change, err)
-    assert facts.dead_letter_backlog() == {}  # cached
+    assert backlog.read() == {}  # cached
     stream.on_event(DeadLetterWritten("u", change, err))
-    assert facts.dead_letter_backlog() == {"u": 1}
-    assert facts.counts("u").dead_letters_written == 1
+    assert backlog.read() == {"u": 1}
+    assert metrics.pipeline_counts("u").dead_letters_written == 1
+
+
+def test_dead_letter_backlog_counts_without_reading_entries(tmp_path: Path) -> None:
+    """The backlog asks the store's ``count``: an entry nobody could decode is still counted."""
+    store = laredo.dead_letter_store("local", path=str(tmp_path))
+    eng = _engine_storing_dead_letters(store)
+    store.write(
+        "u", ChangeEvent(USERS, ChangeAction.INSERT, 1, new_values={"id": 1}), ErrorInfo("x")
+    )
+    with open(store.path_for("u"), "ab") as f:
+        f.write(b"written by a newer version\n")
+    assert DeadLetterBacklog(lambda: eng).read() == {"u": 2}
 
 
 PAGE_CONFIG = """
@@ -315,7 +333,9 @@ def test_history_counts_each_change_once_per_source_and_stays_bounded(tmp_path: 
         for i in range(30):
             src.insert(USERS, {"id": 500 + i, "name": "n", "email": f"e{i}", "team": 1})
         assert wait_for(
-            lambda: all(rt.facts.counts(p).changes_applied == 30 for p in ("users-a", "users-b")),
+            lambda: all(
+                rt.metrics.pipeline_counts(p).changes_applied == 30 for p in ("users-a", "users-b")
+            ),
             10,
         )
         history.sample(1010.0)

@@ -517,10 +517,12 @@ class OldDialectHandler(RecordingHandler):
         super().on_changes(events)
 
 
-def test_a_handler_without_complete_is_deprecated_and_gets_whole_transactions(
-    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
-) -> None:
-    pg_database.execute("CREATE TABLE users (id int PRIMARY KEY)")
+def _old_dialect_stream(
+    db: PgTestDb, make_source: Callable[..., PostgresSource], *writes: str
+) -> OldDialectHandler:
+    """An :class:`OldDialectHandler` streaming ``batch_size=100`` while ``writes`` run, each
+    its own transaction; returns it once every event arrived."""
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
     src = make_source(batch_size=100)
     src.init(SourceConfig([USERS]))
     pos = src.baseline([USERS], lambda t, r: None)
@@ -529,13 +531,42 @@ def test_a_handler_without_complete_is_deprecated_and_gets_whole_transactions(
     with pytest.warns(DeprecationWarning, match="without the complete flag"):
         th.start()
         wait_until(lambda: src.state() is SourceState.STREAMING, what="streaming")
-        pg_database.execute("INSERT INTO users SELECT generate_series(1, 250)")
-        pg_database.execute("INSERT INTO users SELECT generate_series(251, 500)")
-        evs = h.wait_for_events(500)
+        for sql in writes:
+            db.execute(sql)
+        h.wait_for_events(500)
         th.stop()
     assert th.error is None
+    return h
+
+
+def test_the_first_large_transaction_reaches_an_old_dialect_handler_whole(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    """The dialect is found by the first call, which is a chunk of a transaction larger than
+    ``batch_size`` cut before its commit: that chunk must not reach the handler alone (without
+    a flag it would take it for a whole transaction), and no event may carry a position
+    inside the transaction."""
+    h = _old_dialect_stream(
+        pg_database, make_source, "INSERT INTO users SELECT generate_series(1, 500)"
+    )
+    assert [len(b) for b in h.batches] == [500]
+    assert [e.new_values["id"] for e in h.batches[0] if e.new_values] == list(range(1, 501))
+    end = parse_lsn(pg_database.scalar("SELECT pg_current_wal_lsn()::text"))
+    (position,) = {e.position for e in h.batches[0]}
+    assert position <= end  # the commit end LSN, not final_lsn + 1 inside it
+
+
+def test_an_old_dialect_handler_gets_transactions_larger_than_batch_size_whole(
+    pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
+) -> None:
+    """The deprecation message promises whole transactions: not cut at ``batch_size``."""
+    h = _old_dialect_stream(
+        pg_database,
+        make_source,
+        "INSERT INTO users SELECT generate_series(1, 250)",
+        "INSERT INTO users SELECT generate_series(251, 500)",
+    )
+    assert [len(b) for b in h.batches] == [250, 250]
+    evs = [e for b in h.batches for e in b]
     assert [e.new_values["id"] for e in evs if e.new_values] == list(range(1, 501))  # once each
-    # after the first call (which found the dialect) transactions are no longer cut before
-    # their commit: the second one comes whole, in delivery-sized batches at its commit
-    second = [b for b in h.batches if b and b[0].new_values and b[0].new_values["id"] > 250]
-    assert len({e.position for b in second for e in b}) == 1
+    assert [len({e.position for e in b}) for b in h.batches] == [1, 1]

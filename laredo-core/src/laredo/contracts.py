@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, TypeAlias, runtime_checkable
 
 from .batches import ChangeBatch
 from .events import Event
@@ -459,6 +459,15 @@ class DeadLetterStore(Protocol):
     def pipelines(self) -> list[str]: ...
 
 
+@runtime_checkable
+class CountsDeadLetters(Protocol):
+    """A dead-letter store that counts a pipeline's entries without reading them (the status
+    backlog asks on every scrape); :func:`laredo.deadletter.count_dead_letters` falls back to
+    ``len(read(pipeline_id))`` for a store without it."""
+
+    def count(self, pipeline_id: str) -> int: ...
+
+
 class Observer(Protocol):
     """Receives engine events (the values of :mod:`laredo.events`) synchronously from engine
     threads; must not block or raise (a composite logs and ignores a raising observer).
@@ -470,3 +479,13 @@ class Observer(Protocol):
 
 EngineObserver = Observer
 """The former name of :class:`Observer` (its ``on_xxx`` methods are deprecated)."""
+
+DeprecatedObserver: TypeAlias = object
+"""An observer written against the deprecated ``on_xxx`` methods, with no ``on_event``
+(removed in 0.3). Where :data:`ObserverLike` is taken it is wrapped by
+:func:`laredo.observers.as_observer` (a :class:`~laredo.observers.LegacyObserver`), so it still
+type-checks; an object with neither receives nothing."""
+
+ObserverLike: TypeAlias = Observer | DeprecatedObserver
+"""What ``Engine(observers=...)``, ``build_engine`` and ``CompositeObserver`` take: an
+:class:`Observer`, or a :data:`DeprecatedObserver` they wrap with ``as_observer``."""

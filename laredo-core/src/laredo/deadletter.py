@@ -30,6 +30,7 @@ import pydantic
 from pydantic import ConfigDict
 
 from . import pipeline_ops
+from .contracts import CountsDeadLetters, DeadLetterStore
 from .errors import DeadLetterError, DeadLetterReplayError, InvalidChangeError
 from .serialization import decode_dead_letter, encode_dead_letter
 from .types import ChangeEvent, DeadLetter, ErrorInfo, unrepresentable_columns
@@ -52,6 +53,7 @@ __all__ = [
     "LocalDeadLetterStoreOptions",
     "MemoryDeadLetterStore",
     "apply_change",
+    "count_dead_letters",
 ]
 
 
@@ -160,9 +162,22 @@ class MemoryDeadLetterStore:
         with self._lock:
             return len(self._entries.pop(pipeline_id, []))
 
+    def count(self, pipeline_id: str) -> int:
+        """Entries of the pipeline (:class:`~laredo.contracts.CountsDeadLetters`)."""
+        with self._lock:
+            return len(self._entries.get(pipeline_id, ()))
+
     def pipelines(self) -> builtins.list[str]:
         with self._lock:
             return sorted(k for k, v in self._entries.items() if v)
+
+
+def count_dead_letters(store: DeadLetterStore, pipeline_id: str) -> int:
+    """Entries ``store`` holds for ``pipeline_id``: its ``count`` (:class:`CountsDeadLetters`),
+    else ``len(read(pipeline_id))``."""
+    if isinstance(store, CountsDeadLetters):
+        return store.count(pipeline_id)
+    return len(store.read(pipeline_id))
 
 
 def _file_stem(pipeline_id: str) -> str:
@@ -321,6 +336,19 @@ class LocalDeadLetterStore:
             n = len(self._lines(path))
             path.unlink(missing_ok=True)
         return n
+
+    def count(self, pipeline_id: str) -> int:
+        """Entries of the pipeline's file, counted by line without decoding them (a torn last
+        line, which ``read`` ignores, is not counted) (:class:`CountsDeadLetters`)."""
+        path = self.path_for(pipeline_id)
+        with self._lock:
+            try:
+                with open(path, "rb") as f:
+                    return sum(1 for ln in f if ln.endswith(b"\n") and ln.strip())
+            except FileNotFoundError:
+                return 0
+            except OSError as exc:
+                raise DeadLetterError(f"{path}: cannot count dead letters: {exc}") from exc
 
     def pipelines(self) -> builtins.list[str]:
         """Pipeline ids that have a dead-letter file with at least one entry."""

@@ -14,14 +14,15 @@ keyword.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .pipeline_settings import SETTINGS as PIPELINE_SETTINGS
-from .settings import DEFAULT, Section, Setting, section_model
+from .settings import DEFAULT, Section, Setting, section_model, settings_dataclass
 from .units import Duration, OptionalDuration
 
 __all__ = [
+    "DEAD_LETTER_SETTINGS",
     "ENGINE_SETTINGS",
     "LAG_INTERVAL",
     "RUNNER_SETTINGS",
@@ -33,8 +34,10 @@ __all__ = [
     "SNAPSHOT_SCHEDULE",
     "SNAPSHOT_SETTINGS",
     "SNAPSHOT_USER_META",
+    "DeadLetterConfig",
     "EngineSetting",
     "RetentionConfig",
+    "RunnerSettings",
     "SnapshotConfig",
     "serve_only_keys",
 ]
@@ -135,16 +138,17 @@ LAG_INTERVAL = EngineSetting(
     doc="seconds between two lag reports",
 )
 
+_STORE_CONFIG = Setting(
+    section="snapshot",
+    key="store_config",
+    of_type=dict[str, Any],
+    default={},
+    doc="the store plugin's options",
+)
 _STORE_SETTINGS = (
     Setting(section="snapshot", key="enabled", of_type=bool, default=True, doc="take snapshots"),
     Setting(section="snapshot", key="store", of_type=str | None, doc="snapshot store plugin"),
-    Setting(
-        section="snapshot",
-        key="store_config",
-        of_type=dict[str, Any],
-        default={},
-        doc="the store plugin's options",
-    ),
+    _STORE_CONFIG,
     Setting(
         section="snapshot",
         key="serializer",
@@ -176,6 +180,18 @@ RUNNER_SETTINGS: tuple[EngineSetting, ...] = (SHUTDOWN_TIMEOUT, LAG_INTERVAL)
 ENGINE_SETTINGS: tuple[EngineSetting, ...] = SNAPSHOT_SETTINGS + RUNNER_SETTINGS
 """Every engine setting, in the order of :class:`laredo.Engine`'s keywords."""
 
+DEAD_LETTER_SETTINGS = (
+    Setting(
+        section="dead_letter",
+        key="store",
+        of_type=str,
+        default="memory",
+        doc="dead-letter store plugin: memory, local, s3",
+    ),
+    replace(_STORE_CONFIG, section="dead_letter"),
+)
+"""The ``dead_letter`` section's keys (a plugin store, not Engine keywords)."""
+
 _SERVE_ONLY_SECTIONS = frozenset({"dead_letter"})
 """Top-level engine sections only the streaming phase uses (plugin stores, not settings)."""
 
@@ -200,6 +216,15 @@ def serve_only_keys() -> dict[str, frozenset[str]]:
 
 if TYPE_CHECKING:  # the generated models for mypy; test_settings checks them against the above
 
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class RunnerSettings:
+        shutdown_timeout: Duration = DEFAULT
+        lag_interval: Duration = DEFAULT
+
+    class DeadLetterConfig(Section):
+        store: str = DEFAULT
+        store_config: dict[str, Any] = DEFAULT
+
     class RetentionConfig(Section):
         keep_count: int | None = DEFAULT
         max_age: OptionalDuration = DEFAULT
@@ -217,6 +242,18 @@ if TYPE_CHECKING:  # the generated models for mypy; test_settings checks them ag
         on_restore_mismatch: Literal["warn", "reject"] = DEFAULT
 
 else:
+    RunnerSettings = settings_dataclass(
+        "RunnerSettings",
+        [(s.keyword, s) for s in RUNNER_SETTINGS],
+        module=__name__,
+        doc="The :data:`RUNNER_SETTINGS` by ``Engine`` keyword (base of ``EngineSettings``).",
+    )
+    DeadLetterConfig = section_model(
+        "DeadLetterConfig",
+        DEAD_LETTER_SETTINGS,
+        module=__name__,
+        doc="``dead_letter { store = memory | local | s3, store_config { ... } }``",
+    )
     RetentionConfig = section_model(
         "RetentionConfig", (SNAPSHOT_RETENTION, SNAPSHOT_MAX_AGE), module=__name__
     )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any, cast
 
-from .contracts import Observer
+from .contracts import Observer, ObserverLike
 from .events import (
     BaselineRowLoaded,
     BufferDepthChanged,
@@ -175,8 +175,9 @@ class LegacyObserver(NullObserver):
         return f"LegacyObserver({self.inner!r})"
 
 
-def as_observer(observer: Any) -> Observer:
-    """``observer`` itself when it has ``on_event``, else wrapped in :class:`LegacyObserver`."""
+def as_observer(observer: ObserverLike) -> Observer:
+    """``observer`` itself when it has ``on_event``, else (a
+    :data:`~laredo.contracts.DeprecatedObserver`) wrapped in :class:`LegacyObserver`."""
     if callable(getattr(observer, "on_event", None)):
         return cast(Observer, observer)
     return LegacyObserver(observer)
@@ -187,8 +188,8 @@ class CompositeObserver(NullObserver):
     opt-in event goes only to the observers that opted in (the route of each event class is
     worked out once)."""
 
-    def __init__(self, *observers: Any) -> None:
-        flat: list[Any] = []
+    def __init__(self, *observers: ObserverLike | None) -> None:
+        flat: list[ObserverLike] = []
         for o in observers:
             if o is None:
                 continue
@@ -199,7 +200,7 @@ class CompositeObserver(NullObserver):
         self.observers: list[Observer] = [as_observer(o) for o in flat]
         self._changed()
 
-    def add(self, observer: Any) -> None:
+    def add(self, observer: ObserverLike) -> None:
         self.observers.append(as_observer(observer))
         self._changed()
 
@@ -309,7 +310,7 @@ class RecordingObserver(NullObserver):
             self._values.clear()
 
 
-def composite(observers: Iterable[Any]) -> Observer:
+def composite(observers: Iterable[ObserverLike | None]) -> Observer:
     """One observer for many (``NullObserver`` for none; the observer itself for one)."""
     obs = [o for o in observers if o is not None]
     if not obs:

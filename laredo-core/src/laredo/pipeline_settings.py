@@ -4,8 +4,11 @@ its type, default, bounds and description; and the target sections' models (``bu
 
 The Python API (:class:`laredo.Pipeline` keywords and their checks) and the pipeline worker
 read defaults and bounds from here, and ``build_pipeline`` maps a configuration to ``Pipeline``
-keywords by looping over :data:`SETTINGS`. Add a setting here (its declaration, its section's
-tuple and the stub line the stub test asks for) and its ``Pipeline`` keyword.
+keywords by looping over :data:`SETTINGS`. The section keys of a table and of a target entry
+(:class:`TableSections`, :class:`TargetSections`, bases of ``laredo.config``'s ``TableConfig``
+and ``TargetConfig``) are generated from the ``table_level``/``target_level`` flags. Add a
+setting (or a section) here: its declaration, its section's tuple and the stub lines the stub
+test asks for; then its ``Pipeline`` keyword.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .settings import DEFAULT, Section, Setting, section_model
+from .settings import DEFAULT, Section, Setting, declared, generated, section_model
 from .types import BufferPolicy, ErrorPolicy, ValidationAction
 from .units import Duration, OptionalDuration
 
@@ -38,6 +41,8 @@ __all__ = [
     "ErrorHandlingConfig",
     "PipelineSetting",
     "TableBaselineConfig",
+    "TableSections",
+    "TargetSections",
     "TtlConfig",
     "ValidationConfig",
 ]
@@ -226,6 +231,38 @@ SETTINGS: tuple[PipelineSetting, ...] = (
 )
 """Every pipeline setting, in the order of :class:`laredo.Pipeline`'s keywords."""
 
+
+def _entry_sections(level: Literal["table", "target"]) -> tuple[Setting, ...]:
+    """The section keys of a table (``level="table"``) or target entry, one per section model
+    of this module holding a setting of that level, in :data:`SETTINGS` order. A section is
+    optional (None: absent) on a table, and on a target when the table's may apply or it has
+    a required key; otherwise its default is the section with every default."""
+    models = {declared(m)[0].section: m for m in generated(__name__)}
+    out: list[Setting] = []
+    for section in dict.fromkeys(s.section for s in SETTINGS):
+        here = [s for s in SETTINGS if s.section == section]
+        if not any(s.table_level if level == "table" else s.target_level for s in here):
+            continue
+        model = models[section]
+        optional = (
+            level == "table"
+            or any(s.table_level for s in here)
+            or any(s.required for s in declared(model))
+        )
+        keys = ", ".join(s.key for s in declared(model))
+        out.append(
+            Setting(
+                section="tables" if level == "table" else "tables.targets",
+                key=section,
+                of_type=model | None if optional else model,
+                default=None if optional else model(),
+                doc=f"{section} {{ {keys} }}"
+                + (" (for every target of the table)" if level == "table" else ""),
+            )
+        )
+    return tuple(out)
+
+
 if TYPE_CHECKING:  # the generated models for mypy; test_settings checks them against the above
 
     class BufferConfig(Section):
@@ -253,6 +290,17 @@ if TYPE_CHECKING:  # the generated models for mypy; test_settings checks them ag
         mode: Literal["snapshot", "chunked"] | None = DEFAULT
         chunk_rows: int | None = DEFAULT
 
+    class TargetSections(Section):
+        buffer: BufferConfig = DEFAULT
+        error_handling: ErrorHandlingConfig = DEFAULT
+        ttl: TtlConfig | None = DEFAULT
+        validation: ValidationConfig | None = DEFAULT
+
+    class TableSections(Section):
+        ttl: TtlConfig | None = DEFAULT
+        validation: ValidationConfig | None = DEFAULT
+        baseline: TableBaselineConfig | None = DEFAULT
+
 else:
     BufferConfig = section_model("BufferConfig", (BUFFER_SIZE, BUFFER_POLICY), module=__name__)
     ErrorHandlingConfig = section_model(
@@ -268,4 +316,16 @@ else:
     )
     TableBaselineConfig = section_model(
         "TableBaselineConfig", (BASELINE_MODE, BASELINE_CHUNK_ROWS), module=__name__
+    )
+    TargetSections = section_model(
+        "TargetSections",
+        _entry_sections("target"),
+        module=__name__,
+        doc="The pipeline-setting sections of a target entry (base of ``TargetConfig``).",
+    )
+    TableSections = section_model(
+        "TableSections",
+        _entry_sections("table"),
+        module=__name__,
+        doc="The pipeline-setting sections of a table entry (base of ``TableConfig``).",
     )

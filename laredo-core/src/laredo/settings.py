@@ -12,6 +12,8 @@ tests) reports every stub that does not name exactly the declared keys with the 
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
 import inspect
 import typing
 from collections.abc import Mapping, Sequence
@@ -29,7 +31,9 @@ __all__ = [
     "Setting",
     "declared",
     "field_problems",
+    "generated",
     "section_model",
+    "settings_dataclass",
     "stub_problems",
 ]
 
@@ -92,12 +96,18 @@ class Setting:
         return Field(default=self.default, **kw)
 
 
-_DECLARED: dict[type[BaseModel], tuple[Setting, ...]] = {}
+_DECLARED: dict[type, tuple[tuple[str, Setting], ...]] = {}
+"""Each generated class: its fields' names and declarations, in order."""
 
 
-def declared(model: type[BaseModel]) -> tuple[Setting, ...]:
-    """The settings ``model`` was generated from (empty: not a generated model)."""
-    return _DECLARED.get(model, ())
+def declared(model: type) -> tuple[Setting, ...]:
+    """The settings ``model`` was generated from (empty: not a generated class)."""
+    return tuple(s for _, s in _DECLARED.get(model, ()))
+
+
+def generated(module: str) -> list[type]:
+    """The classes generated in ``module`` so far, in the order they were made."""
+    return [m for m in _DECLARED if m.__module__ == module]
 
 
 def _spellings(section: str, aliases: Mapping[str, str]) -> Any:
@@ -123,10 +133,16 @@ def _spellings(section: str, aliases: Mapping[str, str]) -> Any:
 
 
 def section_model(
-    name: str, settings: Sequence[Setting], *, module: str, doc: str | None = None
+    name: str,
+    settings: Sequence[Setting],
+    *,
+    module: str,
+    doc: str | None = None,
+    base: type[Section] = Section,
 ) -> type[Section]:
     """The section model holding ``settings``, in their order, named ``name`` in ``module``
-    (``doc``: its docstring, by default ``<section> { <keys> }``)."""
+    (``doc``: its docstring, by default ``<section> { <keys> }``; ``base``: a model whose own
+    fields come first, e.g. a section that also holds sub-sections)."""
     sections = {s.section for s in settings}
     if len(sections) != 1:
         raise ValueError(f"{name}: settings of one section only (got {sorted(sections)})")
@@ -138,14 +154,42 @@ def section_model(
     fields: dict[str, Any] = {s.key: (s.of_type, s.field()) for s in settings}
     model = create_model(
         name,
-        __base__=Section,
+        __base__=base,
         __doc__=doc,
         __module__=module,
         __validators__=validators,
         **fields,
     )
-    _DECLARED[model] = tuple(settings)
+    _DECLARED[model] = tuple((s.key, s) for s in settings)
     return model
+
+
+def _default(setting: Setting) -> Any:
+    if setting.required:
+        return dataclasses.field()
+    value = setting.default
+    if value.__hash__ is None:  # mutable: each instance gets its own copy
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(value))
+    return dataclasses.field(default=value)
+
+
+def settings_dataclass(
+    name: str, fields: Sequence[tuple[str, Setting]], *, module: str, doc: str
+) -> type:
+    """A frozen, keyword-only dataclass named ``name`` in ``module`` with one field per
+    ``(field name, setting)`` pair: the setting's type and default (for values a runner hands
+    on as keywords, e.g. :class:`laredo.config.EngineSettings`' base)."""
+    cls = dataclasses.make_dataclass(
+        name,
+        [(n, s.of_type, _default(s)) for n, s in fields],
+        namespace={"__doc__": doc, "__module__": module},
+        frozen=True,
+        slots=True,
+        kw_only=True,
+    )
+    cls.__module__ = module
+    _DECLARED[cls] = tuple(fields)
+    return cls
 
 
 def field_problems(model: type[BaseModel]) -> list[str]:
@@ -153,8 +197,11 @@ def field_problems(model: type[BaseModel]) -> list[str]:
     their order, required or not, default, description); empty when all are."""
     settings = declared(model)
     keys = [s.key for s in settings]
-    if list(model.model_fields) != keys:
-        return [f"{model.__name__}: fields {list(model.model_fields)} are not {keys}"]
+    parent = model.__mro__[1]
+    inherited = parent.model_fields if issubclass(parent, BaseModel) else {}
+    own = [k for k in model.model_fields if k not in inherited]
+    if own != keys:
+        return [f"{model.__name__}: fields {own} are not {keys}"]
     out = []
     for s in settings:
         field = model.model_fields[s.key]
@@ -194,19 +241,18 @@ def stub_problems(module: ModuleType) -> list[str]:
     stubs = _stubs(module)
     names = vars(module)
     out: list[str] = []
-    for model, settings in _DECLARED.items():
-        if model.__module__ != module.__name__:
-            continue
+    for model in generated(module.__name__):
+        fields = _DECLARED[model]
         where = f"{module.__name__}.{model.__name__}"
         stub = stubs.pop(model.__name__, None)
         if stub is None:
             out.append(f"{where}: no stub under `if TYPE_CHECKING:`")
             continue
-        keys = [s.key for s in settings]
+        keys = [n for n, _ in fields]
         if [k for k, _, _ in stub] != keys:
             out.append(f"{where}: the stub's fields {[k for k, _, _ in stub]} are not {keys}")
             continue
-        for (key, text, has_default), s in zip(stub, settings, strict=True):
+        for (key, text, has_default), (_, s) in zip(stub, fields, strict=True):
             hint = typing.cast(Any, eval(text, names))  # our own module's annotation
             if hint != s.of_type:
                 out.append(f"{where}.{key}: the stub says {text}, the declaration {s.of_type!r}")

@@ -8,11 +8,14 @@ core yet; they belong in :mod:`laredo.contracts` next to ``CountableTarget`` and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from laredo.contracts import SecondaryIndexed
 from laredo.types import Row, TableIdentifier
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CountsSourceEvents",
@@ -29,6 +32,7 @@ __all__ = [
     "SecondaryIndexed",
     "UniqueLookup",
     "VersionedTarget",
+    "wal_retained",
 ]
 
 
@@ -115,6 +119,18 @@ class RetainsWal(Protocol):
     ``wal_retained_bytes()`` is how much, None when unknown."""
 
     def wal_retained_bytes(self) -> int | None: ...
+
+
+def wal_retained(source: object) -> int | None:
+    """Bytes of WAL ``source``'s slot retains; None when it cannot tell (not
+    :class:`RetainsWal`, or the read failed: a status read never fails for this)."""
+    if not isinstance(source, RetainsWal):
+        return None
+    try:
+        return source.wal_retained_bytes()
+    except Exception as exc:
+        logger.debug("wal retained of %r: %s", source, exc)
+        return None
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from laredo import events as E
@@ -35,6 +36,7 @@ __all__ = [
     "CONTENT_TYPE",
     "DEPRECATED_METRICS",
     "MetricSample",
+    "PipelineCounts",
     "PrometheusObserver",
     "PrometheusOptions",
     "SampleLike",
@@ -63,6 +65,15 @@ class MetricSample(NamedTuple):
     help: str
     labels: LabelKey
     value: float
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineCounts:
+    """A pipeline's counters since the server started (every action summed)."""
+
+    changes_applied: int = 0
+    change_errors: int = 0
+    dead_letters_written: int = 0
 
 
 SampleLike = tuple[str, str, str, LabelKey, float]
@@ -226,6 +237,15 @@ class PrometheusObserver(NullObserver):
             for action in _ACTIONS:
                 total += vals.get((*labels, ("action", action)), 0)
         return int(total)
+
+    def pipeline_counts(self, pipeline_id: str) -> PipelineCounts:
+        """The pipeline's applied changes, failed attempts and dead letters written (what the
+        status reports: these counters are their one count)."""
+        return PipelineCounts(
+            self.pipeline_total("laredo_changes_applied_total", pipeline_id),
+            self.pipeline_total("laredo_change_errors_total", pipeline_id),
+            self.pipeline_total("laredo_dead_letters_total", pipeline_id),
+        )
 
     @staticmethod
     def families() -> list[tuple[str, str, str]]:
@@ -587,7 +607,7 @@ _DEFS: tuple[tuple[str, str, str], ...] = (
     ("laredo_fanout_snapshot_rows", "gauge", "Rows in the last fan-out snapshot."),
     ("laredo_fanout_journal_pruned_total", "counter", "Fan-out journal entries pruned."),
     ("laredo_fanout_journal_oldest_sequence", "gauge", "Oldest fan-out journal sequence."),
-    # read at scrape time by the server's collectors (runtime, status facts)
+    # read at scrape time by the server's collectors (runtime, scrape_metrics)
     ("laredo_ready", "gauge", "1 when the server is ready."),
     ("laredo_pipeline_rows", "gauge", "Rows currently held by the pipeline's target."),
     (

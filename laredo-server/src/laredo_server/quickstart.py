@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laredo.net import free_port
 from rich.console import Console, Group
@@ -28,6 +28,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .addresses import cli_address
+
+if TYPE_CHECKING:
+    from .runtime import ServerRuntime
 
 DEMO_SQL = """
 CREATE TABLE public.accounts (
@@ -166,6 +169,139 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+def _ports_problem(con: Console, grpc_port: int, health_port: int) -> bool:
+    """Print the first port on 127.0.0.1 that is taken (True), else nothing (False)."""
+    for flag, port in (("--grpc-port", grpc_port), ("--health-port", health_port)):
+        if _port_taken(port):
+            con.print(
+                f"[red]error:[/red] port {port} on 127.0.0.1 is in use: pass {flag} with a "
+                f"free port, or {flag} 0 for any free port",
+                highlight=False,
+            )
+            return True
+    return False
+
+
+class _Demo:
+    """The quickstart's moving parts: PostgreSQL, the server thread, the workload thread and
+    the work folder. :meth:`close` stops whatever was started, in reverse order."""
+
+    def __init__(self, con: Console, rows: int, rate: float, workdir: str | None) -> None:
+        self.con = con
+        self.rows = rows
+        self.rate = rate
+        self.own_dir = workdir is None
+        self.root = Path(workdir or tempfile.mkdtemp(prefix="laredo-quickstart-"))  # 0700
+        if not self.root.exists():
+            self.root.mkdir(mode=0o700, parents=True)  # the config holds the database password
+        self.cfg = self.root / "laredo.conf"
+        self.stop_server = threading.Event()
+        self.stop_load = threading.Event()
+        self.holder: dict[str, Any] = {}
+        self.stats = {"changes": 0}
+        self.pg: Any = None
+        self.dsn = ""
+        self.server_thread: threading.Thread | None = None
+        self.load_thread: threading.Thread | None = None
+
+    def start_postgres(self, embedded: Any) -> None:
+        """An embedded PostgreSQL with ``public.accounts`` filled."""
+        with self.con.status("starting an embedded PostgreSQL..."):
+            self.pg = embedded().start()
+            self.dsn = self.pg.create_database("laredo_demo")
+        with self.con.status(f"creating public.accounts with {self.rows:,} rows..."):
+            self.pg.execute(DEMO_SQL.format(rows=int(self.rows)), dbname="laredo_demo")
+
+    def write_config(self, grpc_port: int, health_port: int) -> None:
+        _write_private(
+            self.cfg,
+            CONFIG.format(
+                dsn=self.dsn.replace('"', '\\"'),
+                snapdir=self.root / "snapshots",
+                grpc_port=grpc_port,
+                health_port=health_port,
+            ),
+        )
+
+    def start_server(self) -> ServerRuntime | None:
+        """Serve the demo configuration on a thread; its runtime once started, else None."""
+        from .config import load_config  # noqa: PLC0415 - lazy: the engine (~0.3 s)
+        from .serve import serve  # noqa: PLC0415 - lazy: the server stack (grpc, protobuf)
+
+        model = load_config(self.cfg, conf_dirs=[]).model
+        assert model is not None
+        holder = self.holder
+
+        def started(rt: ServerRuntime) -> None:
+            holder["rt"] = rt
+
+        self.server_thread = threading.Thread(
+            target=lambda: holder.setdefault(
+                "code", serve(model, on_started=started, stop_event=self.stop_server)
+            ),
+            name="laredo-quickstart-server",
+            daemon=True,
+        )
+        self.server_thread.start()
+        end = time.monotonic() + 30
+        while "rt" not in holder and "code" not in holder and time.monotonic() < end:
+            time.sleep(0.05)
+        rt: ServerRuntime | None = holder.get("rt")
+        return rt
+
+    def show(self, rt: ServerRuntime, commands: str, duration: float) -> None:
+        """The dashboard until ``duration`` (0: until Ctrl-C) or the server ends; the
+        workload starts once the baseline is ready."""
+        self.load_thread = threading.Thread(
+            target=_workload,
+            args=(self.dsn, self.rows, self.rate, self.stop_load, self.stats),
+            name="laredo-quickstart-workload",
+            daemon=True,
+        )
+        load_started = False
+        t0 = time.monotonic()
+        last = (t0, 0.0)
+        rate_now = 0.0
+        with Live(console=self.con, refresh_per_second=4, transient=False) as live:
+            while True:
+                if not load_started and rt.engine.await_ready(0):
+                    self.load_thread.start()
+                    load_started = True
+                now = time.monotonic()
+                applied = rt.metrics.value("laredo_changes_applied_total") or 0.0
+                if now - last[0] >= 1.0:
+                    rate_now = (applied - last[1]) / (now - last[0])
+                    last = (now, applied)
+                live.update(
+                    _dashboard(
+                        rt,
+                        rows=self.rows,
+                        rate_now=rate_now,
+                        applied=applied,
+                        stats=self.stats,
+                        commands=commands,
+                        cfg=self.cfg,
+                    )
+                )
+                if (duration and now - t0 >= duration) or "code" in self.holder:
+                    return
+                time.sleep(0.25)
+
+    def close(self) -> None:
+        """Stop the workload, the server and PostgreSQL; remove a folder of our own."""
+        self.stop_load.set()
+        if self.load_thread is not None and self.load_thread.is_alive():
+            self.load_thread.join(5)
+        self.stop_server.set()
+        if self.server_thread is not None:
+            self.server_thread.join(30)
+        if self.pg is not None:
+            with contextlib.suppress(Exception):
+                self.pg.close()
+        if self.own_dir:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 def run_quickstart(
     *,
     rows: int = 10_000,
@@ -184,127 +320,33 @@ def run_quickstart(
             "pip install 'laredo-server[quickstart]'"
         )
         return 2
-    from .config import load_config  # noqa: PLC0415 - lazy: the engine (~0.3 s), not at CLI start
-    from .logs import setup_logging  # noqa: PLC0415 - lazy: as above
-    from .runtime import ServerRuntime  # noqa: PLC0415 - lazy: as above
-    from .serve import serve  # noqa: PLC0415 - lazy: the server stack (grpc, protobuf)
+    from .logs import setup_logging  # noqa: PLC0415 - lazy: the engine (~0.3 s), not at CLI start
 
     con = console or Console()
-    for flag, port in (("--grpc-port", grpc_port), ("--health-port", health_port)):
-        if _port_taken(port):
-            con.print(
-                f"[red]error:[/red] port {port} on 127.0.0.1 is in use: pass {flag} with a "
-                f"free port, or {flag} 0 for any free port",
-                highlight=False,
-            )
-            return 1
-    own_dir = workdir is None
-    root = Path(workdir or tempfile.mkdtemp(prefix="laredo-quickstart-"))  # mkdtemp: 0700
-    if not root.exists():
-        root.mkdir(mode=0o700, parents=True)  # the config holds the database password
-    stop_server = threading.Event()
-    stop_load = threading.Event()
-    holder: dict[str, Any] = {}
-    stats = {"changes": 0}
-    pg: Any = None
-    server_thread: threading.Thread | None = None
-    load_thread: threading.Thread | None = None
+    if _ports_problem(con, grpc_port, health_port):
+        return 1
+    demo = _Demo(con, rows, rate, workdir)
     setup_logging("console", "warning")
     try:
-        with con.status("starting an embedded PostgreSQL..."):
-            pg = EmbeddedPostgres().start()
-            dsn = pg.create_database("laredo_demo")
-        with con.status(f"creating public.accounts with {rows:,} rows..."):
-            pg.execute(DEMO_SQL.format(rows=int(rows)), dbname="laredo_demo")
-        cfg = root / "laredo.conf"
+        demo.start_postgres(EmbeddedPostgres)
         if not grpc_port:  # 0: any free port (in the config file, 0 turns gRPC off)
             grpc_port = free_port()
-        _write_private(
-            cfg,
-            CONFIG.format(
-                dsn=dsn.replace('"', '\\"'),
-                snapdir=root / "snapshots",
-                grpc_port=grpc_port,
-                health_port=health_port,
-            ),
-        )
-        model = load_config(cfg, conf_dirs=[]).model
-        assert model is not None
-
-        def started(rt: ServerRuntime) -> None:
-            holder["rt"] = rt
-
-        server_thread = threading.Thread(
-            target=lambda: holder.setdefault(
-                "code", serve(model, on_started=started, stop_event=stop_server)
-            ),
-            name="laredo-quickstart-server",
-            daemon=True,
-        )
-        server_thread.start()
-        end = time.monotonic() + 30
-        while "rt" not in holder and "code" not in holder and time.monotonic() < end:
-            time.sleep(0.05)
-        rt: ServerRuntime | None = holder.get("rt")
+        demo.write_config(grpc_port, health_port)
+        rt = demo.start_server()
         if rt is None:
             con.print("[red]error:[/red] the server did not start (see the log above)")
             return 1
-        load_thread = threading.Thread(
-            target=_workload,
-            args=(dsn, rows, rate, stop_load, stats),
-            name="laredo-quickstart-workload",
-            daemon=True,
-        )
-        load_started = False
         commands = _commands(
-            rt.listeners.grpc_port or grpc_port, rt.listeners.health_port or health_port, cfg
+            rt.listeners.grpc_port or grpc_port, rt.listeners.health_port or health_port, demo.cfg
         )
-        t0 = time.monotonic()
-        last = (t0, 0.0)
-        rate_now = 0.0
-        with Live(console=con, refresh_per_second=4, transient=False) as live:
-            while True:
-                if not load_started and rt.engine.await_ready(0):
-                    load_thread.start()
-                    load_started = True
-                now = time.monotonic()
-                applied = rt.metrics.value("laredo_changes_applied_total") or 0.0
-                if now - last[0] >= 1.0:
-                    rate_now = (applied - last[1]) / (now - last[0])
-                    last = (now, applied)
-                live.update(
-                    _dashboard(
-                        rt,
-                        rows=rows,
-                        rate_now=rate_now,
-                        applied=applied,
-                        stats=stats,
-                        commands=commands,
-                        cfg=cfg,
-                    )
-                )
-                if duration and now - t0 >= duration:
-                    break
-                if "code" in holder:
-                    break
-                time.sleep(0.25)
+        demo.show(rt, commands, duration)
         con.print("[bold]stopping...[/bold]")
         return 0
     except KeyboardInterrupt:
         con.print("\n[bold]Ctrl-C: stopping the workload, the server and PostgreSQL...[/bold]")
         return 0
     finally:
-        stop_load.set()
-        if load_thread is not None and load_thread.is_alive():
-            load_thread.join(5)
-        stop_server.set()
-        if server_thread is not None:
-            server_thread.join(30)
-        if pg is not None:
-            with contextlib.suppress(Exception):
-                pg.close()
-        if own_dir:
-            shutil.rmtree(root, ignore_errors=True)
+        demo.close()
 
 
 def _dashboard(

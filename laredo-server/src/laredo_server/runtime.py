@@ -30,9 +30,11 @@ from laredo.types import PipelineState, SnapshotDescriptor, TableIdentifier
 from . import __version__
 from .capabilities import DrainableTarget, PipelineLabelled
 from .config import Built
+from .dead_letter_backlog import DeadLetterBacklog
+from .latest_snapshot import LatestSnapshot
 from .metrics import PrometheusObserver, SampleLike
+from .scrape_metrics import ScrapeMetrics
 from .state import ServiceState
-from .status_facts import StatusFacts
 from .watch import WatchHub
 
 logger = logging.getLogger(__name__)
@@ -239,9 +241,13 @@ class ServerRuntime:
         self.metrics = PrometheusObserver(per_action=per_action_metrics and metrics_enabled)
         self.metrics_enabled = metrics_enabled
         self.metrics.add_collector(self._collect)
-        self.facts = StatusFacts(lambda: self.engine, self.metrics)
+        self.latest_snapshot = LatestSnapshot(lambda: self.engine)
+        self.dead_letter_backlog = DeadLetterBacklog(lambda: self.engine)
+        self.scrape_metrics = ScrapeMetrics(
+            lambda: self.engine, self.latest_snapshot, self.dead_letter_backlog
+        )
         if metrics_enabled:
-            self.metrics.add_collector(self.facts.collect)
+            self.metrics.add_collector(self.scrape_metrics.collect)
         self.built = factory(self._observers(), None)
         self._bind_engine()
         self.listeners = Listeners()
@@ -250,7 +256,7 @@ class ServerRuntime:
 
     def _observers(self) -> list[Any]:
         """The one event stream: watch, status and metrics (status reads the metrics)."""
-        return [self.hub, self.facts, self.metrics]
+        return [self.hub, self.latest_snapshot, self.dead_letter_backlog, self.metrics]
 
     def _bind_engine(self) -> None:
         """Point the hub at the current engine; label every observer's pipeline metrics."""
@@ -302,7 +308,7 @@ class ServerRuntime:
 
     def start(self) -> None:
         self.engine.start()
-        self.started_at = self.facts.started = time.time()
+        self.started_at = self.scrape_metrics.started = time.time()
         self.started = True
         for f in self._frontends:
             f.start()

@@ -94,7 +94,7 @@ class StatusHistory:
         per_table: dict[tuple[str, str], int] = {}
         infos = {sid: eng.source_info(sid) for sid in eng.source_ids()}
         for p in eng.pipelines():
-            applied = self.rt.facts.counts(p.id).changes_applied
+            applied = self.rt.metrics.pipeline_counts(p.id).changes_applied
             tkey = (p.source_id, str(p.table))
             per_table[tkey] = max(per_table.get(tkey, 0), applied)
             rate = self._rate("p:" + p.id, now, applied)

@@ -174,6 +174,10 @@ class S3DeadLetterStore:
         self._delete(keys)
         return len(keys)
 
+    def count(self, pipeline_id: str) -> int:
+        """Dead letters of the pipeline, by listing their keys (no object is read)."""
+        return len(self._keys(pipeline_id))
+
     def pipelines(self) -> list[str]:
         """Pipeline ids that have dead letters."""
         out = []

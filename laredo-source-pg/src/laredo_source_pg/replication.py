@@ -24,17 +24,14 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import select
-import struct
-import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NoReturn
 
 import psycopg
-from laredo.batches import STAMP_EPOCH_US, UNCHANGED, ChangeBatch
+from laredo.batches import UNCHANGED, ChangeBatch
 from laredo.contracts import BatchChangeHandler
 from laredo.errors import ReBaselineRequired, SourceError, TransientError
 from laredo.types import ChangeEvent, ColumnDefinition, SourceState, TableIdentifier
@@ -46,6 +43,7 @@ from .dsn import mask_text
 from .failover import SLOT_GONE_CAUSES, observe_server
 from .lsn import format_lsn
 from .options import PostgresSourceOptions
+from .pacing import Lost, SessionPacer, StopStream
 from .partitions import merge_moves
 from .pgoutput import DecodeError, PgOutputDecoder, SchemaItem
 from .slot import SlotManager
@@ -55,24 +53,6 @@ from .typmods import column_signature
 logger = logging.getLogger(__name__)
 
 __all__ = ["ReplicationStream"]
-
-_KEEPALIVE = struct.Struct(">Qqb")
-_HEARTBEAT_GAP = 0.02
-"""Least time between two keepalive requests made because changes arrived."""
-_STATUS = struct.Struct(">cQQQqb")
-
-
-def _now_pg_us() -> int:
-    return int(time.time() * 1_000_000) - STAMP_EPOCH_US
-
-
-class _StopStream(Exception):
-    """Internal: ``stop_stream()`` was called."""
-
-
-class _Lost(Exception):
-    """Internal: the replication stream ended or the connection failed (never escapes
-    :meth:`ReplicationStream.run`: it becomes a reconnect or ``ReBaselineRequired``)."""
 
 
 class _HandlerDialect:
@@ -92,27 +72,73 @@ _OLD_DIALECT = (
 )
 
 
-def _chunk_emitter(
-    on_changes: Any, dialect: _HandlerDialect, on_old: Callable[[], None]
-) -> Callable[[list[ChangeEvent], bool], None]:
-    """``emit(chunk, complete)``: ``on_changes(chunk, complete)``, or ``on_changes(chunk)``
-    once the handler showed the deprecated dialect (``on_old`` is called then, once)."""
+class _ChunkEmitter:
+    """``emit(chunk, complete)``: ``on_changes(chunk, complete)`` while the handler takes the
+    flag. A handler that does not (the ``on_change`` adapter; the deprecated dialect, found when
+    a first call cannot bind, which calls ``on_old`` once) gets whole transactions: a chunk with
+    ``complete`` False is held and passed on with the one that completes it, every event then at
+    the completing chunk's position (the commit end LSN), so neither the chunk a transaction was
+    cut into before the dialect was found nor a transaction larger than ``batch_size`` reaches
+    it in parts. :meth:`barrier` passes on what is held before a schema change inside the
+    transaction (its events keep their place before the change)."""
 
-    def emit(chunk: list[ChangeEvent], complete: bool) -> None:
-        if not dialect.chunked:
-            on_changes(chunk)
+    __slots__ = ("dialect", "held", "on_changes", "on_old")
+
+    def __init__(self, on_changes: Any, dialect: _HandlerDialect, on_old: Callable[[], None]):
+        self.on_changes = on_changes
+        self.dialect = dialect
+        self.on_old = on_old
+        self.held: list[ChangeEvent] = []
+
+    def __call__(self, chunk: list[ChangeEvent], complete: bool) -> None:
+        if self.dialect.chunked:
+            try:
+                self.on_changes(chunk, complete)
+                return
+            except TypeError as exc:
+                tb = exc.__traceback__
+                if tb is None or tb.tb_next is not None:
+                    raise  # raised inside the handler: its own error
+                self.dialect.chunked = False  # the call could not bind: the old dialect
+                self.on_old()
+        if not complete:
+            self.held.extend(chunk)
             return
-        try:
-            on_changes(chunk, complete)
-        except TypeError as exc:
-            tb = exc.__traceback__
-            if tb is None or tb.tb_next is not None:
-                raise  # raised inside the handler: its own error
-            dialect.chunked = False  # the call could not bind: the old dialect
-            on_old()
-            on_changes(chunk)
+        if self.held:
+            end = chunk[-1].position
+            chunk = [
+                e if e.position == end else replace(e, position=end) for e in self.held
+            ] + chunk
+            self.held = []
+        self.on_changes(chunk)
 
-    return emit
+    def barrier(self) -> None:
+        """Pass on the held events of the transaction (a schema change follows them)."""
+        if self.held and not self.dialect.chunked:
+            held, self.held = self.held, []
+            self.on_changes(held)
+
+
+class _Retry:
+    """The reconnect attempts of one ``run``: their count and the next backoff."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.attempts = 0
+        self.backoff = policy.initial_backoff
+
+    def reset(self) -> None:
+        self.attempts = 0
+        self.backoff = self.policy.initial_backoff
+
+    def next_backoff(self) -> float | None:
+        """The wait before the next attempt; None: ``max_attempts`` are used up."""
+        self.attempts += 1
+        if self.attempts > self.policy.max_attempts:
+            return None
+        wait = self.backoff
+        self.backoff = min(wait * self.policy.multiplier, self.policy.max_backoff)
+        return float(wait)
 
 
 Deliver = Callable[[list[Any], int, bool, Any], bool]
@@ -155,8 +181,52 @@ class ReplicationStream:
         stateful reconnects are exhausted.
         """
         run = self._run
-        slots = self._slots
         run.stop.clear()
+        start = self._first_position(start)
+        run.acked = max(run.acked, start)
+        run.delivered = max(run.delivered, start)
+        # A transaction cut in an earlier stream() is sent again whole: this caller may not hold
+        # its first chunks (only reconnects inside this call skip what was passed on).
+        run.partial = None
+        deliver, dialect = self._make_delivery(handler)
+        retry = _Retry(self._options.reconnect)
+        run.streaming.set()
+        try:
+            while True:
+                self._session_started = False
+                try:
+                    run.set_state(SourceState.STREAMING)
+                    self._session(deliver, dialect.chunked, handler)
+                    return
+                except StopStream:
+                    # PostgreSQL (15) cannot restart logical streaming on a walsender whose
+                    # stream ended: the connection goes (with an ephemeral source's temporary
+                    # slot, so its next stream() needs a baseline; a stateful one reconnects).
+                    self._slots.abandon_connection()
+                    return
+                except DecodeError:
+                    # A message we cannot parse: the connection is mid-COPY, drop it.
+                    self._slots.abandon_connection()
+                    raise
+                except (ReBaselineRequired, SourceError):
+                    raise
+                except (psycopg.OperationalError, TransientError, Lost) as exc:
+                    if run.stop.is_set() or run.closed.is_set() or self._reconnect(exc, retry):
+                        return
+                except BaseException:
+                    # e.g. the handler raised: the connection is mid-COPY, drop it.
+                    self._slots.abandon_connection()
+                    raise
+        finally:
+            run.streaming.clear()
+            if run.state in (SourceState.STREAMING, SourceState.RECONNECTING):
+                run.set_state(SourceState.CONNECTED)
+
+    def _first_position(self, start: int | None) -> int:
+        """Where ``run`` starts: ``start``, else the slot's confirmed position (the slot
+        created first when needed). ``ReBaselineRequired`` when the changes after ``start``
+        are gone (a lost slot, a position older than the slot's)."""
+        slots = self._slots
         if slots.need_new:
             kind = "replication slot" if self._stateful else "temporary slot"
             raise ReBaselineRequired(
@@ -171,86 +241,50 @@ class ReplicationStream:
             slots.create(export=False)
         consistent = slots.confirmed or 0
         if start is None:
-            start = consistent
-        elif start < consistent:
+            return consistent
+        if start < consistent:
             raise ReBaselineRequired(
                 f"postgresql source {self._slot_name!r}: position {format_lsn(start)} is older "
                 f"than the slot's confirmed position {format_lsn(consistent)}; the changes in "
                 "between are gone, re-baseline"
             )
-        run.acked = max(run.acked, start)
-        run.delivered = max(run.delivered, start)
-        # A transaction cut in an earlier stream() is sent again whole: this caller may not hold
-        # its first chunks (only reconnects inside this call skip what was passed on).
-        run.partial = None
-        deliver, dialect = self._make_delivery(handler)
-        reconnect = self._options.reconnect
-        attempts = 0
-        backoff = reconnect.initial_backoff
-        run.streaming.set()
-        try:
-            while True:
-                self._session_started = False
-                try:
-                    run.set_state(SourceState.STREAMING)
-                    self._session(deliver, dialect.chunked, handler)
-                    return
-                except _StopStream:
-                    # PostgreSQL (15) cannot restart logical streaming on a walsender whose
-                    # stream ended: the connection goes (with an ephemeral source's temporary
-                    # slot, so its next stream() needs a baseline; a stateful one reconnects).
-                    slots.abandon_connection()
-                    return
-                except DecodeError:
-                    # A message we cannot parse: the connection is mid-COPY, drop it.
-                    slots.abandon_connection()
-                    raise
-                except (ReBaselineRequired, SourceError):
-                    raise
-                except (psycopg.OperationalError, TransientError, _Lost) as exc:
-                    if run.stop.is_set() or run.closed.is_set():
-                        return
-                    if self._session_started:
-                        # The last (re)connect worked: a new failure starts a new series.
-                        attempts = 0
-                        backoff = reconnect.initial_backoff
-                    msg = mask_text(str(exc)).strip()
-                    self._conns.close_repl()
-                    if slots.invalidated():
-                        self._on_invalidated()
-                    if not self._stateful:
-                        slots.need_new = True
-                        slots.exists = False
-                        run.set_state(SourceState.ERROR)
-                        raise ReBaselineRequired(
-                            f"postgresql source {self._slot_name!r}: replication connection "
-                            f"lost ({msg}); the temporary slot is gone, re-baseline"
-                        ) from None
-                    logger.warning(
-                        "postgresql source %s: replication connection lost (%s); reconnecting",
-                        self._slot_name,
-                        msg,
-                    )
-                    run.set_state(SourceState.RECONNECTING)
-                    attempts += 1
-                    if attempts > reconnect.max_attempts:
-                        run.set_state(SourceState.ERROR)
-                        raise SourceError(
-                            f"postgresql source {self._slot_name!r}: gave up after "
-                            f"{reconnect.max_attempts} reconnect attempts: {msg}"
-                        ) from None
-                    run.reconnect_attempts_total += 1
-                    if run.stop.wait(backoff):
-                        return
-                    backoff = min(backoff * reconnect.multiplier, reconnect.max_backoff)
-                except BaseException:
-                    # e.g. the handler raised: the connection is mid-COPY, drop it.
-                    slots.abandon_connection()
-                    raise
-        finally:
-            run.streaming.clear()
-            if run.state in (SourceState.STREAMING, SourceState.RECONNECTING):
-                run.set_state(SourceState.CONNECTED)
+        return start
+
+    def _reconnect(self, exc: BaseException, retry: _Retry) -> bool:
+        """After a lost connection: ``ReBaselineRequired`` for an ephemeral source or an
+        invalidated slot, ``SourceError`` once the reconnects are exhausted; else wait the
+        backoff (True: stopped meanwhile) before the next attempt."""
+        run = self._run
+        slots = self._slots
+        if self._session_started:
+            retry.reset()  # the last (re)connect worked: a new failure starts a new series
+        msg = mask_text(str(exc)).strip()
+        self._conns.close_repl()
+        if slots.invalidated():
+            self._on_invalidated()
+        if not self._stateful:
+            slots.need_new = True
+            slots.exists = False
+            run.set_state(SourceState.ERROR)
+            raise ReBaselineRequired(
+                f"postgresql source {self._slot_name!r}: replication connection "
+                f"lost ({msg}); the temporary slot is gone, re-baseline"
+            ) from None
+        logger.warning(
+            "postgresql source %s: replication connection lost (%s); reconnecting",
+            self._slot_name,
+            msg,
+        )
+        run.set_state(SourceState.RECONNECTING)
+        backoff = retry.next_backoff()
+        if backoff is None:
+            run.set_state(SourceState.ERROR)
+            raise SourceError(
+                f"postgresql source {self._slot_name!r}: gave up after "
+                f"{retry.policy.max_attempts} reconnect attempts: {msg}"
+            ) from None
+        run.reconnect_attempts_total += 1
+        return run.stop.wait(backoff)
 
     def _on_invalidated(self) -> None:
         self._run.slot_lost_total += 1
@@ -320,7 +354,7 @@ class ReplicationStream:
             if self.decoder is not None:
                 self.decoder.stop_chunking()
 
-        emit = _chunk_emitter(on_changes, dialect, on_old)
+        emit = _ChunkEmitter(on_changes, dialect, on_old)
         moves = self._catalog.move_keys  # live: partitioned parents added later count too
 
         def deliver(items: list[Any], position: int, complete: bool, tx: Any = None) -> bool:
@@ -340,6 +374,7 @@ class ReplicationStream:
                     if chunk:
                         emit(chunk, False)
                         chunk = []
+                    emit.barrier()
                     self._schema_change(item, position, on_schema)
                     continue
                 chunk.append(item)
@@ -507,13 +542,9 @@ class ReplicationStream:
 
         return on_columns, on_resync
 
-    def _session(self, deliver: Deliver, chunked: bool, handler: Any) -> None:
-        run = self._run
-        repl = self._conns.repl()
-        if repl is not self._observed:  # a new connection: which server did it reach?
-            self._observed = repl
-            if observe_server(repl, run):
-                self._conns.reset_query()  # they may still hold the old server
+    def _new_decoder(self, chunked: bool, handler: Any) -> PgOutputDecoder:
+        """This session's decoder: the tables tracked and known now, resuming a transaction a
+        lost connection cut (``run.partial``)."""
         tracked = self._catalog.tracked  # live: tables added while streaming are decoded too
         tx = self._conns.loaders()
         result_oid = self._catalog.result_oid
@@ -522,16 +553,20 @@ class ReplicationStream:
             return tx.get_loader(result_oid(oid), pq.Format.TEXT).load
 
         known = {t: column_signature(cols) for t, cols in self._catalog.columns.items()}
-        decoder = PgOutputDecoder(
+        self.decoder = PgOutputDecoder(
             loader_for,
             lambda s, n: tracked.get((s, n)),
             known,
             chunk_size=self._options.batch_size if chunked else 0,
-            resume=run.partial,
+            resume=self._run.partial,
             batches=isinstance(handler, BatchChangeHandler),
         )
-        self.decoder = decoder
-        start = max(run.delivered, run.acked)
+        return self.decoder
+
+    def _start_replication(self, repl: Any, start: int) -> None:
+        """``START_REPLICATION`` of the slot after ``start``; a slot that is gone or
+        invalidated is a known state (``_on_slot_gone``, ``_on_invalidated``), one still held
+        by a dying walsender a retry (``Lost``)."""
         pubs = quote_literal(quote_ident(self._options.publication_name))
         cmd = (
             f"START_REPLICATION SLOT {quote_ident(self._slot_name)} LOGICAL {format_lsn(start)} "
@@ -553,33 +588,39 @@ class ReplicationStream:
             self._on_slot_gone(mask_text(str(exc)).strip(), start)
         except psycopg.errors.ObjectInUse as exc:
             # still held by a dying walsender: retry
-            raise _Lost(str(exc)) from None
+            raise Lost(str(exc)) from None
         self._session_started = True
         logger.debug("streaming slot %s from %s", self._slot_name, format_lsn(start))
+
+    def _session(self, deliver: Deliver, chunked: bool, handler: Any) -> None:
+        """One replication connection's stream, until it is lost or stopped. The loop below
+        is the per-message path; everything else is :class:`~.pacing.SessionPacer`'s."""
+        run = self._run
+        repl = self._conns.repl()
+        if repl is not self._observed:  # a new connection: which server did it reach?
+            self._observed = repl
+            if observe_server(repl, run):
+                self._conns.reset_query()  # they may still hold the old server
+        decoder = self._new_decoder(chunked, handler)
+        self._start_replication(repl, max(run.delivered, run.acked))
         on_heartbeat = getattr(handler, "on_heartbeat", None)
-        watch = self.watch
-        watching = watch.interval > 0
-        on_columns, on_resync = self._watch_reporters(decoder, handler)
         pgconn = repl.pgconn
+        pacer = SessionPacer(
+            pgconn,
+            run,
+            decoder=decoder,
+            options=self._options,
+            watch=self.watch,
+            reporters=self._watch_reporters(decoder, handler),
+            on_heartbeat=on_heartbeat,
+        )
         sock = pgconn.socket
-        wake = run.wake_r
-        wake_fd = wake.fileno()
-        interval = self._options.status_interval
-        hb_interval = self._options.heartbeat_interval
-        hb_gap = min(_HEARTBEAT_GAP, hb_interval)
-        ack_interval = min(0.2, interval)
-        last_status = 0.0
-        last_request = time.monotonic()
-        fresh = False  # changes arrived since the last keepalive request
-        hb_candidate = 0
         get = pgconn.get_copy_data
         feed = decoder.feed
         unacked_times = run.unacked_times
-        stop = run.stop
         delivered_skip = run.delivered
         since_check = 0
-        self._send_status(pgconn, reply=False)
-        last_status = time.monotonic()
+        pacer.send_status(reply=False)
         while True:
             n, data = get(1)
             if n > 0:
@@ -588,7 +629,7 @@ class ReplicationStream:
                 if kind == 119:  # 'w' XLogData
                     done = feed(data.tobytes(), 25)  # the frame whole: no slice, one copy
                     if done is not None:
-                        fresh = True
+                        pacer.fresh = True
                         if not done.committed:
                             # a big transaction, passed on while it is received
                             deliver(done.take_chunk(), done.position, False, done)
@@ -611,92 +652,28 @@ class ReplicationStream:
                                     # no event left to carry the end of the transaction
                                     run.last_heartbeat = end
                                     on_heartbeat(end)
-                            elif end > hb_candidate:
-                                hb_candidate = end
+                            elif end > pacer.hb_candidate:
+                                pacer.hb_candidate = end
                     if since_check >= 512:
                         since_check = 0
-                        if stop.is_set():
-                            raise _StopStream
-                        now = time.monotonic()
-                        if watching and not decoder.in_transaction and watch.due(now):
-                            watch.tick(decoder.known, run.received, on_columns, on_resync)
-                        due = now - last_status
-                        if (run.acked != run.ack_sent and due > ack_interval) or due > interval:
-                            self._send_status(pgconn, reply=False)
-                            last_status = now
+                        pacer.busy()
                 elif kind == 107:  # 'k' keepalive
-                    wal_end, _ts, reply = _KEEPALIVE.unpack_from(data, 1)
-                    run.server_wal_end = max(run.server_wal_end, wal_end)
-                    if not decoder.in_transaction and wal_end > hb_candidate:
-                        hb_candidate = wal_end
-                    if reply:
-                        self._send_status(pgconn, reply=False)
-                        last_status = time.monotonic()
+                    pacer.keepalive(data)
                 continue
-            if n == 0:
-                # Drained: maintenance, then wait for the socket (or a wake-up).
-                if stop.is_set():
-                    raise _StopStream
-                now = time.monotonic()
-                idle = not decoder.in_transaction
-                if (
-                    idle
-                    and on_heartbeat is not None
-                    and hb_candidate > run.last_heartbeat
-                    and hb_candidate > run.delivered
-                ):
-                    # Outside a transaction, after everything received: nothing at or before
-                    # it is still to come (the engine orders it after the changes it queued).
-                    run.last_heartbeat = hb_candidate
-                    on_heartbeat(hb_candidate)
-                if watching and idle and watch.due(now):
-                    passed = max(run.received, hb_candidate)
-                    watch.tick(decoder.known, passed, on_columns, on_resync)
-                since_request = now - last_request
-                if idle and (since_request >= hb_interval or (fresh and since_request >= hb_gap)):
-                    # Ask for the server's position: a keepalive answers at once.
-                    self._send_status(pgconn, reply=True)
-                    last_status = last_request = now
-                    fresh = False
-                elif run.acked != run.ack_sent and now - last_status > ack_interval / 4:
-                    self._send_status(pgconn, reply=False)
-                    last_status = now
-                elif now - last_status > interval:
-                    self._send_status(pgconn, reply=True)
-                    last_status = now
-                if idle:
-                    wait = (hb_gap if fresh else hb_interval) - (now - last_request)
-                else:
-                    wait = interval - (now - last_status)
-                timeout = max(0.005, min(wait, interval - (now - last_status), 1.0))
-                run.waiting = True
-                try:
-                    readable, _, _ = select.select([sock, wake_fd], [], [], timeout)
-                finally:
-                    run.waiting = False
-                if wake_fd in readable:
-                    with contextlib.suppress(BlockingIOError):
-                        wake.recv(4096)
-                if sock in readable:
-                    pgconn.consume_input()
+            if n == 0:  # drained: maintenance, then wait for the socket (or a wake-up)
+                pacer.drained(sock)
                 continue
-            if n == -1:
-                res = pgconn.get_result()
-                msg = "server ended the replication stream"
-                if res is not None and res.error_message:
-                    msg = res.error_message.decode("utf-8", "replace").strip()
-                raise _Lost(msg)
-            raise _Lost(pgconn.error_message.decode("utf-8", "replace").strip() or "copy failed")
+            raise Lost(_end_message(pgconn, n))
 
-    def _send_status(self, pgconn: Any, *, reply: bool) -> None:
-        run = self._run
-        acked = run.acked
-        write = max(run.received, acked)
-        msg = _STATUS.pack(b"r", write, acked, acked, _now_pg_us(), 1 if reply else 0)
-        if pgconn.put_copy_data(msg) != 1:
-            raise _Lost("could not send standby status")
-        pgconn.flush()
-        run.ack_sent = acked
+
+def _end_message(pgconn: Any, n: int) -> str:
+    """Why the copy stream ended (``get_copy_data`` returned ``n`` < 0)."""
+    if n == -1:
+        res = pgconn.get_result()
+        if res is not None and res.error_message:
+            return str(res.error_message.decode("utf-8", "replace").strip())
+        return "server ended the replication stream"
+    return pgconn.error_message.decode("utf-8", "replace").strip() or "copy failed"
 
 
 def _merged(batch: ChangeBatch, moves: Any, keep_batch: bool = False) -> Any:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contracts import DeadLetterStore, SnapshotSerializer, SnapshotStore
+from ..contracts import DeadLetterStore, ObserverLike, SnapshotSerializer, SnapshotStore
 from ..engine import Engine
 from ..engine_settings import RUNNER_SETTINGS, SNAPSHOT_SETTINGS
 from ..errors import ConfigError
@@ -107,7 +107,7 @@ def close_sources(sources: Iterable[Any]) -> None:
                 close()
 
 
-def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
+def build_engine(model: EngineConfig, observers: Sequence[ObserverLike] = ()) -> Built:
     """Construct the sources, targets, filters, transforms, stores and the :class:`Engine`
     that ``model`` describes; ``observers`` are added to the configured observer plugins.
 
@@ -133,7 +133,7 @@ def build_engine(model: EngineConfig, observers: Sequence[Any] = ()) -> Built:
             "dead_letter.store_config",
         )
     pipelines = [build_pipeline(make, t, tgt, where) for _, where, t, tgt in pipeline_specs(model)]
-    all_observers = list(observers)
+    all_observers: list[ObserverLike] = list(observers)
     for where, spec in settings.observers:
         all_observers.append(make("observer", spec.type, spec.options(), where))
     if make.problems:

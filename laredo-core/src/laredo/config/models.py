@@ -8,11 +8,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT, RetentionConfig, SnapshotConfig
+from ..engine_settings import DeadLetterConfig, RetentionConfig, RunnerSettings, SnapshotConfig
 from ..pipeline_settings import (
     BufferConfig,
     ErrorHandlingConfig,
     TableBaselineConfig,
+    TableSections,
+    TargetSections,
     TtlConfig,
     ValidationConfig,
 )
@@ -49,18 +51,15 @@ class PluginSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
-class TargetConfig(BaseModel):
-    """One target of a table: ``type`` + the plugin's options, and the pipeline settings."""
+class TargetConfig(TargetSections):
+    """One target of a table: ``type`` + the plugin's options, and the pipeline settings'
+    sections (:class:`laredo.pipeline_settings.TargetSections`, generated)."""
 
     model_config = ConfigDict(extra="allow")
     type: str = Field(min_length=1)
     id: str | None = None
-    buffer: BufferConfig = BufferConfig()
-    error_handling: ErrorHandlingConfig = ErrorHandlingConfig()
     filters: list[PluginSpec] = Field(default_factory=list)
     transforms: list[PluginSpec] = Field(default_factory=list)
-    ttl: TtlConfig | None = None
-    validation: ValidationConfig | None = None
 
     def options(self) -> dict[str, Any]:
         """The target plugin's own options (every key that is not a pipeline setting)."""
@@ -71,34 +70,26 @@ PIPELINE_KEYS = frozenset(TargetConfig.model_fields)
 """Keys of a target entry that are pipeline settings, not the target plugin's options."""
 
 
-class TableConfig(_Section):
+class TableConfig(TableSections):
+    """One table: its source, schema and name, its targets, and the pipeline settings'
+    sections given for every target (:class:`laredo.pipeline_settings.TableSections`)."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     source: str = Field(min_length=1)
     schema_: str = Field(default="public", alias="schema", min_length=1)
     table: str = Field(min_length=1)
     targets: list[TargetConfig] = Field(min_length=1)
-    ttl: TtlConfig | None = None
-    validation: ValidationConfig | None = None
-    baseline: TableBaselineConfig | None = None
 
 
-class DeadLetterConfig(_Section):
-    """``dead_letter { store = memory | local | s3, store_config { ... } }``"""
-
-    store: str = "memory"
-    store_config: dict[str, Any] = Field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineSettings(RunnerSettings):
     """Engine parameters a runner keeps in sections of its own (the server: ``observability``
     and ``shutdown``). ``observers`` are ``(key path, spec)`` pairs of observer plugins; the
-    other fields are :data:`laredo.engine_settings.RUNNER_SETTINGS`, by keyword."""
+    other fields are :data:`laredo.engine_settings.RUNNER_SETTINGS`, by keyword (generated:
+    :class:`laredo.engine_settings.RunnerSettings`)."""
 
     observers: tuple[tuple[str, PluginSpec], ...] = ()
-    shutdown_timeout: float = SHUTDOWN_TIMEOUT.default
-    lag_interval: float = LAG_INTERVAL.default
 
 
 class EngineConfig(_Section):

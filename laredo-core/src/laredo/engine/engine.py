@@ -27,6 +27,7 @@ from typing import Any, TypeVar, get_args, overload
 from ..contracts import (
     DeadLetterStore,
     EngineObserver,
+    ObserverLike,
     Resettable,
     SnapshotSerializer,
     SnapshotStore,
@@ -103,8 +104,8 @@ class Engine:
         snapshot_user_meta: Mapping[str, Any] | None = None,
         snapshot_meta_policy: str = SNAPSHOT_META_POLICY.default,
         dead_letter_store: DeadLetterStore | None = None,
-        observers: Iterable[EngineObserver] = (),
-        observer: EngineObserver | None = None,
+        observers: Iterable[ObserverLike] = (),
+        observer: ObserverLike | None = None,
         shutdown_timeout: float | timedelta | str = SHUTDOWN_TIMEOUT.default,
         lag_interval: float | timedelta | str = LAG_INTERVAL.default,
     ) -> None:
@@ -139,7 +140,7 @@ class Engine:
         self.snapshot_user_meta = dict(snapshot_user_meta or {})
         self.snapshot_meta_policy = snapshot_meta_policy
         self.dead_letter_store = dead_letter_store
-        obs_list = list(observers or [])
+        obs_list: list[ObserverLike] = list(observers or [])
         if observer is not None:
             obs_list.append(observer)
         self._obs: EngineObserver = composite(obs_list)

@@ -14,7 +14,8 @@ The suite checks what the engine and the ``laredo dead-letters`` commands rely o
 back oldest first with their Python value types, error and position; ``limit``; replay applies
 oldest first through the target's per-change methods and removes what it applied; a replay that
 fails keeps the failed entry and every later one; purge; pipelines are independent; concurrent
-writers lose nothing.
+writers lose nothing; a store's ``count`` (:class:`laredo.contracts.CountsDeadLetters`, optional)
+agrees with ``read``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from ..contracts import CountsDeadLetters
+from ..deadletter import count_dead_letters
 from ..errors import DeadLetterReplayError
 from ..types import ChangeAction, ChangeEvent, ErrorInfo, TableIdentifier
 from .guard import ConformanceSuite
@@ -133,6 +136,20 @@ class DeadLetterStoreConformance(ConformanceSuite):
         assert store.purge(PID) == 0
         assert store.pipelines() == ["other"]
         assert len(store.read("other")) == 1
+
+    def test_count_agrees_with_read(self, store: Any) -> None:
+        """The status backlog counts through ``count`` when the store has it."""
+        assert count_dead_letters(store, PID) == 0
+        for ch in dead_letter_changes()[:4]:
+            store.write(PID, ch, ErrorInfo("x"))
+        store.write("other", dead_letter_changes()[0], ErrorInfo("y"))
+        counted = store.count if isinstance(store, CountsDeadLetters) else None
+        for pid, n in ((PID, 4), ("other", 1), ("absent", 0)):
+            assert count_dead_letters(store, pid) == n == len(store.read(pid))
+            assert counted is None or counted(pid) == n
+        store.replay(PID, RecordingTarget())
+        store.purge("other")
+        assert count_dead_letters(store, PID) == 0 == count_dead_letters(store, "other")
 
     def test_concurrent_writes_lose_nothing(self, store: Any) -> None:
         def writer(n: int) -> None:

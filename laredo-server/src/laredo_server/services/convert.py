@@ -37,6 +37,7 @@ from laredo.types import (
 from .._proto.laredo_proto.v1 import oam_pb2 as oam
 from .._proto.laredo_proto.v1 import query_pb2 as qry
 from ..capabilities import SecondaryIndexed, UniqueLookup
+from ..metrics import PipelineCounts
 from ..state import (
     ChangesApplied,
     PipelineStateChanged,
@@ -46,7 +47,6 @@ from ..state import (
     SourceStateChanged,
     StatusEvent,
 )
-from ..status_facts import PipelineCounts
 
 __all__ = [
     "PIPELINE_STATES",

@@ -1,7 +1,8 @@
 """The status messages of ``laredo.v1.LaredoOAMService``: a pipeline's, a source's, the
 snapshots' and the whole service's (``GetStatus``, what ``laredo status`` and the status page
-read), built from a :class:`~laredo_server.runtime.ServerRuntime`, its engine and its
-:class:`~laredo_server.status_facts.StatusFacts`."""
+read), built from a :class:`~laredo_server.runtime.ServerRuntime`: its engine, its metrics'
+counters, its :class:`~laredo_server.latest_snapshot.LatestSnapshot` and
+:class:`~laredo_server.dead_letter_backlog.DeadLetterBacklog`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 from laredo import PipelineInfo
 
 from .._proto.laredo_proto.v1 import oam_pb2 as oam
+from ..capabilities import wal_retained
 from ..runtime import ServerRuntime
+from ..scrape_metrics import snapshot_schedule
 from .convert import (
     ms,
     pipeline_status_pb,
@@ -40,13 +43,13 @@ def pipeline_status(
     """One pipeline's status; a status of many passes the dead-letter ``backlog``, a
     ``check`` (``rt.ready_check()``) and ``targets`` (``rt.pipeline_targets()``) once."""
     if backlog is None:
-        backlog = rt.facts.dead_letter_backlog()
+        backlog = rt.dead_letter_backlog.read()
     no_store = rt.engine.dead_letter_store is None
     return pipeline_status_pb(
         info,
         ready=rt.pipeline_ready(info, check),
         target=targets.get(info.id) if targets is not None else rt.pipeline_target(info.id),
-        counts=rt.facts.counts(info.id),
+        counts=rt.metrics.pipeline_counts(info.id),
         dead_letters=0 if no_store else -1 if backlog is None else backlog.get(info.id, 0),
     )
 
@@ -60,13 +63,13 @@ def source_status(rt: ServerRuntime, sid: str) -> oam.SourceStatus:
     if kind:  # the configured type (postgresql), not the class name (PostgresSource)
         info = dataclasses.replace(info, source_type=kind)
     return source_status_pb(
-        info, ready=rt.engine.is_ready(sid), wal_retained=rt.facts.wal_retained(sid)
+        info, ready=rt.engine.is_ready(sid), wal_retained=wal_retained(rt.engine.source(sid))
     )
 
 
 def snapshot_status(rt: ServerRuntime) -> oam.SnapshotStatus:
     """The snapshot store, the latest snapshot and the schedule."""
-    latest = rt.facts.latest_snapshot()
+    latest = rt.latest_snapshot.read()
     return oam.SnapshotStatus(
         store_configured=rt.engine.snapshot_store is not None,
         last_snapshot_id=latest.snapshot_id if latest else "",
@@ -74,7 +77,7 @@ def snapshot_status(rt: ServerRuntime) -> oam.SnapshotStatus:
         last_error=rt.hub.last_snapshot_error or "",
         snapshots_created=rt.hub.snapshots_created,
         last_snapshot_size_bytes=latest.size_bytes if latest else 0,
-        schedule_seconds=int(rt.facts.snapshot_schedule() or 0),
+        schedule_seconds=int(snapshot_schedule(rt.engine) or 0),
     )
 
 
@@ -103,7 +106,7 @@ def service_status(rt: ServerRuntime) -> oam.GetStatusResponse:
     """The answer of ``GetStatus``: the service, every source and pipeline, the snapshots and
     the last configuration reload."""
     eng = rt.engine
-    backlog = rt.facts.dead_letter_backlog()
+    backlog = rt.dead_letter_backlog.read()
     check, targets = rt.ready_check(), rt.pipeline_targets()
     out = oam.GetStatusResponse(
         state=service_state_pb(rt.service_state()),
