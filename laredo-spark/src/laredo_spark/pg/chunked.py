@@ -101,9 +101,11 @@ def _fingerprint(
     columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]],
     chunk_rows: int,
     output: str,
+    keys: Mapping[TableIdentifier, Sequence[str] | None],
 ) -> str:
     doc = {
         "pipelines": [p.pipeline_id() for p in pipes],
+        "keys": {str(t): list(k or ()) for t, k in sorted(keys.items(), key=lambda i: str(i[0]))},
         "columns": {
             str(t): [(c.name, c.type) for c in cols] for t, cols in sorted(columns.items(), key=str)
         },
@@ -111,6 +113,16 @@ def _fingerprint(
         "output": output,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _keys(src: Any, tables: Sequence[TableIdentifier]) -> dict[TableIdentifier, list[str] | None]:
+    """Each table's chunk key as the PostgreSQL source's own chunked reads find it
+    (``chunk_key``: the primary key, else the ``REPLICA IDENTITY USING INDEX`` columns;
+    ``None``: neither); closes the source's connection after."""
+    try:
+        return {t: src.chunk_key(t) for t in tables}
+    finally:
+        src.close()
 
 
 def _stale(run: ChunkRun, fingerprint: str, options: Any, slot: str) -> str | None:
@@ -227,7 +239,7 @@ def _read(
 def _fresh(
     reading: _Reading,
     pipes: Sequence[Pipeline],
-    tables: Sequence[TableIdentifier],
+    keys: Mapping[TableIdentifier, Sequence[str] | None],
     *,
     fingerprint: str,
     chunk_rows: int,
@@ -242,7 +254,7 @@ def _fresh(
     saved = False
     try:
         with slot as snap:
-            plans, zone = plan_chunks(opts, snap.snapshot_name, tables, chunk_rows)
+            plans, zone = plan_chunks(opts, snap.snapshot_name, keys, chunk_rows)
             run = ChunkRun(
                 sink.output_id,
                 src.slot_name,
@@ -293,6 +305,7 @@ def run_chunked_baseline(
     tables = _tables(pipes)
     phases = _Phases()
     columns = _init_source(src, pipes, tables, sink, sid)
+    keys = _keys(src, tables)
     slices_source = slices_data_source(opts)
     for ds in (slices_source, *sink.data_sources):
         spark.dataSource.register(ds)
@@ -309,7 +322,7 @@ def run_chunked_baseline(
         fetch_size,
         int(partitions or spark.sparkContext.defaultParallelism or 1),
     )
-    fingerprint = _fingerprint(pipes, columns, chunk_rows, getattr(sink, "output_kind", ""))
+    fingerprint = _fingerprint(pipes, columns, chunk_rows, getattr(sink, "output_kind", ""), keys)
     run = sink.load_run(sid, src.slot_name)
     if run is not None:
         why = _stale(run, fingerprint, opts, src.slot_name)
@@ -336,7 +349,7 @@ def run_chunked_baseline(
         run, read = _fresh(
             reading,
             pipes,
-            tables,
+            keys,
             fingerprint=fingerprint,
             chunk_rows=chunk_rows,
             src=src,

@@ -1,0 +1,134 @@
+"""The resumable (``baseline.mode = chunked``) Spark baseline into a ``delta`` target: each
+wave of chunks is one Delta commit carrying its progress, so a lost driver is resumed by the
+next run (reading only the unfinished chunks: PostgreSQL's own table counters), or by
+``laredo serve`` itself (the engine's chunked baseline continues after the last key the
+table records); either way the table then streams on from the slot and ends equal to
+PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import laredo
+import pytest
+from laredo.testing import wait_until
+
+pytest.importorskip("laredo_target_delta")
+from laredo_spark.delta_baseline import SPARK_RUN, DeltaChunkSink, spark_delta_baseline
+from laredo_spark.pg.progress import ChunkRun
+from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, rows_as_of
+from laredo_target_delta.archive import open_table, progress_of
+
+from .test_chunked_resume import (
+    ACCOUNTS,
+    CHUNK_ROWS,
+    ROWS,
+    DriverLost,
+    in_range,
+    make_regional_accounts,
+    rows_read,
+    source_config,
+    table_rows,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("jvm")]
+
+
+def delta_rows(uri: str) -> dict[Any, dict[str, Any]]:
+    rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
+    out = {(r["region"], r["id"]): r for r in rows}
+    assert len(out) == len(rows), "a key is in the Delta table twice"
+    return out
+
+
+def delta_run(uri: str) -> ChunkRun | None:
+    """The run the table's last commit records (None: none)."""
+    if not Path(uri, "_delta_log").exists():
+        return None
+    info = open_table(uri).history(1)[0]
+    text = info.get(SPARK_RUN)
+    return None if text is None else ChunkRun.from_json(json.loads(text))
+
+
+@pytest.mark.parametrize("resume", ["spark", "engine"])
+def test_chunked_delta_baseline_resumes_after_a_lost_driver(
+    spark: Any, pg_database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resume: str
+) -> None:
+    db = pg_database
+    make_regional_accounts(db)
+    cfg = source_config(db)
+    uri = str(tmp_path / "lake" / "accounts")
+    write = DeltaChunkSink.write_chunks
+    waves: list[int] = []
+
+    def dies_after_two_waves(self: Any, spark: Any, job: Any, chunks: Any, run: Any) -> Any:
+        if len(waves) == 2:  # the driver is lost between two waves
+            raise DriverLost
+        waves.append(len(chunks))
+        return write(self, spark, job, chunks, run)
+
+    monkeypatch.setattr(DeltaChunkSink, "write_chunks", dies_after_two_waves)
+    pipeline = laredo.Pipeline("pg", ACCOUNTS, DeltaTarget(DeltaTargetOptions(uri=uri)))
+    with pytest.raises(DriverLost):
+        spark_delta_baseline(spark, cfg, [pipeline], source_id="pg", partitions=2)
+    monkeypatch.undo()
+    assert waves == [2, 2]
+    run = delta_run(uri)
+    assert run is not None and run.chunks_done() == 4
+    (plan,) = run.tables.values()
+    assert plan.count == ROWS // CHUNK_ROWS
+    # two commits at the slot's position, each with the rows of its chunks and the engine's
+    # progress record: the last key done (chunks 0..3)
+    commits = history(uri)
+    assert [(c.kind, c.position) for c in commits] == [("baseline", run.position)] * 2
+    region, key_id = plan.bounds[3]
+    assert json.loads(progress_of(commits) or "") == {"last_key": [region, int(key_id)]}
+    done = " OR ".join(in_range(*plan.chunk(c)) for c in range(4))
+    ((in_done,),) = db.execute(f"SELECT count(*) FROM accounts WHERE {done}")
+    assert len(delta_rows(uri)) == in_done
+    (slot,) = db.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+        (db.slot_name,),
+    )
+    assert slot[0] == run.position  # the slot survives, still at the run's position
+
+    # meanwhile: changes in finished and unfinished key ranges, a key change across them
+    db.execute("UPDATE accounts SET balance = -1 WHERE id % 7 = 0")
+    db.execute("DELETE FROM accounts WHERE id % 11 = 0")
+    db.execute("INSERT INTO accounts VALUES ('eu west', 100001, 'new', 5, now())")
+    db.execute("UPDATE accounts SET region = 'zz', id = 200002 WHERE id = 2")
+    db.execute("UPDATE accounts SET region = 'eu west', id = 2 WHERE id = 3999")
+
+    if resume == "spark":
+        unfinished = [c for c in range(plan.count) if c not in run.done["pipeline-0000"]]
+        conds = [in_range(*plan.chunk(c)) for c in unfinished]
+        ((want_read,),) = db.execute(f"SELECT count(*) FROM accounts WHERE {' OR '.join(conds)}")
+        before = rows_read(db)
+        result = spark_delta_baseline(spark, cfg, [pipeline], source_id="pg", partitions=2)
+        read = rows_read(db) - before
+        assert result.chunks == (len(unfinished), plan.count)
+        assert result.position == run.position
+        assert read == want_read, (read, want_read)  # only the unfinished chunks were read
+        kinds = [(c.kind, c.position) for c in history(uri)]
+        assert kinds == [("baseline", run.position)] * 5  # appended: 3 more waves
+        assert progress_of(history(uri)) is None  # the last wave: finished
+        assert result.row_counts[pipeline.pipeline_id()] == len(delta_rows(uri))
+
+    # laredo serve's engine: streams from the slot's P0 (resume = spark), or first continues
+    # the chunked baseline after the recorded key itself (resume = engine)
+    db.execute("UPDATE accounts SET name = 'after' WHERE id % 13 = 0")
+    src = laredo.source("postgresql", **{k: v for k, v in cfg.items() if k != "type"})
+    target = DeltaTarget(DeltaTargetOptions(uri=uri, flush_interval=0.1))
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ACCOUNTS, target)])
+    eng.start()
+    try:
+        assert eng.await_ready(90)
+        wait_until(lambda: delta_rows(uri) == table_rows(db), 60, "delta == SELECT *", interval=0.2)
+    finally:
+        eng.stop()
+    after = history(uri)
+    # never baselined again from scratch: the Spark waves stay the table's first versions
+    assert [c.kind for c in after].count("baseline") == (5 if resume == "spark" else 2)
+    assert progress_of(after) is None
