@@ -8,12 +8,13 @@ PostgreSQL."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import laredo
 import pytest
-from laredo.testing import wait_until
+from laredo.testing import ServedLaredo, free_port, wait_until
 
 pytest.importorskip("laredo_target_delta")
 from laredo_spark.delta_baseline import SPARK_RUN, DeltaChunkSink, spark_delta_baseline
@@ -24,14 +25,17 @@ from laredo_target_delta.archive import open_table, progress_of
 from .test_chunked_resume import (
     ACCOUNTS,
     CHUNK_ROWS,
+    KILL_CHUNK_ROWS,
     ROWS,
     DriverLost,
     in_range,
+    kill_resume_serve,
     make_regional_accounts,
     rows_read,
     source_config,
     table_rows,
 )
+from .test_serve_restore import make_accounts
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("jvm")]
 
@@ -132,3 +136,100 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     # never baselined again from scratch: the Spark waves stay the table's first versions
     assert [c.kind for c in after].count("baseline") == (5 if resume == "spark" else 2)
     assert progress_of(after) is None
+
+
+# -- kill -9 of a `laredo spark baseline` into a delta target, then the same command again ---
+
+DELTA_CONFIG = """
+sources {{
+  pg {{
+    type = postgresql
+    connection = "{connection}"
+    slot_mode = stateful
+    slot_name = {slot}
+    publication {{ create = true }}
+    status_interval = 200ms
+    baseline {{ mode = chunked, chunk_rows = 1000 }}
+  }}
+}}
+tables = [
+  {{ source = pg, schema = public, table = accounts,
+     targets = [ {{ type = delta, uri = "{uri}", flush_interval = 100ms }} ] }}
+]
+grpc {{ port = {grpc} }}
+health {{ port = {health} }}
+shutdown {{ grace_period = 20s }}
+spark {{
+  partitions = 2
+  conf {{ spark.sql.shuffle.partitions = 2, spark.executor.memory = 768m }}
+}}
+"""
+
+
+class DeltaOutput:
+    """The baseline's output is a Delta table; `laredo serve` streams on into it."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def load(self) -> ChunkRun | None:
+        return delta_run(self.uri)
+
+    def killed(self, run: ChunkRun) -> None:
+        commits = history(self.uri)
+        assert commits and progress_of(commits) is not None  # unfinished, as the engine sees
+        assert {c.position for c in commits} == {run.position}
+
+    def resumed(self, run: ChunkRun) -> None:
+        assert progress_of(history(self.uri)) is None  # finished
+        assert delta_run(self.uri) is not None
+        assert delta_run(self.uri).output_id == run.output_id  # type: ignore[union-attr]
+
+    def serve(
+        self, db: Any, config: Path, tmp_path: Path, *, counter: list[int], stop: Any, w: Any
+    ) -> None:
+        served = ServedLaredo(config, log=tmp_path / "serve.log", timeout=90)
+        try:
+            writes = counter[0]
+            wait_until(lambda: counter[0] > writes + 200, 60, "writes while serving", interval=0.1)
+            stop.set()
+            w.join()
+            want = pg_accounts(db)
+            wait_until(
+                lambda: delta_accounts(self.uri) == want, 60, "delta == SELECT *", interval=0.2
+            )
+            assert [c.kind for c in history(self.uri)].count("baseline") >= 2  # no re-baseline
+        finally:
+            served.stop(timeout=30)
+
+
+def pg_accounts(db: Any) -> dict[Any, dict[str, Any]]:
+    with db.connect() as conn:
+        cur = conn.execute("SELECT * FROM accounts")
+        names = [d.name for d in cur.description]
+        return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+
+
+def delta_accounts(uri: str) -> dict[Any, dict[str, Any]]:
+    rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
+    out = {r["id"]: r for r in rows}
+    assert len(out) == len(rows), "a key is in the Delta table twice"
+    return out
+
+
+def test_kill_9_of_a_chunked_delta_baseline_then_the_same_command_resumes(
+    pg_database: Any, tmp_path: Path
+) -> None:
+    db = pg_database
+    make_accounts(db)
+    uri = str(tmp_path / "lake" / "accounts")
+    config = tmp_path / "laredo.conf"
+    config.write_text(
+        DELTA_CONFIG.format(
+            connection=db.dsn, slot=db.slot_name, uri=uri, grpc=free_port(), health=free_port()
+        )
+    )
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # --chunk-rows overrides the source's chunk_rows (1000: 3 chunks) with 300: 10 chunks
+    args = ["--master", "local[2]", "--chunk-rows", str(KILL_CHUNK_ROWS)]
+    kill_resume_serve(db, config, DeltaOutput(uri), tmp_path, args=args, env=env)
