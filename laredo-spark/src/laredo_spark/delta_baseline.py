@@ -15,6 +15,9 @@ files of the table's first version, the driver commits them to the Delta log.
 4. ``laredo serve`` with the same configuration resumes from the slot: the ``delta`` target
    finds the version at the slot's position and streams on from it, no gap and no duplicate.
 
+With ``baseline { mode = chunked }`` the baseline is resumable instead: key-range chunks in
+waves, each wave one commit carrying its progress (:class:`DeltaChunkSink`).
+
 Every pipeline of the source must have a ``delta`` target. Its ``uri`` is a local directory
 the executors share, or an object store (``s3://``, ``gs://``, ``az://``...): then each task
 writes its Parquet file to a local temporary file and uploads it through delta-rs's object

@@ -1,11 +1,13 @@
 """The resumable Spark baseline (``baseline { mode = chunked, chunk_rows = N }`` on the source).
 
 A first run creates the slot with an exported snapshot (as :func:`.driver.run_pg_baseline`),
-cuts each table into primary-key ranges under it (:mod:`.chunks`) and records that plan with
-the slot's consistent point ``P0`` through the sink (:class:`ChunkedSink`) before reading
-anything. Then, per pipeline, waves of at most ``partitions`` chunks run as one Spark job each
-(one task per chunk); after each job the sink records its chunks as finished *with* their
-output (snapshot parts: the progress record lists each chunk's parts, replaced atomically).
+cuts each table into key ranges under it (:mod:`.chunks`; the source's ``chunk_key``: primary
+key, else the replica identity index) and records that plan with the slot's consistent point
+``P0`` through the sink (:class:`ChunkedSink`) before reading anything (the Delta sink: with
+its first wave). Then, per pipeline, waves of at most ``partitions`` chunks run as one Spark
+job each (one task per chunk); after each job the sink records its chunks as finished *with*
+their output (snapshot parts: the progress record lists each chunk's parts, replaced
+atomically; Delta: one commit holds the wave's files and the record).
 
 A driver that dies (kill -9, lost host, any failure once the plan is recorded) leaves the
 slot, the plan and the finished chunks in place. The next run with the same configuration
