@@ -8,11 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from laredo.errors import ConfigError
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.types import SourceConfig, TableIdentifier
 from laredo_source_pg import ExportedSnapshot, PostgresSourceOptions
-from laredo_spark.pg.chunked import _stale
-from laredo_spark.pg.chunks import TableChunks
+from laredo_spark.kinds import kind_of_column
+from laredo_spark.pg.chunked import _keys, _stale
+from laredo_spark.pg.chunks import TableChunks, check_keys, plan_chunks
+from laredo_spark.pg.driver import source_from
 from laredo_spark.pg.progress import ChunkRun, ProgressFiles
+from laredo_spark.pg.slices import read_chunk
 
 PLAN = TableChunks(("region", "id"), ("text", "bigint"), (("eu", "10"), ("us'east", "20")))
 
@@ -56,3 +61,52 @@ def test_a_run_resumes_only_from_its_own_untouched_slot(pg_database: Any) -> Non
     assert "moved from" in str(_stale(run, "f1", opts, db.slot_name))
     db.execute("SELECT pg_drop_replication_slot(%s)", (db.slot_name,))
     assert "is gone" in str(_stale(run, "f1", opts, db.slot_name))
+
+
+@pytest.mark.integration
+def test_chunks_follow_the_replica_identity_index_of_a_table_without_primary_key(
+    pg_database: Any,
+) -> None:
+    """The PostgreSQL source's own chunk key (``chunk_key``) cuts the chunks: a table without
+    a primary key is cut by its ``REPLICA IDENTITY USING INDEX`` columns, and the chunks the
+    tasks read (``read_chunk``, here in-process) hold every row once; a table with neither is
+    refused before Spark or the slot is touched, naming it and the fixes."""
+    db = pg_database
+    db.execute("CREATE TABLE codes (code text NOT NULL, n int)")
+    db.execute("CREATE UNIQUE INDEX codes_code ON codes (code)")
+    db.execute("ALTER TABLE codes REPLICA IDENTITY USING INDEX codes_code")
+    db.execute("INSERT INTO codes SELECT 'c' || g, g FROM generate_series(1, 250) g")
+    db.execute("CREATE TABLE loose (n int)")
+    codes, loose = TableIdentifier("public", "codes"), TableIdentifier("public", "loose")
+    cfg = {"connection": db.dsn, "slot_mode": "stateful", "slot_name": db.slot_name}
+    src = source_from({**cfg, "publication": {"create": True}}, "spark baseline")
+    columns = src.init(SourceConfig([codes, loose]))
+    keys = _keys(src, [codes, loose])
+    assert keys == {codes: ["code"], loose: None}
+    with pytest.raises(ConfigError, match=r"public\.loose has no primary key nor replica"):
+        check_keys(keys)
+    with ExportedSnapshot(src.options, db.slot_name) as snap:
+        plans, zone = plan_chunks(src.options, snap.snapshot_name, {codes: ["code"]}, 100)
+        plan = plans[codes]
+        assert (plan.key, plan.types, plan.count) == (("code",), ("text",), 3)
+        spec = {
+            "snapshot": snap.snapshot_name,
+            "schema": "public",
+            "table": "codes",
+            "kinds": {c.name: kind_of_column(c, zone) for c in columns[codes]},
+            "key": list(plan.key),
+            "key_types": list(plan.types),
+        }
+        read: list[str] = []
+        for i in range(plan.count):
+            for batch in read_chunk(spec, src.options, *plan.chunk(i)):
+                read.extend(batch.column("code").to_pylist())
+    assert sorted(read) == sorted(f"c{g}" for g in range(1, 251))  # every row, once
+
+
+def test_chunk_rows_is_checked_before_anything_runs() -> None:
+    """``--chunk-rows`` (``run_spark(chunk_rows=)``): an integer >= 0, named in the error."""
+    from laredo_spark.runner import run_spark
+
+    with pytest.raises(ConfigError, match=r"chunk_rows must be an integer >= 0 \(got -1"):
+        run_spark({}, chunk_rows=-1)

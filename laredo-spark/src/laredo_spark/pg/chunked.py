@@ -40,7 +40,7 @@ from laredo.secrets import mask_text
 from laredo.types import ColumnDefinition, TableIdentifier
 
 from ..kinds import kind_of_column
-from .chunks import TableChunks, plan_chunks
+from .chunks import TableChunks, check_keys, plan_chunks
 from .driver import (
     BaselineSink,
     PipelineFrame,
@@ -308,6 +308,7 @@ def run_chunked_baseline(
     phases = _Phases()
     columns = _init_source(src, pipes, tables, sink, sid)
     keys = _keys(src, tables)
+    check_keys(keys)  # before Spark or the slot is touched
     slices_source = slices_data_source(opts)
     for ds in (slices_source, *sink.data_sources):
         spark.dataSource.register(ds)

@@ -29,7 +29,7 @@ try:  # the laredo-spark[postgresql] extra
 except ImportError:  # pragma: no cover - depends on the installed extras
     pass
 
-__all__ = ["TableChunks", "chunk_query", "plan_chunks"]
+__all__ = ["TableChunks", "check_keys", "chunk_query", "plan_chunks"]
 
 Bound = tuple[str, ...] | None
 """A key as text (one value per key column); ``None``: unbounded."""
@@ -94,6 +94,18 @@ def _bounds(conn: Any, table: TableIdentifier, key: Sequence[str], rows: int) ->
     return list(conn.execute(query).fetchall())
 
 
+def check_keys(keys: Mapping[TableIdentifier, Sequence[str] | None]) -> None:
+    """``ConfigError`` naming the first table without a chunk key, and the fixes."""
+    for t, key in keys.items():
+        if not key:
+            raise ConfigError(
+                f"spark baseline: {t} has no primary key nor replica identity index, so "
+                "baseline.mode = chunked cannot cut it into resumable key ranges: add a primary "
+                "key (or ALTER TABLE ... REPLICA IDENTITY USING INDEX a unique index on NOT NULL "
+                "columns), or set baseline { mode = snapshot } on the source"
+            )
+
+
 def plan_chunks(
     options: Any,
     snapshot_name: str,
@@ -103,15 +115,8 @@ def plan_chunks(
     """Each table's chunks of about ``chunk_rows`` rows, cut under the exported snapshot by
     its key (``keys``: the source's :meth:`chunk_key`, the primary key or else the
     ``REPLICA IDENTITY USING INDEX`` columns), and the session time zone. ``ConfigError``
-    naming a table without either."""
-    for t, key in keys.items():
-        if not key:
-            raise ConfigError(
-                f"spark baseline: {t} has no primary key nor replica identity index, so "
-                "baseline.mode = chunked cannot cut it into resumable key ranges: add a primary "
-                "key (or ALTER TABLE ... REPLICA IDENTITY USING INDEX a unique index on NOT NULL "
-                "columns), or set baseline { mode = snapshot } on the source"
-            )
+    naming a table without either (:func:`check_keys`)."""
+    check_keys(keys)
     pg = require_psycopg()
     out: dict[TableIdentifier, TableChunks] = {}
     try:
