@@ -83,10 +83,11 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     assert run is not None and run.chunks_done() == 4
     (plan,) = run.tables.values()
     assert plan.count == ROWS // CHUNK_ROWS
-    # two commits at the slot's position, each with the rows of its chunks and the engine's
-    # progress record: the last key done (chunks 0..3)
+    # at the slot's position: the plan (an empty version, "begun, no chunk yet"), then a commit
+    # per wave with its chunks' rows and the engine's progress record: the last key done
     commits = history(uri)
-    assert [(c.kind, c.position) for c in commits] == [("baseline", run.position)] * 2
+    assert [(c.kind, c.position) for c in commits] == [("baseline", run.position)] * 3
+    assert json.loads(commits[0].progress or "") == {"last_key": None}
     region, key_id = plan.bounds[3]
     assert json.loads(progress_of(commits) or "") == {"last_key": [region, int(key_id)]}
     done = " OR ".join(in_range(*plan.chunk(c)) for c in range(4))
@@ -116,7 +117,7 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
         assert result.position == run.position
         assert read == want_read, (read, want_read)  # only the unfinished chunks were read
         kinds = [(c.kind, c.position) for c in history(uri)]
-        assert kinds == [("baseline", run.position)] * 5  # appended: 3 more waves
+        assert kinds == [("baseline", run.position)] * 6  # appended: 3 more waves
         assert progress_of(history(uri)) is None  # the last wave: finished
         assert result.row_counts[pipeline.pipeline_id()] == len(delta_rows(uri))
 
@@ -134,7 +135,7 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
         eng.stop()
     after = history(uri)
     # never baselined again from scratch: the Spark waves stay the table's first versions
-    assert [c.kind for c in after].count("baseline") == (5 if resume == "spark" else 2)
+    assert [c.kind for c in after].count("baseline") == (6 if resume == "spark" else 3)
     assert progress_of(after) is None
 
 

@@ -34,7 +34,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from laredo.errors import ConfigError, TargetError
@@ -321,6 +321,10 @@ def _engine_record(plan: TableChunks, done: Sequence[int]) -> str:
     )
 
 
+def _run_json(run: ChunkRun) -> str:
+    return json.dumps(run.to_json(), separators=(",", ":"))
+
+
 def _last_commit_info(where: _Location) -> dict[str, Any] | None:
     """The commit info of the table's newest version (None: no Delta table there)."""
     from deltalake import DeltaTable  # noqa: PLC0415 - lazy: optional extra
@@ -408,7 +412,42 @@ class DeltaChunkSink(DeltaVersionSink):
         return run
 
     def save_run(self, run: ChunkRun) -> None:
-        """Nothing yet: the first wave's commit records the run with its rows."""
+        """Nothing: each wave's commit records the run with its rows."""
+
+    def begin_run(
+        self, run: ChunkRun, columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]]
+    ) -> None:
+        """Replace each table with an empty version at ``P0`` recording the run and the
+        engine's "begun, no chunk yet" record: from now on each table reflects this run's slot
+        (``laredo serve`` would run the whole chunked baseline from it, never take an older
+        version with this newer slot)."""
+        from laredo.engine.backfiller import encode_progress  # noqa: PLC0415 - the engine's format
+        from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
+            PROGRESS,
+            commit_metadata,
+        )
+
+        for i, pid in enumerate(self.order):
+            table, record = self.tables[pid], f"pipeline-{i:04d}"
+            where = self.places[pid]
+            if where.local:
+                os.makedirs(where.uri, exist_ok=True)
+            meta = commit_metadata(
+                run.position,
+                run.consistent_point,
+                self.source_id,
+                str(table),
+                "baseline",
+                **{
+                    PROGRESS: encode_progress(None),
+                    SPARK_RUN: _run_json(dataclasses.replace(run, done={record: {}})),
+                },
+            )
+            try:
+                _commit(where, table, tuple(columns.get(table, ())), [], meta)
+            except Exception as exc:
+                raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
+            self.begun.add(pid)
 
     def write_chunks(
         self, spark: Any, job: PipelineFrame, chunks: Sequence[int], run: ChunkRun
@@ -447,7 +486,7 @@ class DeltaChunkSink(DeltaVersionSink):
             "baseline",
             **{
                 PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
-                SPARK_RUN: json.dumps(kept.to_json(), separators=(",", ":")),
+                SPARK_RUN: _run_json(kept),
             },
         )
         try:

@@ -3,11 +3,11 @@
 A first run creates the slot with an exported snapshot (as :func:`.driver.run_pg_baseline`),
 cuts each table into key ranges under it (:mod:`.chunks`; the source's ``chunk_key``: primary
 key, else the replica identity index) and records that plan with the slot's consistent point
-``P0`` through the sink (:class:`ChunkedSink`) before reading anything (the Delta sink: with
-its first wave). Then, per pipeline, waves of at most ``partitions`` chunks run as one Spark
-job each (one task per chunk); after each job the sink records its chunks as finished *with*
-their output (snapshot parts: the progress record lists each chunk's parts, replaced
-atomically; Delta: one commit holds the wave's files and the record).
+``P0`` through the sink (:class:`ChunkedSink`) before reading anything. Then, per pipeline,
+waves of at most ``partitions`` chunks run as one Spark job each (one task per chunk); after
+each job the sink records its chunks as finished *with* their output (snapshot parts: the
+progress record lists each chunk's parts, replaced atomically; Delta: one commit holds the
+wave's files and the record).
 
 A driver that dies (kill -9, lost host, any failure once the plan is recorded) leaves the
 slot, the plan and the finished chunks in place. The next run with the same configuration
@@ -76,6 +76,12 @@ class ChunkedSink(BaselineSink, Protocol):
 
     def save_run(self, run: ChunkRun) -> None:
         """Record ``run`` durably (replacing the previous record atomically)."""
+        ...
+
+    def begin_run(
+        self, run: ChunkRun, columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]]
+    ) -> None:
+        """A fresh run's plan, before any chunk is read: record it durably."""
         ...
 
     def write_chunks(
@@ -266,7 +272,7 @@ def _fresh(
                 fingerprint,
                 {str(t): c for t, c in plans.items()},
             )
-            sink.save_run(run)
+            sink.begin_run(run, reading.columns)
             saved = True
             phases.end("slot")
             return _read(reading, run, pipes, snap.snapshot_name)
