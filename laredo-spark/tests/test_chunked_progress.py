@@ -110,3 +110,58 @@ def test_chunk_rows_is_checked_before_anything_runs() -> None:
 
     with pytest.raises(ConfigError, match=r"chunk_rows must be an integer >= 0 \(got -1"):
         run_spark({}, chunk_rows=-1)
+
+
+def test_delta_tables_record_the_run_and_each_its_own_chunks(tmp_path: Path) -> None:
+    """The Delta sink's record, without Spark: the plan is an empty version of each table
+    ("begun"), each wave a commit with that table's finished chunks and the engine's record
+    (last key done, ``""`` when finished); the next run merges the tables' records into one
+    run, or finds none when every table finished it, or when the slot is another."""
+    pytest.importorskip("laredo_target_delta")
+    import laredo
+    from laredo.testing import columns
+    from laredo_spark.delta_baseline import DeltaChunkSink, _location
+    from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history
+
+    a, b = TableIdentifier("public", "a"), TableIdentifier("public", "b")
+    pipes = [
+        laredo.Pipeline("pg", t, DeltaTarget(DeltaTargetOptions(uri=str(tmp_path / t.table))))
+        for t in (a, b)
+    ]
+    cols = tuple(columns("id", "name", types={"id": "bigint"}))
+    plan = TableChunks(("id",), ("bigint",), (("10",), ("20",)))  # 3 chunks
+    run = ChunkRun(
+        "spark-delta-x", "s", "0/16B3748", 1, "UTC", "f1", {"public.a": plan, "public.b": plan}
+    )
+
+    def sink() -> DeltaChunkSink:
+        out = DeltaChunkSink({p.pipeline_id(): _location(p) for p in pipes})
+        out.check(pipes, "pg")
+        return out
+
+    first = sink()
+    assert first.load_run("pg", "s") is None  # no table yet
+    first.begin_run(run, {a: cols, b: cols})
+    for t in (a, b):
+        (c,) = history(str(tmp_path / t.table))
+        assert (c.kind, c.position, c.progress) == ("baseline", "0/16B3748", '{"last_key":null}')
+    # table a: all 3 chunks in two waves; table b: chunk 0
+    run = run.finished("pipeline-0000", 0, 5).finished("pipeline-0000", 1, 7)
+    first.commit_run(0, run, [], cols)
+    assert history(str(tmp_path / "a"))[-1].progress == '{"last_key":[20]}'
+    run = run.finished("pipeline-0000", 2, 1)
+    first.commit_run(0, run, [], cols)
+    assert history(str(tmp_path / "a"))[-1].progress == ""  # finished
+    run = run.finished("pipeline-0001", 0, 3)
+    first.commit_run(1, run, [], cols)
+    assert history(str(tmp_path / "b"))[-1].progress == '{"last_key":[10]}'
+
+    resumed = sink().load_run("pg", "s")
+    assert resumed is not None and resumed.output_id == "spark-delta-x"
+    assert resumed.done == {"pipeline-0000": {0: 5, 1: 7, 2: 1}, "pipeline-0001": {0: 3}}
+    assert sink().load_run("pg", "another-slot") is None
+    done = sink()
+    done.load_run("pg", "s")
+    run = run.finished("pipeline-0001", 1, 1).finished("pipeline-0001", 2, 1)
+    done.commit_run(1, run, [], cols)
+    assert sink().load_run("pg", "s") is None  # every table finished it

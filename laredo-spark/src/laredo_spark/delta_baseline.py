@@ -315,6 +315,8 @@ def _engine_record(plan: TableChunks, done: Sequence[int]) -> str:
 
     if len(done) >= plan.count:
         return ""
+    if not done:
+        return encode_progress(None)  # begun, no chunk yet
     last = plan.bounds[max(done)]
     return encode_progress(
         [int(v) if t in _INTEGER_KEYS else v for v, t in zip(last, plan.types, strict=True)]
@@ -421,82 +423,70 @@ class DeltaChunkSink(DeltaVersionSink):
         engine's "begun, no chunk yet" record: from now on each table reflects this run's slot
         (``laredo serve`` would run the whole chunked baseline from it, never take an older
         version with this newer slot)."""
-        from laredo.engine.backfiller import encode_progress  # noqa: PLC0415 - the engine's format
+        for i, pid in enumerate(self.order):
+            self.begun.discard(pid)  # replaced, not appended to
+            self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())))
+
+    def commit_run(
+        self, i: int, run: ChunkRun, files: list[Any], columns: tuple[ColumnDefinition, ...]
+    ) -> int:
+        """Commit pipeline ``i``'s ``files`` (appended once the run began on its table, else
+        replacing it) with ``run``'s record of its chunks; the new version."""
         from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
             PROGRESS,
             commit_metadata,
         )
 
-        for i, pid in enumerate(self.order):
-            table, record = self.tables[pid], f"pipeline-{i:04d}"
-            where = self.places[pid]
-            if where.local:
-                os.makedirs(where.uri, exist_ok=True)
-            meta = commit_metadata(
-                run.position,
-                run.consistent_point,
-                self.source_id,
-                str(table),
-                "baseline",
-                **{
-                    PROGRESS: encode_progress(None),
-                    SPARK_RUN: _run_json(dataclasses.replace(run, done={record: {}})),
-                },
-            )
-            try:
-                _commit(where, table, tuple(columns.get(table, ())), [], meta)
-            except Exception as exc:
-                raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
-            self.begun.add(pid)
+        pid, record = self.order[i], f"pipeline-{i:04d}"
+        table, where = self.tables[pid], self.places[pid]
+        mine = run.done.get(record, {})
+        meta = commit_metadata(
+            run.position,
+            run.consistent_point,
+            self.source_id,
+            str(table),
+            "baseline",
+            **{
+                PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
+                SPARK_RUN: _run_json(dataclasses.replace(run, done={record: mine})),
+            },
+        )
+        if where.local:
+            os.makedirs(where.uri, exist_ok=True)
+        try:
+            version = _commit(where, table, columns, files, meta, append=pid in self.begun)
+        except Exception as exc:
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
+        self.begun.add(pid)
+        return version
 
     def write_chunks(
         self, spark: Any, job: PipelineFrame, chunks: Sequence[int], run: ChunkRun
     ) -> ChunkRun:
         """One Spark job writes the chunks' files (task ``i`` reads ``chunks[i]``); one commit
         adds them with the progress they complete."""
-        from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
-            PROGRESS,
-            commit_metadata,
-        )
-
         table, pid = job.table, job.pipeline.pipeline_id()
         where, record = self.places[pid], f"pipeline-{job.index:04d}"
         if where.local:
             os.makedirs(where.uri, exist_ok=True)
         out, encoded = frame_for_serializer(job.frame, "parquet")
-        label = f"spark delta baseline of {table} ({pid})"
         try:
             files = out.mapInArrow(
                 _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
             ).collect()
         except Exception as exc:
-            raise task_failure(exc, label, TargetError) from None
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
         rows: dict[int, int] = {}
         for f in files:
             rows[int(f.task)] = rows.get(int(f.task), 0) + int(f.rows)
         for task, chunk in enumerate(chunks):
             run = run.finished(record, chunk, rows.get(task, 0))
-        mine = run.done.get(record, {})
-        kept = dataclasses.replace(run, done={record: mine})
-        meta = commit_metadata(
-            job.position,
-            job.consistent_point,
-            self.source_id,
-            str(table),
-            "baseline",
-            **{
-                PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
-                SPARK_RUN: _run_json(kept),
-            },
-        )
-        try:
-            version = _commit(where, table, job.columns, files, meta, append=pid in self.begun)
-        except Exception as exc:
-            raise task_failure(exc, label, TargetError) from None
-        self.begun.add(pid)
+        version = self.commit_run(job.index, run, files, job.columns)
         logger.info(
-            "%s: chunks %d..%d (%d rows) are version %d at %s",
-            label,
+            "%s of %s (%s): chunks %d..%d (%d rows) are version %d at %s",
+            self.label,
+            table,
+            pid,
             chunks[0],
             chunks[-1],
             sum(rows.values()),
