@@ -7,17 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import laredo
 import pytest
 from laredo.errors import ConfigError
 from laredo.snapshots.local import LocalSnapshotStore
 from laredo.types import SourceConfig, TableIdentifier
 from laredo_source_pg import ExportedSnapshot, PostgresSourceOptions
+from laredo_spark import spark_baseline
 from laredo_spark.kinds import kind_of_column
 from laredo_spark.pg.chunked import _keys, _stale
 from laredo_spark.pg.chunks import TableChunks, check_keys, plan_chunks
 from laredo_spark.pg.driver import source_from
 from laredo_spark.pg.progress import ChunkRun, ProgressFiles
 from laredo_spark.pg.slices import read_chunk
+from laredo_target_memory import IndexedTarget
 
 PLAN = TableChunks(("region", "id"), ("text", "bigint"), (("eu", "10"), ("us'east", "20")))
 
@@ -65,7 +68,7 @@ def test_a_run_resumes_only_from_its_own_untouched_slot(pg_database: Any) -> Non
 
 @pytest.mark.integration
 def test_chunks_follow_the_replica_identity_index_of_a_table_without_primary_key(
-    pg_database: Any,
+    pg_database: Any, tmp_path: Path
 ) -> None:
     """The PostgreSQL source's own chunk key (``chunk_key``) cuts the chunks: a table without
     a primary key is cut by its ``REPLICA IDENTITY USING INDEX`` columns, and the chunks the
@@ -77,6 +80,7 @@ def test_chunks_follow_the_replica_identity_index_of_a_table_without_primary_key
     db.execute("ALTER TABLE codes REPLICA IDENTITY USING INDEX codes_code")
     db.execute("INSERT INTO codes SELECT 'c' || g, g FROM generate_series(1, 250) g")
     db.execute("CREATE TABLE loose (n int)")
+    db.execute("ALTER TABLE loose REPLICA IDENTITY FULL")  # streams, but has no key to cut by
     codes, loose = TableIdentifier("public", "codes"), TableIdentifier("public", "loose")
     cfg = {"connection": db.dsn, "slot_mode": "stateful", "slot_name": db.slot_name}
     src = source_from({**cfg, "publication": {"create": True}}, "spark baseline")
@@ -85,6 +89,13 @@ def test_chunks_follow_the_replica_identity_index_of_a_table_without_primary_key
     assert keys == {codes: ["code"], loose: None}
     with pytest.raises(ConfigError, match=r"public\.loose has no primary key nor replica"):
         check_keys(keys)
+    # the driver refuses it before Spark (none given here) or the slot is touched
+    store = LocalSnapshotStore(tmp_path)
+    pipeline = laredo.Pipeline("pg", loose, IndexedTarget())
+    chunked = {**cfg, "publication": {"create": True}, "baseline": {"mode": "chunked"}}
+    with pytest.raises(ConfigError, match=r"public\.loose has no primary key nor replica"):
+        spark_baseline(None, chunked, [pipeline], snapshot_store=store)
+    assert db.scalar("SELECT count(*) FROM pg_replication_slots") == 0
     with ExportedSnapshot(src.options, db.slot_name) as snap:
         plans, zone = plan_chunks(src.options, snap.snapshot_name, {codes: ["code"]}, 100)
         plan = plans[codes]
@@ -118,7 +129,6 @@ def test_delta_tables_record_the_run_and_each_its_own_chunks(tmp_path: Path) -> 
     (last key done, ``""`` when finished); the next run merges the tables' records into one
     run, or finds none when every table finished it, or when the slot is another."""
     pytest.importorskip("laredo_target_delta")
-    import laredo
     from laredo.testing import columns
     from laredo_spark.delta_baseline import DeltaChunkSink, _location
     from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history
