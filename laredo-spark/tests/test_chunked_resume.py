@@ -195,12 +195,14 @@ CHUNKED = f"baseline {{ mode = chunked, chunk_rows = {KILL_CHUNK_ROWS} }}"  # a 
 
 def paused_writer(db: Any, stop: Any, pause: Any, counter: list[int]) -> None:
     """Inserts, updates (key changes too) and deletes across every chunk until ``stop``;
-    idle while ``pause`` is set (``counter[1]`` is 1 while idle)."""
+    idle while ``pause`` is set (``counter[1]`` is 1 while idle, its table counters flushed)."""
     rnd = random.Random(11)
     n = 1_000_000
     with db.connect() as conn:
         while not stop.is_set():
             if pause.is_set():
+                if counter[1] == 0:  # what it read is counted now, not within 10 s of idling
+                    conn.execute("SELECT pg_stat_force_next_flush()")
                 counter[1] = 1
                 time.sleep(0.01)
                 continue
@@ -260,15 +262,18 @@ def id_ranges(plan: Any, chunks: list[int]) -> str:
 
 
 def settled_rows_read(db: Any) -> int:
-    """:func:`rows_read` once every session's counters are in: unchanged over 11 s (a
-    session flushes what it counted within 10 s of going idle, and when it ends)."""
-    last = rows_read(db)
-    while True:
-        time.sleep(11)
+    """:func:`rows_read` once every session's counters are in. The sessions that read are
+    gone (a session flushes its counters when it ends) or the paused writer, which flushed
+    them when it paused, or the test's own shared session, flushed here: so unchanged for
+    1.5 s suffices (an idle session would flush within 10 s)."""
+    db.execute("SELECT pg_stat_force_next_flush()")  # the test's counting queries
+    last, since = rows_read(db), time.monotonic()
+    while time.monotonic() - since < 1.5:
+        time.sleep(0.25)
         now = rows_read(db)
-        if now == last:
-            return now
-        last = now
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
 
 
 def others(db: Any) -> int:
@@ -280,14 +285,41 @@ def others(db: Any) -> int:
     return int(n)
 
 
+class SnapshotOutput:
+    """The baseline's output is a snapshot in a local store; `laredo serve` restores it."""
+
+    def __init__(self, db: Any, snaps: Path) -> None:
+        self.store = LocalSnapshotStore(snaps)
+        self.progress = ProgressFiles(self.store, "pg", db.slot_name)
+
+    def load(self) -> Any:
+        return self.progress.load()
+
+    def killed(self, run: Any) -> None:
+        assert self.store.list() == []  # nothing committed
+
+    def resumed(self, run: Any) -> None:
+        (desc,) = self.store.list()
+        assert desc.snapshot_id == run.output_id
+
+    def serve(self, db: Any, config: Path, tmp_path: Path, **writer: Any) -> None:
+        serve_equals_table(db, config, tmp_path, **writer)
+
+
 def kill_resume_serve(
-    db: Any, config: Path, snaps: Path, tmp_path: Path, *, args: list[str], env: dict[str, str]
+    db: Any,
+    config: Path,
+    output: Any,
+    tmp_path: Path,
+    *,
+    args: list[str],
+    env: dict[str, str],
 ) -> None:
     """With writers running: kill -9 a `laredo spark baseline` at 40 % of its chunks, run it
     again (writers paused while it reads, so PostgreSQL's counters show exactly what it
-    read): it reads only the unfinished chunks; then `laredo serve` restores the snapshot and
-    streams from the slot, and serves exactly the table's rows."""
-    progress = ProgressFiles(LocalSnapshotStore(snaps), "pg", db.slot_name)
+    read): it reads only the unfinished chunks; then `laredo serve` takes the ``output``
+    (:class:`SnapshotOutput`, or a Delta table) and streams from the slot, and ends with
+    exactly the table's rows."""
     cmd = [LAREDO, "spark", "baseline", "--config", str(config), "--partitions", "2", *args]
     stop, pause = threading.Event(), threading.Event()
     counter = [0, 0]
@@ -295,11 +327,11 @@ def kill_resume_serve(
     w.start()
     try:
         wait_until(lambda: counter[0] > 50, 60, what="the writer", interval=0.1)
-        run = kill_after_a_wave(cmd, env, progress, tmp_path / "killed.log")
+        run = kill_after_a_wave(cmd, env, output, tmp_path / "killed.log")
         (plan,) = run.tables.values()
         assert plan.count >= 10
         assert run.chunks_done() < plan.count, "killed too late: the run had finished"
-        assert LocalSnapshotStore(snaps).list() == []
+        output.killed(run)
         writes = counter[0]
         wait_until(lambda: counter[0] > writes + 100, 60, "writes after the kill", interval=0.1)
         pause.set()
@@ -323,9 +355,8 @@ def kill_resume_serve(
         assert read + kept == total and kept > 0  # the finished chunks' rows were not read
         # (new keys land in the last, open-ended chunk: the writer's inserts are all re-read)
         print(f"resumed run read {read} of {total} rows ({len(left)}/{plan.count} chunks)")
-        (desc,) = LocalSnapshotStore(snaps).list()
-        assert desc.snapshot_id == run.output_id
-        serve_equals_table(db, config, tmp_path, counter=counter, stop=stop, w=w)
+        output.resumed(run)
+        output.serve(db, config, tmp_path, counter=counter, stop=stop, w=w)
     finally:
         stop.set()
         w.join()
@@ -345,7 +376,8 @@ def test_kill_9_of_laredo_spark_baseline_then_the_same_command_resumes(
         store=f'store = local, store_config {{ path = "{snaps}" }}',
     )
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    kill_resume_serve(db, config, snaps, tmp_path, args=["--master", "local[2]"], env=env)
+    output = SnapshotOutput(db, snaps)
+    kill_resume_serve(db, config, output, tmp_path, args=["--master", "local[2]"], env=env)
 
 
 def test_chunked_resume_on_a_standalone_cluster(pg_database: Any, tmp_path: Path) -> None:
@@ -372,7 +404,7 @@ def test_chunked_resume_on_a_standalone_cluster(pg_database: Any, tmp_path: Path
         )
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
         try:
-            kill_resume_serve(db, config, snaps, tmp_path, args=[], env=env)
+            kill_resume_serve(db, config, SnapshotOutput(db, snaps), tmp_path, args=[], env=env)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{cluster.log_tail()}") from None
     assert all(p.poll() is not None for p in cluster.processes)

@@ -1,4 +1,7 @@
-"""``laredo spark baseline --config FILE [--partitions N] [--master URL]``.
+"""``laredo spark baseline --config FILE [--partitions N] [--master URL] [--chunk-rows N]``.
+
+``--chunk-rows N`` reads resumable key-range chunks of ``N`` rows whatever the source's
+``baseline`` mode (``0``: one pass).
 
 Registered into the ``laredo`` CLI when it is a typer app; also runnable as
 ``python -m laredo_spark.cli baseline --config FILE``.
@@ -16,6 +19,10 @@ from typing import Any
 from laredo.errors import MissingDependencyError
 
 logger = logging.getLogger(__name__)
+
+_CHUNK_ROWS = (
+    "resumable key-range chunks of N rows (overrides the source's baseline mode; 0: one pass)"
+)
 
 
 def _load(path: str) -> tuple[dict[str, Any], Any]:
@@ -38,7 +45,12 @@ def _load(path: str) -> tuple[dict[str, Any], Any]:
     return dict(loaded.tree), loaded
 
 
-def baseline(config: str, partitions: int | None = None, master: str | None = None) -> int:
+def baseline(
+    config: str,
+    partitions: int | None = None,
+    master: str | None = None,
+    chunk_rows: int | None = None,
+) -> int:
     from .runner import run_spark  # noqa: PLC0415 - lazy: pyspark; `laredo --help` must not start it
 
     # progress (partitions written, ETA; rows per pipeline) and the keys left to `laredo serve`
@@ -53,7 +65,9 @@ def baseline(config: str, partitions: int | None = None, master: str | None = No
         log.setLevel(logging.INFO)
     try:
         tree, loaded = _load(config)
-        results = run_spark(tree, loaded=loaded, partitions=partitions, master=master)
+        results = run_spark(
+            tree, loaded=loaded, partitions=partitions, master=master, chunk_rows=chunk_rows
+        )
     finally:
         if handler is not None:
             log.removeHandler(handler)
@@ -75,9 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--config", required=True)
     b.add_argument("--partitions", type=int)
     b.add_argument("--master")
+    b.add_argument("--chunk-rows", type=int, help=_CHUNK_ROWS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    return baseline(args.config, args.partitions, args.master)
+    return baseline(args.config, args.partitions, args.master, args.chunk_rows)
 
 
 def register(app: Any) -> None:
@@ -95,8 +110,9 @@ def register(app: Any) -> None:
         config: str = typer.Option(..., "--config", help="HOCON config file"),
         partitions: int | None = typer.Option(None, "--partitions"),
         master: str | None = typer.Option(None, "--master"),
+        chunk_rows: int | None = typer.Option(None, "--chunk-rows", help=_CHUNK_ROWS),
     ) -> None:
-        raise typer.Exit(baseline(config, partitions, master))
+        raise typer.Exit(baseline(config, partitions, master, chunk_rows))
 
     app.add_typer(spark_app, name="spark")
 

@@ -15,6 +15,9 @@ files of the table's first version, the driver commits them to the Delta log.
 4. ``laredo serve`` with the same configuration resumes from the slot: the ``delta`` target
    finds the version at the slot's position and streams on from it, no gap and no duplicate.
 
+With ``baseline { mode = chunked }`` the baseline is resumable instead: key-range chunks in
+waves, each wave one commit carrying its progress (:class:`DeltaChunkSink`).
+
 Every pipeline of the source must have a ``delta`` target. Its ``uri`` is a local directory
 the executors share, or an object store (``s3://``, ``gs://``, ``az://``...): then each task
 writes its Parquet file to a local temporary file and uploads it through delta-rs's object
@@ -31,7 +34,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from laredo.errors import ConfigError, TargetError
@@ -40,13 +43,27 @@ from laredo.types import ColumnDefinition, TableIdentifier
 
 from .errors import task_failure
 from .parts import frame_for_serializer
+from .pg.chunked import run_chunked_baseline
+from .pg.chunks import TableChunks
 from .pg.driver import PipelineFrame, run_pg_baseline, source_from
+from .pg.progress import ChunkRun
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DeltaBaselineResult", "DeltaVersionSink", "is_delta_pipeline", "spark_delta_baseline"]
+__all__ = [
+    "SPARK_RUN",
+    "DeltaBaselineResult",
+    "DeltaChunkSink",
+    "DeltaVersionSink",
+    "is_delta_pipeline",
+    "spark_delta_baseline",
+]
 
-_RESULT_SCHEMA = "path string, size long, rows long, mtime long"
+_RESULT_SCHEMA = "path string, size long, rows long, mtime long, task int"
+SPARK_RUN = "laredo.spark_run"
+"""Commit info key of a chunked Spark baseline's wave commits: its :class:`ChunkRun` (the plan,
+the slot's position, the configuration's fingerprint and this table's finished chunks)."""
+_INTEGER_KEYS = frozenset({"smallint", "integer", "bigint"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +75,9 @@ class DeltaBaselineResult:
     position: str
     row_counts: dict[str, int]
     seconds: float
+    chunks: tuple[int, int] | None = None
+    """A chunked baseline: the chunks this run read and the run's total (fewer when it
+    resumed); ``None``: one pass."""
 
 
 def is_delta_pipeline(p: Pipeline) -> bool:
@@ -129,6 +149,7 @@ class _WriteFiles:
             codecs_for,
             to_arrow,
         )
+        from pyspark import TaskContext  # noqa: PLC0415 - lazy: runs in executors
 
         codecs = codecs_for(self.columns)
         schema = arrow_schema(codecs)
@@ -145,8 +166,19 @@ class _WriteFiles:
             if not self.where.local:
                 _upload(path, self.where, name)
         mtime = int(time.time() * 1000)
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
         yield pa.RecordBatch.from_pylist(
-            [{"path": name, "size": size, "rows": rows, "mtime": mtime}]
+            [{"path": name, "size": size, "rows": rows, "mtime": mtime, "task": task}],
+            schema=pa.schema(
+                [
+                    ("path", pa.string()),
+                    ("size", pa.int64()),
+                    ("rows", pa.int64()),
+                    ("mtime", pa.int64()),
+                    ("task", pa.int32()),
+                ]
+            ),
         )
 
 
@@ -156,10 +188,15 @@ def _commit(
     columns: tuple[ColumnDefinition, ...],
     files: list[Any],
     meta: dict[str, Any],
+    *,
+    append: bool = False,
 ) -> int:
+    """Commit ``files`` as a new version of the table: replacing it (or creating it), or
+    ``append``-ed to its current version; the new version's number."""
     from deltalake import CommitProperties, DeltaTable, Schema  # noqa: PLC0415 - lazy: optional
     from deltalake.transaction import (  # noqa: PLC0415 - lazy: optional extra
         AddAction,
+        RemoveAction,
         create_table_with_add_actions,
     )
     from laredo_target_delta.columns import (  # noqa: PLC0415 - lazy: optional extra
@@ -174,10 +211,20 @@ def _commit(
         for f in files
     ]
     storage = dict(where.storage_options) or None
+    schema = Schema.from_arrow(arrow_schema(codecs_for(columns)))
+    if append:
+        dt = DeltaTable(where.uri, storage_options=storage)
+        dt.create_write_transaction(
+            list[AddAction | RemoveAction](actions),
+            "append",
+            schema,
+            commit_properties=CommitProperties(custom_metadata=meta),
+        )
+        return int(DeltaTable(where.uri, storage_options=storage).version())
     exists = DeltaTable.is_deltatable(where.uri, storage)
     create_table_with_add_actions(
         where.uri,
-        Schema.from_arrow(arrow_schema(codecs_for(columns))),
+        schema,
         actions,
         mode="overwrite" if exists else "error",
         name=str(table),
@@ -259,6 +306,209 @@ class DeltaVersionSink:
         """Nothing to remove: files of an uncommitted version are never read (vacuum)."""
 
 
+def _engine_record(plan: TableChunks, done: Sequence[int]) -> str:
+    """The engine's progress record (:func:`laredo.engine.backfiller.encode_progress`) of a
+    table whose chunks ``done`` (a prefix ``0..k``: waves finish in key order) are committed:
+    the last key done (integer keys as JSON numbers, others as the text PostgreSQL casts back),
+    or ``""`` once every chunk is (the baseline finished)."""
+    from laredo.engine.backfiller import encode_progress  # noqa: PLC0415 - the engine's format
+
+    if len(done) >= plan.count:
+        return ""
+    if not done:
+        return encode_progress(None)  # begun, no chunk yet
+    last = plan.bounds[max(done)]
+    return encode_progress(
+        [int(v) if t in _INTEGER_KEYS else v for v, t in zip(last, plan.types, strict=True)]
+    )
+
+
+def _run_json(run: ChunkRun) -> str:
+    return json.dumps(run.to_json(), separators=(",", ":"))
+
+
+def _last_commit_info(where: _Location) -> dict[str, Any] | None:
+    """The commit info of the table's newest version (None: no Delta table there)."""
+    from deltalake import DeltaTable  # noqa: PLC0415 - lazy: optional extra
+
+    storage = dict(where.storage_options) or None
+    if not DeltaTable.is_deltatable(where.uri, storage):
+        return None
+    last = DeltaTable(where.uri, storage_options=storage).history(1)
+    return dict(last[0]) if last else None
+
+
+@dataclasses.dataclass
+class DeltaChunkSink(DeltaVersionSink):
+    """The resumable (``baseline.mode = chunked``) Spark baseline into ``delta`` targets
+    (:class:`~laredo_spark.pg.chunked.ChunkedSink`; driver:
+    :func:`~laredo_spark.pg.chunked.run_chunked_baseline`).
+
+    Each wave of chunks is one Delta commit of its files: the first replaces the table (a new
+    version), the others append. Every commit carries the slot's position ``P0`` and, as the
+    engine's own chunked baseline does (:mod:`laredo_target_delta.archive`), the progress
+    record ``laredo.progress`` its rows complete: the last key done, ``""`` on the last wave.
+    So the table is baselined for ``laredo serve`` only when the record says finished; before,
+    the engine continues the chunked baseline after that key itself. The commit also carries
+    the run (``laredo.spark_run``: plan, position, fingerprint, this table's finished chunks)
+    that the next ``laredo spark baseline`` resumes from. Chunk rows and their record are one
+    commit: a killed driver leaves only uncommitted files (``vacuum`` removes them)."""
+
+    output_id: str = ""
+    order: list[str] = dataclasses.field(default_factory=list)
+    tables: dict[str, TableIdentifier] = dataclasses.field(default_factory=dict)
+    begun: set[str] = dataclasses.field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.output_id:
+            self.output_id = "spark-delta-" + uuid.uuid4().hex[:12]
+
+    @property
+    def output_kind(self) -> str:
+        """Part of the run's fingerprint: the tables' places."""
+        return "delta:" + ",".join(str(self.places[pid]) for pid in sorted(self.places))
+
+    def check(self, pipelines: Sequence[Pipeline], source_id: str) -> None:
+        super().check(pipelines, source_id)
+        self.order = [p.pipeline_id() for p in pipelines]
+        for p in pipelines:
+            assert isinstance(p.table, TableIdentifier)
+            self.tables[p.pipeline_id()] = p.table
+
+    def _recorded(self, i: int, pid: str, slot: str) -> ChunkRun | None:
+        info = _last_commit_info(self.places[pid])
+        text = None if info is None else info.get(SPARK_RUN)
+        if not text:
+            return None
+        try:
+            run = ChunkRun.from_json(json.loads(str(text)))
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("%s: %s: unreadable run record (%s)", self.label, self.places[pid], exc)
+            return None
+        return run if run.slot == slot else None
+
+    def load_run(self, source_id: str, slot: str) -> ChunkRun | None:
+        """The interrupted run the tables' last commits record (each table's own finished
+        chunks); None when there is none or every table finished it."""
+        found = {i: r for i, pid in enumerate(self.order) if (r := self._recorded(i, pid, slot))}
+        if not found:
+            return None
+        first = next(iter(found.values()))
+        done: dict[str, Any] = {}
+        self.begun.clear()
+        for i, run in found.items():
+            record = f"pipeline-{i:04d}"
+            if run.output_id == first.output_id:
+                self.begun.add(self.order[i])
+                done[record] = run.done.get(record, {})
+        run = dataclasses.replace(first, done=done)
+        finished = all(
+            len(done.get(f"pipeline-{i:04d}", {})) >= run.tables[str(self.tables[pid])].count
+            for i, pid in enumerate(self.order)
+            if str(self.tables[pid]) in run.tables
+        )
+        if finished and len(self.begun) == len(self.order):
+            logger.info("%s: run %s finished; starting anew", self.label, run.output_id)
+            self.begun.clear()
+            return None
+        return run
+
+    def save_run(self, run: ChunkRun) -> None:
+        """Nothing: each wave's commit records the run with its rows."""
+
+    def begin_run(
+        self, run: ChunkRun, columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]]
+    ) -> None:
+        """Replace each table with an empty version at ``P0`` recording the run and the
+        engine's "begun, no chunk yet" record: from now on each table reflects this run's slot
+        (``laredo serve`` would run the whole chunked baseline from it, never take an older
+        version with this newer slot)."""
+        for i, pid in enumerate(self.order):
+            self.begun.discard(pid)  # replaced, not appended to
+            self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())))
+
+    def commit_run(
+        self, i: int, run: ChunkRun, files: list[Any], columns: tuple[ColumnDefinition, ...]
+    ) -> int:
+        """Commit pipeline ``i``'s ``files`` (appended once the run began on its table, else
+        replacing it) with ``run``'s record of its chunks; the new version."""
+        from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
+            PROGRESS,
+            commit_metadata,
+        )
+
+        pid, record = self.order[i], f"pipeline-{i:04d}"
+        table, where = self.tables[pid], self.places[pid]
+        mine = run.done.get(record, {})
+        meta = commit_metadata(
+            run.position,
+            run.consistent_point,
+            self.source_id,
+            str(table),
+            "baseline",
+            **{
+                PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
+                SPARK_RUN: _run_json(dataclasses.replace(run, done={record: mine})),
+            },
+        )
+        if where.local:
+            os.makedirs(where.uri, exist_ok=True)
+        try:
+            version = _commit(where, table, columns, files, meta, append=pid in self.begun)
+        except Exception as exc:
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
+        self.begun.add(pid)
+        return version
+
+    def write_chunks(
+        self, spark: Any, job: PipelineFrame, chunks: Sequence[int], run: ChunkRun
+    ) -> ChunkRun:
+        """One Spark job writes the chunks' files (task ``i`` reads ``chunks[i]``); one commit
+        adds them with the progress they complete."""
+        table, pid = job.table, job.pipeline.pipeline_id()
+        where, record = self.places[pid], f"pipeline-{job.index:04d}"
+        if where.local:
+            os.makedirs(where.uri, exist_ok=True)
+        out, encoded = frame_for_serializer(job.frame, "parquet")
+        try:
+            files = out.mapInArrow(
+                _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
+            ).collect()
+        except Exception as exc:
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
+        rows: dict[int, int] = {}
+        for f in files:
+            rows[int(f.task)] = rows.get(int(f.task), 0) + int(f.rows)
+        for task, chunk in enumerate(chunks):
+            run = run.finished(record, chunk, rows.get(task, 0))
+        version = self.commit_run(job.index, run, files, job.columns)
+        logger.info(
+            "%s of %s (%s): chunks %d..%d (%d rows) are version %d at %s",
+            self.label,
+            table,
+            pid,
+            chunks[0],
+            chunks[-1],
+            sum(rows.values()),
+            version,
+            job.position,
+        )
+        return run
+
+    def table_done(self, job: PipelineFrame, run: ChunkRun) -> None:
+        pid = job.pipeline.pipeline_id()
+        done = run.done.get(f"pipeline-{job.index:04d}", {})
+        self.counts[pid] = sum(int(n) for n in done.values())
+        self.versions.append(str(self.places[pid]))
+
+    def discard(self, run: ChunkRun) -> None:
+        """Nothing to remove: the fresh run's first wave replaces each table."""
+        self.begun.clear()
+
+    def forget(self, run: ChunkRun) -> None:
+        """Nothing: the last wave's commit recorded the baseline finished."""
+
+
 def spark_delta_baseline(
     spark: Any,
     source: Any,
@@ -268,10 +518,14 @@ def spark_delta_baseline(
     partitions: int | None = None,
     fetch_size: int = 10_000,
     max_slice_pages: int = 2048,
+    chunk_rows: int | None = None,
 ) -> DeltaBaselineResult:
     """Baseline ``pipelines`` (each with a ``delta`` target) on Spark: see the module
     docstring. The slot is (re-)created; on failure the slot this call created is dropped and
-    nothing is committed."""
+    nothing is committed.
+
+    With ``baseline { mode = chunked, chunk_rows = N }`` on the source (or ``chunk_rows``
+    given; ``0`` forces one pass) the baseline is resumable: :class:`DeltaChunkSink`."""
     started = time.monotonic()
     pipes = list(pipelines)
     bad = [p.pipeline_id() for p in pipes if not is_delta_pipeline(p)]
@@ -281,12 +535,28 @@ def spark_delta_baseline(
             "Spark baseline creates the slot once, so a source's pipelines must all be delta "
             "targets (or none); baseline the others with laredo serve or another source"
         )
-    sink = DeltaVersionSink({p.pipeline_id(): _location(p) for p in pipes})
+    places = {p.pipeline_id(): _location(p) for p in pipes}
+    sink = DeltaVersionSink(places)
     src = source_from(source, sink.label)
-    if src.baseline_chunk_rows():
-        logger.warning(
-            "spark delta baseline: baseline.mode = chunked is not resumable into delta targets "
-            "yet: this baseline is one pass under one snapshot (a lost driver starts over)"
+    rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
+    if rows:
+        chunked = DeltaChunkSink(places)
+        planned, run, read = run_chunked_baseline(
+            spark,
+            src,
+            pipes,
+            chunked,
+            chunk_rows=rows,
+            source_id=source_id,
+            partitions=partitions,
+            fetch_size=fetch_size,
+        )
+        return DeltaBaselineResult(
+            snapshot_id="delta " + ", ".join(chunked.versions),
+            position=planned.position,
+            row_counts=chunked.counts,
+            seconds=time.monotonic() - started,
+            chunks=(read, sum(run.tables[str(p.table)].count for p in pipes)),
         )
     done = run_pg_baseline(
         spark,

@@ -182,6 +182,7 @@ def run_spark(
     master: str | None = None,
     partitions: int | None = None,
     spark_options: Mapping[str, Any] | None = None,
+    chunk_rows: int | None = None,
 ) -> list[BaselineResult | DeltaBaselineResult]:
     """Run the parallel baseline of every PostgreSQL source in ``config`` (or in the given
     ``sources``/``pipelines``) on Spark and write one snapshot per source.
@@ -191,8 +192,13 @@ def run_spark(
     laredo-server's ``LoadedConfig`` of the file ``config`` came from (problems then name
     ``file:line``). For streaming on Spark use
     ``spark.readStream.format("laredo")`` with :func:`laredo_spark.stream_options` and the
-    sinks in :mod:`laredo_spark.stream`.
+    sinks in :mod:`laredo_spark.stream`. ``chunk_rows`` overrides every source's
+    ``baseline`` mode: ``N`` reads resumable key-range chunks of ``N`` rows, ``0`` one pass.
     """
+    if chunk_rows is not None and (type(chunk_rows) is not int or chunk_rows < 0):
+        raise ConfigError(
+            f"run_spark: chunk_rows must be an integer >= 0 (got {chunk_rows!r}; 0: one pass)"
+        )
     if config is not None:
         plan = build_plan(config, loaded=loaded)
     else:
@@ -220,7 +226,9 @@ def run_spark(
             continue
         if any(is_delta_pipeline(p) for p in pipes):  # executors write the Delta version
             results.append(
-                spark_delta_baseline(session, src, pipes, source_id=sid, partitions=parts)
+                spark_delta_baseline(
+                    session, src, pipes, source_id=sid, partitions=parts, chunk_rows=chunk_rows
+                )
             )
             continue
         results.append(
@@ -233,6 +241,7 @@ def run_spark(
                 source_id=sid,
                 partitions=parts,
                 user_meta=plan.user_meta,
+                chunk_rows=chunk_rows,
             )
         )
     return results

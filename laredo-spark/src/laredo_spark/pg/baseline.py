@@ -58,6 +58,7 @@ from laredo.snapshots.manifest import (
 )
 from laredo.snapshots.parquet import ParquetSerializer
 from laredo.types import (
+    ColumnDefinition,
     SnapshotDescriptor,
     SnapshotMetadata,
     TableIdentifier,
@@ -289,6 +290,11 @@ class SnapshotPartsSink:
     def save_run(self, run: ChunkRun) -> None:
         assert self.progress is not None
         self.progress.save(run)
+
+    def begin_run(
+        self, run: ChunkRun, columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]]
+    ) -> None:
+        self.save_run(run)
 
     def _key(self, job: PipelineFrame) -> TableIdentifier:
         """The pipeline's table key in the snapshot (``users~1`` for a second pipeline on

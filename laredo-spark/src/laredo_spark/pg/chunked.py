@@ -1,11 +1,13 @@
 """The resumable Spark baseline (``baseline { mode = chunked, chunk_rows = N }`` on the source).
 
 A first run creates the slot with an exported snapshot (as :func:`.driver.run_pg_baseline`),
-cuts each table into primary-key ranges under it (:mod:`.chunks`) and records that plan with
-the slot's consistent point ``P0`` through the sink (:class:`ChunkedSink`) before reading
-anything. Then, per pipeline, waves of at most ``partitions`` chunks run as one Spark job each
-(one task per chunk); after each job the sink records its chunks as finished *with* their
-output (snapshot parts: the progress record lists each chunk's parts, replaced atomically).
+cuts each table into key ranges under it (:mod:`.chunks`; the source's ``chunk_key``: primary
+key, else the replica identity index) and records that plan with the slot's consistent point
+``P0`` through the sink (:class:`ChunkedSink`) before reading anything. Then, per pipeline,
+waves of at most ``partitions`` chunks run as one Spark job each (one task per chunk); after
+each job the sink records its chunks as finished *with* their output (snapshot parts: the
+progress record lists each chunk's parts, replaced atomically; Delta: one commit holds the
+wave's files and the record).
 
 A driver that dies (kill -9, lost host, any failure once the plan is recorded) leaves the
 slot, the plan and the finished chunks in place. The next run with the same configuration
@@ -38,7 +40,7 @@ from laredo.secrets import mask_text
 from laredo.types import ColumnDefinition, TableIdentifier
 
 from ..kinds import kind_of_column
-from .chunks import TableChunks, plan_chunks
+from .chunks import TableChunks, check_keys, plan_chunks
 from .driver import (
     BaselineSink,
     Phases,
@@ -78,6 +80,12 @@ class ChunkedSink(BaselineSink, Protocol):
         """Record ``run`` durably (replacing the previous record atomically)."""
         ...
 
+    def begin_run(
+        self, run: ChunkRun, columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]]
+    ) -> None:
+        """A fresh run's plan, before any chunk is read: record it durably."""
+        ...
+
     def write_chunks(
         self, spark: Any, job: PipelineFrame, chunks: Sequence[int], run: ChunkRun
     ) -> ChunkRun:
@@ -103,9 +111,11 @@ def _fingerprint(
     columns: Mapping[TableIdentifier, Sequence[ColumnDefinition]],
     chunk_rows: int,
     output: str,
+    keys: Mapping[TableIdentifier, Sequence[str] | None],
 ) -> str:
     doc = {
         "pipelines": [p.pipeline_id() for p in pipes],
+        "keys": {str(t): list(k or ()) for t, k in sorted(keys.items(), key=lambda i: str(i[0]))},
         "columns": {
             str(t): [(c.name, c.type) for c in cols] for t, cols in sorted(columns.items(), key=str)
         },
@@ -113,6 +123,16 @@ def _fingerprint(
         "output": output,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _keys(src: Any, tables: Sequence[TableIdentifier]) -> dict[TableIdentifier, list[str] | None]:
+    """Each table's chunk key as the PostgreSQL source's own chunked reads find it
+    (``chunk_key``: the primary key, else the ``REPLICA IDENTITY USING INDEX`` columns;
+    ``None``: neither); closes the source's connection after."""
+    try:
+        return {t: src.chunk_key(t) for t in tables}
+    finally:
+        src.close()
 
 
 def _stale(run: ChunkRun, fingerprint: str, options: Any, slot: str) -> str | None:
@@ -229,7 +249,7 @@ def _read(
 def _fresh(
     reading: _Reading,
     pipes: Sequence[Pipeline],
-    tables: Sequence[TableIdentifier],
+    keys: Mapping[TableIdentifier, Sequence[str] | None],
     *,
     fingerprint: str,
     chunk_rows: int,
@@ -244,7 +264,7 @@ def _fresh(
     saved = False
     try:
         with slot as snap:
-            plans, zone = plan_chunks(opts, snap.snapshot_name, tables, chunk_rows)
+            plans, zone = plan_chunks(opts, snap.snapshot_name, keys, chunk_rows)
             run = ChunkRun(
                 sink.output_id,
                 src.slot_name,
@@ -254,7 +274,7 @@ def _fresh(
                 fingerprint,
                 {str(t): c for t, c in plans.items()},
             )
-            sink.save_run(run)
+            sink.begin_run(run, reading.columns)
             saved = True
             phases.end("slot")
             return _read(reading, run, pipes, snap.snapshot_name)
@@ -295,6 +315,8 @@ def run_chunked_baseline(
     tables = baseline_tables(pipes)
     phases = Phases()
     columns = init_source(src, pipes, tables, sink, sid)
+    keys = _keys(src, tables)
+    check_keys(keys)  # before Spark or the slot is touched
     slices_source = slices_data_source(opts)
     for ds in (slices_source, *sink.data_sources):
         spark.dataSource.register(ds)
@@ -311,7 +333,7 @@ def run_chunked_baseline(
         fetch_size,
         int(partitions or spark.sparkContext.defaultParallelism or 1),
     )
-    fingerprint = _fingerprint(pipes, columns, chunk_rows, getattr(sink, "output_kind", ""))
+    fingerprint = _fingerprint(pipes, columns, chunk_rows, getattr(sink, "output_kind", ""), keys)
     run = sink.load_run(sid, src.slot_name)
     if run is not None:
         why = _stale(run, fingerprint, opts, src.slot_name)
@@ -338,7 +360,7 @@ def run_chunked_baseline(
         run, read = _fresh(
             reading,
             pipes,
-            tables,
+            keys,
             fingerprint=fingerprint,
             chunk_rows=chunk_rows,
             src=src,

@@ -1,6 +1,7 @@
 """Key-range chunks of a table for the resumable (``baseline.mode = chunked``) Spark baseline.
 
-:func:`plan_chunks` cuts each table at every ``chunk_rows``-th primary key (one
+:func:`plan_chunks` cuts each table at every ``chunk_rows``-th key (the primary key, else the
+``REPLICA IDENTITY USING INDEX`` columns, as the PostgreSQL source's chunked reads use; one
 ``row_number() OVER (ORDER BY key)`` pass under the exported snapshot, keys as text), so chunk
 ``i`` is the key range ``(bounds[i-1], bounds[i]]`` (the first unbounded below, the last above;
 no bound at the last row, so no chunk is empty when planned):
@@ -28,7 +29,7 @@ try:  # the laredo-spark[postgresql] extra
 except ImportError:  # pragma: no cover - depends on the installed extras
     pass
 
-__all__ = ["TableChunks", "chunk_query", "plan_chunks"]
+__all__ = ["TableChunks", "check_keys", "chunk_query", "plan_chunks"]
 
 Bound = tuple[str, ...] | None
 """A key as text (one value per key column); ``None``: unbounded."""
@@ -36,7 +37,7 @@ Bound = tuple[str, ...] | None
 
 @dataclasses.dataclass(frozen=True)
 class TableChunks:
-    """One table's chunk plan: its primary key columns, their SQL types (``format_type``) and
+    """One table's chunk plan: its key columns, their SQL types (``format_type``) and
     the inner bounds (chunk ``i`` is ``(bounds[i-1], bounds[i]]``; ``len(bounds) + 1``
     chunks)."""
 
@@ -64,16 +65,16 @@ class TableChunks:
         )
 
 
-def _primary_key(conn: Any, table: TableIdentifier) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _key_types(conn: Any, table: TableIdentifier, key: Sequence[str]) -> tuple[str, ...]:
+    """The SQL types (``format_type``) of ``table``'s columns ``key``, in that order."""
     rows = conn.execute(
-        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) "
-        "FROM pg_index i JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(att, n) ON true "
-        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.att "
-        "WHERE i.indisprimary AND i.indrelid = to_regclass(format('%%I.%%I', %s::text, %s::text)) "
-        "ORDER BY k.n",
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+        "WHERE a.attrelid = to_regclass(format('%%I.%%I', %s::text, %s::text)) "
+        "AND a.attnum > 0 AND NOT a.attisdropped",
         (table.schema, table.table),
     ).fetchall()
-    return tuple(r[0] for r in rows), tuple(r[1] for r in rows)
+    types = {r[0]: r[1] for r in rows}
+    return tuple(types[k] for k in key)
 
 
 def _bounds(conn: Any, table: TableIdentifier, key: Sequence[str], rows: int) -> list[Any]:
@@ -93,26 +94,39 @@ def _bounds(conn: Any, table: TableIdentifier, key: Sequence[str], rows: int) ->
     return list(conn.execute(query).fetchall())
 
 
+def check_keys(keys: Mapping[TableIdentifier, Sequence[str] | None]) -> None:
+    """``ConfigError`` naming the first table without a chunk key, and the fixes."""
+    for t, key in keys.items():
+        if not key:
+            raise ConfigError(
+                f"spark baseline: {t} has no primary key nor replica identity index, so "
+                "baseline.mode = chunked cannot cut it into resumable key ranges: add a primary "
+                "key (or ALTER TABLE ... REPLICA IDENTITY USING INDEX a unique index on NOT NULL "
+                "columns), or set baseline { mode = snapshot } on the source"
+            )
+
+
 def plan_chunks(
-    options: Any, snapshot_name: str, tables: Sequence[TableIdentifier], chunk_rows: int
+    options: Any,
+    snapshot_name: str,
+    keys: Mapping[TableIdentifier, Sequence[str] | None],
+    chunk_rows: int,
 ) -> tuple[dict[TableIdentifier, TableChunks], str]:
-    """Each table's chunks of about ``chunk_rows`` rows, cut under the exported snapshot, and
-    the session time zone. ``ConfigError`` naming a table without a primary key."""
+    """Each table's chunks of about ``chunk_rows`` rows, cut under the exported snapshot by
+    its key (``keys``: the source's :meth:`chunk_key`, the primary key or else the
+    ``REPLICA IDENTITY USING INDEX`` columns), and the session time zone. ``ConfigError``
+    naming a table without either (:func:`check_keys`)."""
+    check_keys(keys)
     pg = require_psycopg()
     out: dict[TableIdentifier, TableChunks] = {}
     try:
         with connect(options) as conn:
             import_snapshot(conn, snapshot_name)
-            for t in tables:
-                key, types = _primary_key(conn, t)
-                if not key:
-                    raise ConfigError(
-                        f"spark baseline: {t} has no primary key, so baseline.mode = chunked "
-                        "cannot cut it into resumable key ranges: add a primary key, or set "
-                        "baseline { mode = snapshot } on the source"
-                    )
+            for t, key in keys.items():
+                assert key
+                types = _key_types(conn, t, key)
                 bounds = tuple(tuple(r) for r in _bounds(conn, t, key, chunk_rows))
-                out[t] = TableChunks(key, types, bounds)
+                out[t] = TableChunks(tuple(key), types, bounds)
             conn.execute("COMMIT")
             zone = zone_name(conn.info.timezone) or "UTC"
     except (pg.Error, SourceError) as exc:
