@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,7 @@ def kill_resume_serve(
     *,
     args: list[str],
     env: dict[str, str],
+    killed_gone: Callable[[], bool] = lambda: True,
 ) -> None:
     """With writers running: kill -9 a `laredo spark baseline` at 40 % of its chunks, run it
     again (writers paused while it reads, so PostgreSQL's counters show exactly what it
@@ -336,6 +338,9 @@ def kill_resume_serve(
         wait_until(lambda: counter[0] > writes + 100, 60, "writes after the kill", interval=0.1)
         pause.set()
         wait_until(lambda: counter[1] == 1, 30, "the writer paused", interval=0.01)
+        # a standalone cluster's executors outlive the killed driver for a while, and may
+        # still open a session and read: they must be gone before the counters are read
+        wait_until(killed_gone, 60, "the killed run's executors ended", interval=0.2)
         left = [c for c in range(plan.count) if c not in run.done["pipeline-0000"]]
         ((want,),) = db.execute(f"SELECT count(*) FROM accounts WHERE {id_ranges(plan, left)}")
         done = sorted(run.done["pipeline-0000"])
@@ -404,7 +409,15 @@ def test_chunked_resume_on_a_standalone_cluster(pg_database: Any, tmp_path: Path
         )
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
         try:
-            kill_resume_serve(db, config, SnapshotOutput(db, snaps), tmp_path, args=[], env=env)
+            kill_resume_serve(
+                db,
+                config,
+                SnapshotOutput(db, snaps),
+                tmp_path,
+                args=[],
+                env=env,
+                killed_gone=lambda: not cluster.status().get("activeapps"),
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{cluster.log_tail()}") from None
     assert all(p.poll() is not None for p in cluster.processes)
