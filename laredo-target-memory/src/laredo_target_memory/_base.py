@@ -62,6 +62,9 @@ _TRUNCATE = ChangeAction.TRUNCATE
 MISSING: Any = object()
 
 
+_KEEP: Any = object()  # _store_many: leave the position as it is
+
+
 class RowStore(Protocol):
     """Where a target keeps its rows, by key: a plain dict, or a compact store with the same
     methods. Values are the target's stored form of a row."""
@@ -284,6 +287,11 @@ class MemoryTargetBase(Generic[V]):
 
     def on_baseline_rows(self, table: TableIdentifier, rows: Sequence[Row]) -> None:
         """Fast path: a chunk of baseline rows under one lock acquisition."""
+        self._store_many(rows)
+
+    def _store_many(self, rows: Sequence[Row], *, at: Any = _KEEP) -> None:
+        """:meth:`_insert_many` under one lock acquisition, listeners told after; ``at``: the
+        position the target holds afterwards (default: unchanged)."""
         with self._dispatch_lock:
             subs = self._subs
             pending: Pending = [] if subs else None
@@ -292,6 +300,8 @@ class MemoryTargetBase(Generic[V]):
                     self._version += 1
                     try:
                         self._insert_many(rows, pending)
+                        if at is not _KEEP:
+                            self._position = at
                     finally:
                         self._version += 1
             finally:

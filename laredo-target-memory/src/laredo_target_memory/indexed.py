@@ -337,20 +337,7 @@ class IndexedTarget(MemoryTargetBase[Row]):
         """A chunked backfill's rows (``ChangeBatch.rows``), stored as a baseline chunk is
         (:meth:`_insert_many`: in bulk where no key is held, else each row an upsert, listeners
         told as for the INSERTs); the same result as applying them as INSERT events."""
-        with self._dispatch_lock:
-            subs = self._subs
-            pending: Pending = [] if subs else None
-            try:
-                with self._lock:
-                    self._version += 1
-                    try:
-                        self._insert_many(chunk, pending)
-                        self._position = position
-                    finally:
-                        self._version += 1
-            finally:
-                if pending:
-                    self._dispatch(subs, pending)
+        self._store_many(chunk, at=position)
 
     def _apply_event(self, ev: ChangeEvent) -> None:
         """One change through the reference write path (lock held, no listeners)."""
