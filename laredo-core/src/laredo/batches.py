@@ -127,6 +127,21 @@ def day_value(days: int) -> date:
         raise
 
 
+def _conversions(
+    env: dict[str, Any], decimals: frozenset[int], stamps: Stamps, days: frozenset[int]
+) -> dict[int, str]:
+    """The expression (a ``{}`` for the raw value) converting each raw position, for code
+    compiled in ``env`` (which gets the converters and zones it names)."""
+    env.update(D=Decimal, S=stamp_value, DY=day_value)
+    conv: dict[int, str] = {i: "D({})" for i in decimals}
+    for i, zone in stamps:
+        env[f"Z{i}"] = zone
+        conv[i] = f"S({{}}, Z{i})"
+    for i in days:
+        conv[i] = "DY({})"
+    return conv
+
+
 @functools.lru_cache(maxsize=256)
 def row_maker(
     names: tuple[str, ...],
@@ -139,14 +154,8 @@ def row_maker(
     fewer values than names give a shorter dict. Positions in ``decimals`` hold a decimal's
     text, in ``stamps`` a raw timestamp, in ``days`` a raw date (or None): the dict gets the
     ``Decimal``, ``datetime`` or ``date`` (see :class:`RowBatch`)."""
-    env: dict[str, Any] = {"zip": zip, "dict": dict, "names": names, "D": Decimal}
-    env["S"], env["DY"] = stamp_value, day_value
-    conv: dict[int, str] = {i: "D({})" for i in decimals}
-    for i, zone in stamps:
-        env[f"Z{i}"] = zone
-        conv[i] = f"S({{}}, Z{i})"
-    for i in days:
-        conv[i] = "DY({})"
+    env: dict[str, Any] = {"zip": zip, "dict": dict, "names": names}
+    conv = _conversions(env, decimals, stamps, days)
     body = ", ".join(
         f"{name!r}: (None if v[{i}] is None else {conv[i].format(f'v[{i}]')})"
         if i in conv
@@ -185,13 +194,8 @@ def tuple_maker(
 ) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
     """``raw values -> values`` for tuples of ``width`` values whose positions in ``decimals``,
     ``stamps`` and ``days`` are raw (see :class:`RowBatch`): one compiled tuple display."""
-    env: dict[str, Any] = {"D": Decimal, "S": stamp_value, "DY": day_value}
-    conv: dict[int, str] = {i: "D({})" for i in decimals}
-    for i, zone in stamps:
-        env[f"Z{i}"] = zone
-        conv[i] = f"S({{}}, Z{i})"
-    for i in days:
-        conv[i] = "DY({})"
+    env: dict[str, Any] = {}
+    conv = _conversions(env, decimals, stamps, days)
     items = [
         f"(None if v[{i}] is None else {conv[i].format(f'v[{i}]')})" if i in conv else f"v[{i}]"
         for i in range(width)

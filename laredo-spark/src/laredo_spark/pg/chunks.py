@@ -157,8 +157,14 @@ def chunk_query(plan: Mapping[str, Any], names: Sequence[str], lo: Bound, hi: Bo
         conds.append(_row(key, types, lo, ">"))
     if hi is not None:
         conds.append(_row(key, types, hi, "<="))
+    return select_query(plan, names, conds)
+
+
+def select_query(plan: Mapping[str, Any], names: Sequence[str], conds: list[Any]) -> Any:
+    """``SELECT names FROM the plan's table WHERE conds AND its row filter`` (a
+    ``psycopg.sql`` composition; ``conds`` are compositions too)."""
     if plan.get("row_filter"):
-        conds.append(sql.SQL("({})").format(sql.SQL(plan["row_filter"])))
+        conds = [*conds, sql.SQL("({})").format(sql.SQL(plan["row_filter"]))]
     query = sql.SQL("SELECT {} FROM {}.{}").format(
         sql.SQL(", ").join(sql.Identifier(n) for n in names),
         sql.Identifier(plan["schema"]),

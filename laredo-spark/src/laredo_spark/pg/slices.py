@@ -32,7 +32,7 @@ from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..kinds import arrow_type, base_kind, encode_json, spark_schema, zone_name
-from .chunks import chunk_query
+from .chunks import chunk_query, select_query
 from .slot import require_psycopg
 
 try:  # the laredo-spark[postgresql] extra
@@ -158,15 +158,7 @@ def read_slice(
         conds.append(sql.SQL("ctid >= {}::tid").format(sql.Literal(f"({lo},0)")))
     if hi is not None:
         conds.append(sql.SQL("ctid < {}::tid").format(sql.Literal(f"({hi},0)")))
-    if plan.get("row_filter"):
-        conds.append(sql.SQL("({})").format(sql.SQL(plan["row_filter"])))
-    query = sql.SQL("SELECT {} FROM {}.{}").format(
-        sql.SQL(", ").join(sql.Identifier(n) for n in names),
-        sql.Identifier(plan["schema"]),
-        sql.Identifier(plan["table"]),
-    )
-    if conds:
-        query = sql.SQL("{} WHERE {}").format(query, sql.SQL(" AND ").join(conds))
+    query = select_query(plan, names, conds)
     table = TableIdentifier(plan["schema"], plan["table"])
     yield from read_rows(plan, options, query, f"spark baseline of {table} pages [{lo}, {hi})")
 
