@@ -135,21 +135,8 @@ class ChunkReader:
             )
         columns = self._catalog.columns[table]
         names = [c.name for c in columns]
-        conds: list[sql.Composable] = []
-        params: list[Any] = []
         key_sql = sql.SQL(", ").join(sql.Identifier(k) for k in key)
-        if after is not None:
-            conds.append(
-                sql.SQL("({}) > ({})").format(
-                    key_sql, sql.SQL(", ").join(sql.Placeholder() for _ in key)
-                )
-            )
-            params.extend(after)
-        rf = self._catalog.row_filters.get(table)
-        if rf:
-            conds.append(sql.SQL("({})").format(sql.SQL(rf)))
-        if where:
-            conds.append(sql.SQL("({})").format(sql.SQL(check_where(where))))
+        conds, params = self._conditions(table, key, key_sql, after, where)
         conn = self._connection()
         try:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -202,6 +189,29 @@ class ChunkReader:
             unrepresentable=type(values) is MarkedRows,
             raw=raw,
         )
+
+    def _conditions(
+        self,
+        table: TableIdentifier,
+        key: Sequence[str],
+        key_sql: sql.Composable,
+        after: Sequence[Any] | None,
+        where: str | None,
+    ) -> tuple[list[sql.Composable], list[Any]]:
+        """The chunk's WHERE terms and their parameters: past ``after`` by the key, the
+        publication's row filter, the backfill's ``where``."""
+        conds: list[sql.Composable] = []
+        params: list[Any] = []
+        if after is not None:
+            marks = sql.SQL(", ").join(sql.Placeholder() for _ in key)
+            conds.append(sql.SQL("({}) > ({})").format(key_sql, marks))
+            params.extend(after)
+        rf = self._catalog.row_filters.get(table)
+        if rf:
+            conds.append(sql.SQL("({})").format(sql.SQL(rf)))
+        if where:
+            conds.append(sql.SQL("({})").format(sql.SQL(check_where(where))))
+        return conds, params
 
     def _plan(
         self, cur: psycopg.Cursor[Any], table: TableIdentifier, columns: Sequence[ColumnDefinition]

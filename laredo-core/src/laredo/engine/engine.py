@@ -123,8 +123,7 @@ class Engine:
             dead_letter_store is not None,
             snapshots_without_store=bool(sched or snapshot_on_shutdown) and snapshot_store is None,
         )
-        problems += own
-        problems += _snapshot_problems(
+        problems += own + _snapshot_problems(
             sched, snapshot_schedule, snapshot_retention, snapshot_meta_policy
         )
         if problems:
@@ -140,10 +139,8 @@ class Engine:
         self.snapshot_user_meta = dict(snapshot_user_meta or {})
         self.snapshot_meta_policy = snapshot_meta_policy
         self.dead_letter_store = dead_letter_store
-        obs_list: list[ObserverLike] = list(observers or [])
-        if observer is not None:
-            obs_list.append(observer)
-        self._obs: EngineObserver = composite(obs_list)
+        extra = [] if observer is None else [observer]
+        self._obs: EngineObserver = composite([*(observers or ()), *extra])
         self.shutdown_timeout = shutdown or SHUTDOWN_TIMEOUT.default
         self.lag_interval = lag_every or LAG_INTERVAL.default
         self._lifecycle = "new"
