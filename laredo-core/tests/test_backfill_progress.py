@@ -25,6 +25,19 @@ def test_an_unreadable_progress_record_is_a_clear_error(record: str) -> None:
         decode_progress(record)
 
 
+def test_a_progress_record_from_a_damaged_store_is_bounded() -> None:
+    """The record comes back from a target's store: a huge one is refused without being
+    parsed or printed whole, and nesting deep enough to exhaust the parser is a clear error."""
+    huge = '{"last_key": ["' + "x" * (2 << 20) + '"]}'
+    with pytest.raises(ConfigError, match="over the") as ei:
+        decode_progress(huge)
+    assert len(str(ei.value)) < 1000
+    deep = '{"last_key": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    with pytest.raises(ConfigError, match="unreadable chunked-baseline progress record") as ei:
+        decode_progress(deep)
+    assert len(str(ei.value)) < 1000
+
+
 def test_progress_state_and_eta_from_the_rate_so_far() -> None:
     p = BackfillProgress(TableIdentifier("public", "t"))
     assert (p.state, p.eta_seconds()) == ("running", None)  # nothing read, no estimate

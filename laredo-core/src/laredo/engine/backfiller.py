@@ -463,15 +463,26 @@ def encode_progress(last_key: Sequence[Any] | None) -> str:
     return json.dumps({"last_key": key}, default=str, separators=(",", ":"))
 
 
+MAX_PROGRESS_RECORD = 1 << 20
+"""The longest progress record read back (characters): a last key, JSON-encoded."""
+
+
 def decode_progress(record: str) -> tuple[Any, ...] | None:
     """The last key of a record :func:`encode_progress` wrote (None: no chunk done yet;
     ``ConfigError`` if unreadable)."""
+    if len(record) > MAX_PROGRESS_RECORD:  # it comes from a target's store: trust no size
+        raise ConfigError(
+            f"chunked-baseline progress record of {len(record)} characters is over the "
+            f"{MAX_PROGRESS_RECORD} a key can take ({record[:80]!r}...): the target's stored "
+            "progress is damaged; reset the target to re-baseline"
+        )
     try:
         key = json.loads(record)["last_key"]
         return None if key is None else tuple(key)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(
-            f"unreadable chunked-baseline progress record {record!r}: {exc}"
+            f"unreadable chunked-baseline progress record {record[:200]!r}: {exc}; reset the "
+            "target to re-baseline"
         ) from None
 
 
