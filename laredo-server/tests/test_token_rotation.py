@@ -15,6 +15,8 @@ import grpc
 import pytest
 from laredo.testing import free_port
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
+from laredo_server.config import load_string
+from laredo_server.serve import runtime_from_config
 
 from .seckit import Served, curl
 from .test_security import OAM, code_of, oam_stub, pg, write
@@ -118,3 +120,38 @@ def test_token_files_are_re_read_on_reload(pg: tuple[Any, str], tmp_path: Path) 
         assert _grpc_code(stub, "admin-four", admin=True) == OK
     finally:
         s.stop()
+
+
+def test_a_token_file_emptied_during_the_reload_keeps_the_running_token(
+    quicktest_plugin: None, tmp_path: Path
+) -> None:
+    """The file is valid when the configuration is read, empty when the token is re-read (a
+    rotation that truncates before it writes): the reload is refused naming the key."""
+    token_file = tmp_path / "token"
+    _put(token_file, "first-token")
+    text = (
+        "sources { src { type = quicktest } }\n"
+        "tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]\n"
+        f'grpc {{ port = 4999, auth {{ token_file = "{token_file}" }} }}\n'
+    )
+
+    loads = []
+
+    def load() -> Any:
+        model = load_string(text, env={}).model
+        if not loads:
+            token_file.write_text("")  # truncated after the configuration was read
+        loads.append(model)
+        return model
+
+    rt = runtime_from_config(load_string(text, env={}).model, load)
+    assert rt.admin_token == "first-token" and rt.reloader is not None
+    result = rt.reloader.reload()
+    assert not result.accepted
+    assert result.errors == (
+        f"grpc.auth.token_file: {token_file} is empty; write the token into it",
+    )
+    assert rt.admin_token == "first-token"
+    _put(token_file, "second-token")
+    assert rt.reloader.reload(dry_run=True).accepted
+    assert rt.admin_token == "first-token"  # a dry run changes nothing
