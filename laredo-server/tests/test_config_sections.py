@@ -5,8 +5,9 @@ key, stubs for mypy that cannot drift, and an unknown key named with its closest
 from __future__ import annotations
 
 import pytest
+from laredo.config import EngineConfig
 from laredo.errors import ConfigError
-from laredo.settings import Section, declared, field_problems, stub_problems
+from laredo.settings import Section, declared, field_problems, generated, stub_problems
 from laredo_server.config import ServerConfig, load_string, sections
 
 BASE = """
@@ -14,14 +15,8 @@ sources { src { type = quicktest } }
 tables = [ { source = src, table = users, targets = [ { type = indexed-memory } ] } ]
 """
 
-SERVER_SECTIONS: list[type[Section]] = [
-    sections.TlsConfig,
-    sections.GrpcConfig,
-    sections.HealthConfig,
-    sections.MetricsConfig,
-    sections.ObservabilityConfig,
-    sections.ShutdownConfig,
-]
+SERVER_SECTIONS: list[type[Section]] = generated(sections.__name__)
+TOP_LEVEL = [s.key for s in declared(sections.ServerSections)]
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +37,7 @@ def test_each_server_field_is_its_declaration(model: type[Section]) -> None:
 def test_a_file_without_server_sections_gets_the_declared_defaults() -> None:
     model = load_string(BASE, env={}).model
     assert isinstance(model, ServerConfig)
-    for section in ("health", "observability", "shutdown"):
+    for section in TOP_LEVEL:
         for s in declared(type(getattr(model, section))):
             assert getattr(getattr(model, section), s.key) == s.default, s.config_key
     assert model.grpc is not None
@@ -64,3 +59,20 @@ def test_bounds_of_a_server_setting_hold() -> None:
         load_string(BASE + "grpc { port = 70000 }", env={})
     with pytest.raises(ConfigError, match=r"health.history_interval: Input should be greater"):
         load_string(BASE + "health { history_interval = 0 }", env={})
+
+
+def test_server_config_has_one_field_per_top_level_section_generated() -> None:
+    # every generated section is a field of ServerConfig, or held by one that is (tls, metrics)
+    own = [k for k in ServerConfig.model_fields if k not in EngineConfig.model_fields]
+    assert own == TOP_LEVEL == ["grpc", "health", "observability", "shutdown"]
+    top = {type(getattr(ServerConfig.model_construct(), k)) for k in TOP_LEVEL}
+    assert top == {
+        sections.GrpcConfig,
+        sections.HealthConfig,
+        sections.ObservabilityConfig,
+        sections.ShutdownConfig,
+    }
+    assert ServerConfig.model_fields["grpc"].annotation == sections.GrpcConfig | None
+    assert load_string(BASE + "grpc = null", env={}).model.grpc is None
+    with pytest.raises(ConfigError, match="health"):
+        load_string(BASE + "health = null", env={})

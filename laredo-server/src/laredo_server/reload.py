@@ -12,6 +12,12 @@ change while running (listeners, snapshots, dead letters, observability) are rep
 needing a restart. Each applied reload increments the
 configuration generation (1 at start). Reloads run one at a time.
 
+Every valid reload that is not a dry run re-reads the token files of the running
+``grpc.auth`` (``token_file``, ``read_token_file``): a rotated token is in force for gRPC and
+the Connect listener once the reload answers, and the old one is refused. An unreadable or
+empty file rejects the reload naming the key (never the token); the running tokens stay.
+(A changed ``grpc.auth`` block itself needs a restart, like every listener setting.)
+
 The difference is computed against what actually runs: a pipeline that failed to be added by
 an earlier reload whose undo failed too is added again by the next one; until then readiness
 is false and names it (:meth:`ConfigReloader.configured_pipelines`).
@@ -26,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from laredo.auth import AuthConfig
 from laredo.config import (
     ConfigChange,
     TableConfig,
@@ -83,6 +90,8 @@ class ConfigReloader:
         self.missing_cause: str | None = None
         """Why the last reload left configured pipelines not running (None: it did not)."""
         self._lock = threading.Lock()
+        self._auth: AuthConfig | None = model.grpc.auth if model.grpc is not None else None
+        """The ``grpc.auth`` the listeners started with: its token files are re-read."""
 
     def reload(self, dry_run: bool = False) -> ReloadResult:
         """Re-read, validate and apply the configuration (see the module docstring). The
@@ -108,6 +117,14 @@ class ConfigReloader:
                     errors=tuple(exc.problems),
                     message="invalid configuration; the running one stays",
                     dry_run=dry_run,
+                )
+            problems = () if dry_run else self._reread_tokens()
+            if problems:
+                return ReloadResult(
+                    False,
+                    self.generation,
+                    errors=problems,
+                    message="token file unusable; the running tokens and configuration stay",
                 )
             running = {p.id for p in self.rt.engine.pipelines()}
             effective = self._effective(running)
@@ -155,6 +172,30 @@ class ConfigReloader:
                 "configuration reloaded (generation %d): %s", self.generation, describe(changes)
             )
             return ReloadResult(True, self.generation, changes, message=describe(changes))
+
+    def _reread_tokens(self) -> tuple[str, ...]:
+        """Re-read the token files of the running ``grpc.auth`` into the runtime; the
+        problems (naming the key, never a token) when one cannot be used (the old ones stay)."""
+        auth = self._auth
+        if auth is None or not (auth.token_file or auth.read_token_file):
+            return ()
+        try:
+            admin = auth.resolve("grpc.auth")
+        except ConfigError as exc:
+            problems = tuple(exc.problems)
+        else:
+            try:
+                read = auth.read.resolve("")
+            except ConfigError as exc:  # "token_file: ...": name the read key
+                problems = tuple(f"grpc.auth.read_{p}" for p in exc.problems)
+            else:
+                rt = self.rt
+                if (admin, read) != (rt.admin_token, rt.read_token):
+                    rt.admin_token, rt.read_token = admin, read
+                    logger.info("grpc.auth: token files re-read; the new tokens are in force")
+                return ()
+        logger.error("token files not re-read (the running tokens stay): %s", "; ".join(problems))
+        return problems
 
     def configured_pipelines(self) -> dict[str, str]:
         """Pipeline id -> table of every pipeline the applied configuration names."""

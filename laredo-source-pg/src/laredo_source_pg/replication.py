@@ -14,6 +14,9 @@ Guarantees:
   connection is sent again by the server from its start, and the changes already passed on are
   skipped (undecoded) before delivery resumes where it stopped. A later ``stream()`` call (the
   engine restarting its stream) gets such a transaction whole again, from its start.
+* With a lease (stateful, ``lease`` on), every session starts only after the lease's session
+  was probed and, when it died (a failover, a restart, a killed backend), the lease was taken
+  again: while another process holds it, this one waits and does not stream.
 * The standby status reports ``flush = apply = acked``: PostgreSQL may discard WAL only up to
   what the handler acknowledged through ``ack()``.
 * Heartbeats: outside a transaction the reader passes the server's position to
@@ -46,7 +49,7 @@ from .options import PostgresSourceOptions
 from .pacing import Lost, SessionPacer, StopStream
 from .partitions import merge_moves
 from .pgoutput import DecodeError, PgOutputDecoder, SchemaItem
-from .slot import SlotManager
+from .slot import Lease, SlotManager
 from .state import RunState
 from .typmods import column_signature
 
@@ -157,8 +160,12 @@ class ReplicationStream:
         slots: SlotManager,
         options: PostgresSourceOptions,
         run: RunState,
+        *,
+        lease: Lease | None = None,
     ) -> None:
         self._conns = conns
+        self._lease = lease
+        """The slot's lease (stateful with ``lease`` on): probed before every session."""
         self._catalog = catalog
         self._slots = slots
         self._options = options
@@ -195,6 +202,8 @@ class ReplicationStream:
             while True:
                 self._session_started = False
                 try:
+                    if self._lease is not None and not self._lease.ensure(run.stop):
+                        return  # stopped or closed while another process held the lease
                     run.set_state(SourceState.STREAMING)
                     self._session(deliver, dialect.chunked, handler)
                     return

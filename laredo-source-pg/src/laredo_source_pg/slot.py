@@ -13,7 +13,8 @@ slot of the same name to go), :func:`import_snapshot`, :func:`drop_if_inactive` 
 
 The lease is a session-level advisory lock keyed by the slot name, held on its own connection
 for the life of the source: a second process waits in ``init`` and takes over when the holder
-goes away.
+goes away. The holder probes its lease before every (re)start of the stream and takes it again
+when its session died (a failover, a restart, a killed backend), never streaming without it.
 """
 
 from __future__ import annotations
@@ -317,7 +318,12 @@ def log_standby_wait(slot: str) -> None:
 
 
 class Lease:
-    """The advisory-lock lease of a stateful slot (see the module docstring)."""
+    """The advisory-lock lease of a stateful slot (see the module docstring).
+
+    The lock lives with its session: a killed backend, a restarted server or a failover to a
+    new primary ends it. :meth:`ensure` runs before every (re)start of the replication stream
+    and takes the lease again when its session is gone; while another process holds it, the
+    stream does not start (it waits, like ``init``, or fails after ``lease_timeout``)."""
 
     def __init__(
         self, conns: Connections, options: PostgresSourceOptions, closed: threading.Event
@@ -327,6 +333,8 @@ class Lease:
         self._timeout = options.lease_timeout
         self._closed = closed
         self._conn: psycopg.Connection[Any] | None = None
+        self.lost_total = 0
+        """Times the lease's session was found gone and the lease was taken again."""
 
     @property
     def key(self) -> int:
@@ -338,34 +346,69 @@ class Lease:
     def held(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
-    def acquire(self) -> None:
-        """Block until this process holds the lease (``SourceError`` after ``lease_timeout``
-        or when the source is closed meanwhile)."""
+    def alive(self) -> bool:
+        """One round trip on the lease's session: False when it is gone (the lock with it)."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            return False
+        try:
+            conn.execute("SELECT 1").fetchone()
+        except psycopg.Error:
+            return False
+        return True
+
+    def ensure(self, stop: threading.Event) -> bool:
+        """Before the stream (re)starts: True once this process holds the lease (its session
+        probed; a lost one taken again, waiting while another process holds it); False when
+        ``stop`` or ``close()`` came first. ``SourceError`` after ``lease_timeout``."""
+        if self.alive():
+            return True
+        if self._conn is not None:
+            self.lost_total += 1
+            logger.warning(
+                "the lease of slot %s was lost with its connection (killed backend, restart or "
+                "failover); taking it again before streaming",
+                self._slot_name,
+            )
+        self.release()
+        return self.acquire(stop)
+
+    def acquire(self, stop: threading.Event | None = None) -> bool:
+        """Block until this process holds the lease: True; False when ``stop`` (given) or
+        ``close()`` comes first. ``SourceError`` after ``lease_timeout``, or on ``close()``
+        without ``stop``."""
         if self.held:
-            return
+            return True
         conn = self._conns.connect()
         key = self.key
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         logged = False
         while True:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            try:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            except BaseException:
+                conn.close()
+                raise
             if row and row[0]:
                 self._conn = conn
                 if logged:
                     logger.info("acquired the lease of slot %s; taking over", self._slot_name)
-                return
+                return True
             if not logged:
                 logger.info(
                     "slot %s is leased by another process; waiting to take over", self._slot_name
                 )
                 logged = True
+            if stop is not None and (stop.is_set() or self._closed.is_set()):
+                conn.close()
+                return False
             if self._closed.is_set() or (deadline is not None and time.monotonic() > deadline):
                 conn.close()
                 raise SourceError(
                     f"postgresql source: slot {self._slot_name!r} is held by another Laredo "
                     "process (advisory-lock lease); it was not released in time"
                 )
-            self._closed.wait(0.2)
+            (stop or self._closed).wait(0.2)
 
     def release(self) -> None:
         """Close the lease's connection (PostgreSQL releases the lock with the session)."""

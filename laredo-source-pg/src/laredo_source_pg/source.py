@@ -129,7 +129,12 @@ class PostgresSource:
             self._conns, self._catalog, self._slots, opts, self._run.closed
         )
         self._replication = ReplicationStream(
-            self._conns, self._catalog, self._slots, opts, self._run
+            self._conns,
+            self._catalog,
+            self._slots,
+            opts,
+            self._run,
+            lease=self._lease if opts.stateful and opts.lease else None,
         )
         self._acked_in_process = False
         self._chunks = ChunkReader(self._conns, self._catalog)
@@ -155,7 +160,8 @@ class PostgresSource:
 
     def details(self) -> dict[str, Any]:
         """What ``laredo status`` shows of this source (``DescribedSource``): the slot, the
-        server the stream reached, failovers seen and slots lost (with the last reason)."""
+        server the stream reached, failovers seen, slots lost (with the last reason) and leases
+        lost with their session (then taken again before streaming)."""
         run = self._run
         out: dict[str, Any] = {
             "slot": self.slot_name,
@@ -165,6 +171,8 @@ class PostgresSource:
             "slot_lost_total": run.slot_lost_total,
             "reconnect_attempts_total": run.reconnect_attempts_total,
         }
+        if self.stateful and self.options.lease:
+            out["lease_lost_total"] = self._lease.lost_total
         if run.server is not None:
             out["server"] = f"{run.server[2]} (timeline {run.server[1]})"
         if run.slot_lost_reason:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from laredo.auth import AuthConfig
-from laredo.config import EngineConfig, EngineSettings
+from laredo.config import EngineSettings
 from laredo.engine_settings import RUNNER_SETTINGS
 from pydantic import PrivateAttr
 
@@ -17,6 +17,7 @@ from .sections import (
     HealthConfig,
     MetricsConfig,
     ObservabilityConfig,
+    ServerSections,
     ShutdownConfig,
     TlsConfig,
 )
@@ -34,14 +35,10 @@ __all__ = [
 ]
 
 
-class ServerConfig(EngineConfig):
-    """The whole configuration file: the engine sections and the server's own."""
+class ServerConfig(ServerSections):
+    """The whole configuration file: the engine sections and the server's own (their fields
+    generated from the declarations: :class:`.sections.ServerSections`)."""
 
-    grpc: GrpcConfig | None = GrpcConfig()
-    """Defaults to 127.0.0.1:4001; ``grpc.port = 0`` (or ``grpc = null``) turns it off."""
-    health: HealthConfig = HealthConfig()
-    observability: ObservabilityConfig = ObservabilityConfig()
-    shutdown: ShutdownConfig = ShutdownConfig()
     _plugin_sections: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     def plugin_section(self, name: str) -> dict[str, Any] | None:

@@ -1,20 +1,25 @@
 """The server's own settings (``grpc``, ``health``, ``observability``, ``shutdown``), declared
 once (:class:`laredo.settings.Setting`: key, deprecated spellings, type, default, bounds,
-description), and their section models, generated from the declarations.
+description), and their section models, generated from the declarations; and
+:class:`ServerSections`, the base of ``ServerConfig``: one field per top-level section (each
+generated model no other one holds), generated too.
 
 Add a setting here: its declaration, its section's tuple and the stub line the stub test
-(``tests/test_config_sections.py``) asks for; its reader is where the server uses it.
+(``tests/test_config_sections.py``) asks for; its reader is where the server uses it. A new
+section is its settings' tuple and its ``section_model`` (and stubs): it becomes a field of
+``ServerConfig`` by itself.
 """
 
 from __future__ import annotations
 
+import typing
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from laredo.auth import AuthConfig
-from laredo.config import PluginSpec
+from laredo.config import EngineConfig, PluginSpec
 from laredo.engine_settings import LAG_INTERVAL, SHUTDOWN_TIMEOUT
-from laredo.settings import DEFAULT, Section, Setting, section_model
+from laredo.settings import DEFAULT, Section, Setting, declared, generated, section_model
 from laredo.units import Duration
 
 from ..addresses import DEFAULT_GRPC_PORT
@@ -30,6 +35,7 @@ __all__ = [
     "HealthConfig",
     "MetricsConfig",
     "ObservabilityConfig",
+    "ServerSections",
     "ShutdownConfig",
     "TlsConfig",
 ]
@@ -117,7 +123,8 @@ else:
         "GrpcConfig",
         GRPC_SETTINGS,
         module=__name__,
-        doc='``grpc { port = 4001, host = "127.0.0.1", ... }``: the OAM and Query services.',
+        doc='``grpc { port = 4001, host = "127.0.0.1", ... }``: the OAM and Query services; '
+        "``grpc.port = 0`` (or ``grpc = null``) turns the listener off.",
     )
 
 _health = partial(Setting, section="health")
@@ -295,3 +302,50 @@ else:
         "ObservabilityConfig", OBSERVABILITY_SETTINGS, module=__name__
     )
     ShutdownConfig = section_model("ShutdownConfig", SHUTDOWN_SETTINGS, module=__name__)
+
+
+_OFF_WITH_NULL = frozenset({"grpc"})
+"""Top-level sections that ``<section> = null`` turns off (their field is optional)."""
+
+
+def _top_level_sections() -> tuple[Setting, ...]:
+    """One setting per top-level section, in declaration order: every model generated above
+    that no other one holds (``tls`` and ``metrics`` sit inside others), defaulting to the
+    model's defaults."""
+    models = generated(__name__)
+    held = {
+        arg for m in models for s in declared(m) for arg in (s.of_type, *typing.get_args(s.of_type))
+    }
+    out = []
+    for model in models:
+        if model in held:
+            continue
+        key = declared(model)[0].section
+        out.append(
+            Setting(
+                section="",
+                key=key,
+                of_type=model | None if key in _OFF_WITH_NULL else model,
+                default=model(),
+                doc=model.__doc__ or key,
+            )
+        )
+    return tuple(out)
+
+
+if TYPE_CHECKING:
+
+    class ServerSections(EngineConfig):
+        grpc: GrpcConfig | None = DEFAULT
+        health: HealthConfig = DEFAULT
+        observability: ObservabilityConfig = DEFAULT
+        shutdown: ShutdownConfig = DEFAULT
+
+else:
+    ServerSections = section_model(
+        "ServerSections",
+        _top_level_sections(),
+        module=__name__,
+        base=EngineConfig,
+        doc="The engine sections and the server's own (base of ``ServerConfig``).",
+    )
