@@ -200,7 +200,10 @@ def test_connection_lost_mid_transaction_delivers_the_transaction_once(
     src = make_source(slot_mode="stateful", batch_size=50_000)
     src.init(SourceConfig([USERS]))
     h, th = _stream(src, src.baseline([USERS], lambda t, r: None))
-    db.execute("INSERT INTO users SELECT generate_series(1, 100000)")  # one transaction
+    # one transaction, big enough (~15 MB of WAL messages) that the kill lands mid-way
+    # even when the socket buffers hold several MB of it
+    n = 300_000
+    db.execute("INSERT INTO users SELECT generate_series(1, %s)", (n,))
 
     def mid_transaction() -> bool:
         d = src._replication.decoder
@@ -208,9 +211,12 @@ def test_connection_lost_mid_transaction_delivers_the_transaction_once(
 
     wait_until(mid_transaction, what="part of the transaction received")
     _kill_walsender(db, db.slot_name)
-    evs = h.wait_for_events(100_000, timeout=60)
+    evs = h.wait_for_events(n, timeout=60)
+    # the reconnect is noticed when the source reads the killed connection's end: wait for
+    # it rather than stopping first (a loaded box may deliver the rows before that read)
+    wait_until(lambda: src.reconnect_attempts_total >= 1, what="the source reconnected")
     th.stop()
-    assert [e.new_values["id"] for e in evs if e.new_values] == list(range(1, 100_001))
+    assert [e.new_values["id"] for e in evs if e.new_values] == list(range(1, n + 1))
     assert h.completes[-1] is True and h.completes.count(True) == 1
     assert src.reconnect_attempts_total >= 1
 
