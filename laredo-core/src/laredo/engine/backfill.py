@@ -15,8 +15,12 @@ sees. The stream is never paused; :class:`ChunkMerger` sits where the stream is 
   newer than the chunk and were applied already (or come later, after the chunk).
 
 So a chunk row never overwrites a newer change, and no change is lost: the target ends equal
-to the source. Targets need upsert semantics (an UPDATE of a missing key inserts it; a DELETE
-of a missing key does nothing), which every Laredo target has. Remembered changes older than
+to the source for every key the source has. A whole-table on-demand backfill also removes the
+keys the source lacks: with ``sweep`` the merger keeps every chunk row's key and every key the
+stream touched while it ran (:meth:`ChunkMerger.take_kept`), and at its end the target's other
+keys are deleted (:mod:`laredo.engine.backfill_sweep` argues why that is safe). Targets need
+upsert semantics (an UPDATE of a missing key inserts it; a DELETE of a missing key does
+nothing), which every Laredo target has. Remembered changes older than
 every pending snapshot's ``xmin`` are visible to every later chunk and are dropped.
 """
 
@@ -190,6 +194,12 @@ class BackfillProgress:
     rows_read: int = 0
     rows_applied: int = 0
     rows_dropped: int = 0
+    rows_removed: int = 0
+    """Rows the end-of-backfill sweep removed (keys the source lacks), over the table's
+    pipelines."""
+    sweep: str = "no"
+    """The sweep of a whole-table on-demand backfill: ``pending`` (at the end), ``done``,
+    ``skipped: <reason>``; ``no`` for an initial chunked baseline (the target starts empty)."""
     done: bool = False
     error: str | None = None
     rows_estimated: int = -1
@@ -237,6 +247,8 @@ class BackfillProgress:
             "rows_read": self.rows_read,
             "rows_applied": self.rows_applied,
             "rows_dropped": self.rows_dropped,
+            "rows_removed": self.rows_removed,
+            "sweep": self.sweep,
             "rows_estimated": self.rows_estimated,
             "started_at": self.started_at,
             "eta_seconds": self.eta_seconds(),
@@ -256,11 +268,13 @@ class ChunkMerger:
     """The watermark merge of one table's backfill (see the module docstring).
 
     ``observe`` and ``due`` run on the stream's thread, ``offer`` on the backfill's; all three
-    are safe together. ``compare`` orders source positions."""
+    are safe together. ``compare`` orders source positions. With ``sweep`` it also keeps the
+    key of every chunk row and every key the stream touched, until :meth:`take_kept`."""
 
     table: TableIdentifier
     key_columns: Sequence[str]
     compare: Callable[[Position, Position], int]
+    sweep: bool = False
     progress: BackfillProgress = field(init=False)
     _seen: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list, init=False)
     _pending: list[_Pending] = field(default_factory=list, init=False)
@@ -269,20 +283,26 @@ class ChunkMerger:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _space: threading.Condition = field(init=False)
     _offered: int = field(default=0, init=False)
+    _kept: set[tuple[Any, ...]] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.key = key_of(self.key_columns)
         self.progress = BackfillProgress(self.table)
         self._space = threading.Condition(self._lock)
+        if self.sweep:
+            self._kept = set()
 
     def observe(self, events: Iterable[ChangeEvent]) -> None:
         """The stream delivered these changes of the table (before anything queued after)."""
         key = self.key
         with self._lock:
             seen = self._seen
+            kept = self._kept
             for ev in events:
                 for k in touched_keys(ev, key):
                     seen.append((ev.xid, k))
+                    if kept is not None:
+                        kept.add(k)
 
     def offer(self, chunk: ChunkRead, max_pending: int = 4, timeout: float | None = None) -> bool:
         """Queue a chunk read by the backfill; it is applied by a later :meth:`due`. Blocks
@@ -316,6 +336,8 @@ class ChunkMerger:
                 newer = {k for xid, k in self._seen if not snap.sees(xid)}
                 key = chunk.row_key(self.key_columns)
                 rows = [r for r in chunk.rows if key(r) not in newer] if newer else list(chunk.rows)
+                if self._kept is not None:
+                    self._kept.update(map(key, chunk.rows))
                 self.progress.rows_applied += len(rows)
                 self.progress.rows_dropped += len(chunk.rows) - len(rows)
                 out.append((chunk, rows))
@@ -323,6 +345,14 @@ class ChunkMerger:
                 self._prune()
                 self._space.notify_all()
         return out
+
+    def take_kept(self) -> set[tuple[Any, ...]] | None:
+        """The keys kept for the sweep (``None`` without ``sweep``): every chunk row's so far
+        and every key the stream touched so far; keeping stops here (what the stream delivers
+        next is applied after the sweep)."""
+        with self._lock:
+            kept, self._kept = self._kept, None
+            return kept
 
     def _prune(self) -> None:
         """Drop remembered changes every pending and future chunk sees (lock held)."""

@@ -11,8 +11,11 @@ durable target's ACK covers them like any change). Every other table keeps strea
   the source acknowledges nothing and a crash re-baselines — until the last chunk is applied;
   then the target hears ``on_baseline_complete`` and the pipeline streams.
 * on demand (``Engine.backfill``): a streaming pipeline re-syncs rows (upserts) of the whole
-  table or of ``where``; it stays ready, and rows deleted in the source meanwhile are not
-  removed by the backfill (a reload does that).
+  table or of ``where``; it stays ready. A whole-table backfill then removes the rows the
+  target holds that the source lacks, in stream order at its end, where that is provably safe
+  (:mod:`laredo.engine.backfill_sweep`: a target listing its keys, transforms that keep the
+  key); with ``where``, or where it is not safe, the sweep is skipped (the reason is logged and
+  shown as the progress's ``sweep``) and such rows stay (a reload removes them).
 
 A chunk waits for the stream to pass its high mark; on an idle stream (no position to pass it)
 it is applied after ``force_after`` seconds at the current position (safe: the merge drops the
@@ -33,6 +36,7 @@ from ..batches import ChangeBatch
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
 from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead, estimate_rows
+from .backfill_sweep import plan_table, sweep
 from .buffer import Call
 from .pipeline_worker import PipelineWorker
 
@@ -83,7 +87,15 @@ class Backfiller:
         self.where = where
         self.initial = initial
         self.after = after
-        self.merger = ChunkMerger(table, self.key, compare)
+        self.sweeps, sweep_state = plan_table(self.pipes, self.key, where, initial)
+        self.merger = ChunkMerger(table, self.key, compare, sweep=bool(self.sweeps))
+        self.merger.progress.sweep = sweep_state
+        if sweep_state.startswith("skipped"):
+            logger.info(
+                "backfill of %s: rows the source lacks are not removed: %s",
+                table,
+                sweep_state.removeprefix("skipped: "),
+            )
         self._force_merge = force_merge
         self._on_end = on_end
         self._read_done = False
@@ -155,8 +167,9 @@ class Backfiller:
                 self._save_progress(encode_progress(chunk.last_key))
         if self._read_done and not self._ended and self.merger.pending() == 0:
             self._ended = True
+            kept = self.merger.take_kept()  # what the stream delivers next comes after the sweep
             for p in self.pipes:
-                p.enqueue_item(Call(self._completer(p)))
+                p.enqueue_item(Call(self._completer(p, kept, position)))
 
     def _deliver(self, chunk: ChunkRead, rows: list[Any], position: Position) -> None:
         table = self.table
@@ -183,8 +196,13 @@ class Backfiller:
             if not p.failed and p.keeps_progress:
                 p.enqueue_item(Call(_saver(p, record)))
 
-    def _completer(self, p: PipelineWorker) -> Callable[[], None]:
+    def _completer(
+        self, p: PipelineWorker, kept: set[tuple[Any, ...]] | None, position: Position
+    ) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
+            plan = self.sweeps.get(p.id)
+            if plan is not None and kept is not None and not p.failed:
+                self.progress.rows_removed += sweep(p, plan, kept, self.key, position)
             # chunk rows count as inserts, also where they replaced a row: recount
             counted = p.count_rows()
             count = p.expected_rows if counted is None else counted
@@ -205,16 +223,22 @@ class Backfiller:
     def _end(self) -> None:
         if self.finished.is_set():
             return
-        self.progress.done = self.progress.error is None
-        self.progress.end()
+        progress = self.progress
+        progress.done = progress.error is None
+        if progress.sweep.startswith("pending"):
+            progress.sweep = progress.sweep.replace(
+                "pending", "done" if progress.done else "not run", 1
+            )
+        progress.end()
         logger.info(
-            "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes "
-            "in %.2fs",
+            "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes, "
+            "%d removed (not in the source) in %.2fs",
             self.table,
-            self.progress.chunks,
-            self.progress.rows_read,
-            self.progress.rows_applied,
-            self.progress.rows_dropped,
+            progress.chunks,
+            progress.rows_read,
+            progress.rows_applied,
+            progress.rows_dropped,
+            progress.rows_removed,
             time.monotonic() - self.started,
         )
         self.finished.set()

@@ -1,0 +1,153 @@
+"""The end of a whole-table on-demand backfill: removing the rows the source no longer has.
+
+A backfill's chunks upsert the rows the source has; rows the target holds that the source
+lacks (drift: a delete missed while the table was out of the stream, a target restored from an
+old snapshot, rows written into the target by hand) would stay. So a whole-table on-demand
+backfill keeps, in its :class:`~laredo.engine.backfill.ChunkMerger`, the key of every chunk row
+read and every key the stream touched (old and new key of each change) since it was registered
+with the source reader, and at its end — in stream order, on each pipeline's own thread, behind
+every chunk row and every change delivered up to the end position ``P`` — deletes every key
+the target holds that is in neither set (:func:`sweep`).
+
+Why that is safe (the DBLog merge's argument, :mod:`laredo.engine.backfill`): the chunks
+partition the key space in the source's own order (``(after, last_key]``, the last one open),
+so a key ``k`` the target holds lies in the range of one chunk, read under snapshot ``s``.
+``k`` not among its rows means ``k`` was absent in ``s``. For ``k`` to exist in the source at
+``P`` some transaction ``T`` writing ``k`` must be invisible to ``s``; ``T`` committed after
+the merger was registered (``s`` was taken after that, and sees every commit before it), so
+the stream delivers ``T`` after the merger began observing: before ``P`` — then ``k`` is a
+touched key and kept — or after ``P`` — then ``T`` is applied after the delete, and the target
+ends right. A transaction visible to ``s`` that deletes ``k`` but reaches the stream after
+``P`` (a chunk merged on an idle stream before its high mark) only makes the delete early; the
+stream's own delete follows. Either way the target ends equal to the source, with every key
+the source lacks gone.
+
+The deletes go through the pipeline's normal path (:meth:`PipelineWorker.apply_batch` at
+``P``): filters, transforms (the identity), retries, dead letters, and the ACK rules (a
+durable target's ACK covers them like any change). Only when it is provably safe, else the
+sweep is skipped with the reason logged (INFO) and shown in the progress (``sweep``):
+
+* not with ``where`` (a subset: the target cannot evaluate SQL), nor for an initial chunked
+  baseline (its target starts empty);
+* only for targets that list their keys (:class:`~laredo.contracts.ListsKeys`), whose key
+  fields trace back to the chunk key columns through transforms that copy values
+  (``copies_values`` and ``input_field``: the built-ins; any other transform skips it).
+
+Memory: the kept keys are O(rows of the table), as many as the target holds anyway. A chunk
+row a pipeline's filter drops keeps its key, so a row stored before a filter change is not
+removed by the sweep (``laredo reload`` does that).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..contracts import ListsKeys
+from ..preflight import MapsFields
+from ..types import ChangeAction, ChangeEvent, Position
+from .pipeline_worker import PipelineWorker
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SweepPlan", "plan_sweep", "plan_table", "sweep"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """How one pipeline's stored keys map to the chunk key: the source's key column ``i`` is
+    value ``order[i]`` of the target's key tuple."""
+
+    order: tuple[int, ...]
+
+
+def plan_sweep(p: PipelineWorker, key: Sequence[str]) -> SweepPlan | str:
+    """``p``'s sweep plan for chunk key ``key``, or why it cannot be swept."""
+    target = p.target
+    if not isinstance(target, ListsKeys):
+        return (
+            f"the target of pipeline {p.id} ({type(target).__name__}) cannot list its keys "
+            "(laredo.ListsKeys)"
+        )
+    fields = tuple(target.stored_key_fields(p.table))
+    traced: list[str] = []
+    for f in fields:
+        name: str | None = f
+        for t in reversed(p.chain.transforms):
+            if not (isinstance(t, MapsFields) and getattr(t, "copies_values", False) is True):
+                return (
+                    f"pipeline {p.id}: transform {type(t).__name__} does not declare that it "
+                    "keeps the key (copies_values and input_field)"
+                )
+            name = t.input_field(name) if name is not None else None
+        if name is None:
+            return f"pipeline {p.id}: its key field {f!r} is written by a transform"
+        traced.append(name)
+    if not traced or len(set(traced)) != len(traced) or set(traced) != set(key):
+        return (
+            f"pipeline {p.id}: its target keys rows by ({', '.join(fields)}), from source "
+            f"columns ({', '.join(traced)}); the chunks are keyed by ({', '.join(key)})"
+        )
+    return SweepPlan(tuple(traced.index(k) for k in key))
+
+
+def plan_table(
+    pipes: Sequence[PipelineWorker], key: Sequence[str], where: str | None, initial: bool
+) -> tuple[dict[str, SweepPlan], str]:
+    """The pipelines of a backfill to sweep at its end and the progress's ``sweep`` text
+    (``pending``, ``skipped: <reason>``, or ``no`` for an initial baseline)."""
+    if initial:
+        return {}, "no"
+    if where is not None:
+        return {}, "skipped: a --where backfill re-syncs a subset (the target cannot tell " + (
+            "which of its rows the condition covers); `laredo reload` removes such rows"
+        )
+    plans: dict[str, SweepPlan] = {}
+    reasons: list[str] = []
+    for p in pipes:
+        plan = plan_sweep(p, key)
+        if isinstance(plan, str):
+            reasons.append(plan)
+        else:
+            plans[p.id] = plan
+    if not plans:
+        return {}, "skipped: " + "; ".join(reasons)
+    return plans, "pending" + (f" (skipped: {'; '.join(reasons)})" if reasons else "")
+
+
+def sweep(
+    p: PipelineWorker,
+    plan: SweepPlan,
+    kept: Collection[tuple[Any, ...]],
+    key: Sequence[str],
+    position: Position,
+) -> int:
+    """On ``p``'s thread, at ``position``: delete every key ``p``'s target holds that is not in
+    ``kept`` (see the module docstring), through the pipeline's normal path. Returns how many.
+    A key with a value unequal to itself (a NaN) is never removed: it cannot be matched."""
+    target = p.target
+    assert isinstance(target, ListsKeys)
+    order = plan.order
+    width = len(order)
+    stale: list[tuple[Any, ...]] = []
+    for stored in target.stored_keys(p.table):
+        if len(stored) != width:
+            raise ValueError(
+                f"pipeline {p.id}: the target listed key {stored!r} of {len(stored)} values; "
+                f"its key fields are {width}"
+            )
+        k = tuple(stored[i] for i in order)
+        if k not in kept and all(v == v for v in k):  # noqa: PLR0124 (NaN test)
+            stale.append(k)
+    if stale:
+        table = p.table
+        delete = ChangeAction.DELETE
+        names = tuple(key)
+        events = [
+            ChangeEvent(table, delete, position, old_values=dict(zip(names, k, strict=True)))
+            for k in stale
+        ]
+        p.apply_batch(events, True)
+    return len(stale)
