@@ -41,7 +41,7 @@ removed by the sweep (``laredo reload`` does that).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ from .pipeline_worker import PipelineWorker
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SweepPlan", "plan_sweep", "plan_table", "sweep"]
+__all__ = ["SweepPlan", "plan_sweep", "plan_table", "stale_keys", "sweep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +117,23 @@ def plan_table(
     return plans, "pending" + (f" (skipped: {'; '.join(reasons)})" if reasons else "")
 
 
+def stale_keys(
+    stored: Iterable[tuple[Any, ...]], kept: Collection[tuple[Any, ...]], order: tuple[int, ...]
+) -> list[tuple[Any, ...]]:
+    """The ``stored`` keys (a target's, reordered by ``order`` into the chunk key's order) not
+    in ``kept``. A key with a value unequal to itself (a NaN) is never stale: it cannot be
+    matched."""
+    width = len(order)
+    stale: list[tuple[Any, ...]] = []
+    for key in stored:
+        if len(key) != width:
+            raise ValueError(f"the target listed key {key!r}; its key fields are {width}")
+        k = tuple(key[i] for i in order)
+        if k not in kept and all(v == v for v in k):  # noqa: PLR0124 (NaN test)
+            stale.append(k)
+    return stale
+
+
 def sweep(
     p: PipelineWorker,
     plan: SweepPlan,
@@ -125,22 +142,14 @@ def sweep(
     position: Position,
 ) -> int:
     """On ``p``'s thread, at ``position``: delete every key ``p``'s target holds that is not in
-    ``kept`` (see the module docstring), through the pipeline's normal path. Returns how many.
-    A key with a value unequal to itself (a NaN) is never removed: it cannot be matched."""
+    ``kept`` (see the module docstring, :func:`stale_keys`), through the pipeline's normal
+    path. Returns how many."""
     target = p.target
     assert isinstance(target, ListsKeys)
-    order = plan.order
-    width = len(order)
-    stale: list[tuple[Any, ...]] = []
-    for stored in target.stored_keys(p.table):
-        if len(stored) != width:
-            raise ValueError(
-                f"pipeline {p.id}: the target listed key {stored!r} of {len(stored)} values; "
-                f"its key fields are {width}"
-            )
-        k = tuple(stored[i] for i in order)
-        if k not in kept and all(v == v for v in k):  # noqa: PLR0124 (NaN test)
-            stale.append(k)
+    try:
+        stale = stale_keys(target.stored_keys(p.table), kept, plan.order)
+    except ValueError as exc:
+        raise ValueError(f"pipeline {p.id}: {exc}") from None
     if stale:
         table = p.table
         delete = ChangeAction.DELETE
