@@ -83,22 +83,21 @@ def _drift(db: PgTestDb, target: IndexedTarget) -> None:
         target.on_insert(ITEMS, {"id": k, "v": -1, "note": "ghost"})
 
 
-def _missed_deletes(db: PgTestDb, keys: range) -> None:
-    """Delete ``keys`` in PostgreSQL while the publication does not publish deletes: the
-    stream never carries them (a delete missed while the table was out of the stream)."""
+def _unpublished(db: PgTestDb, publish: str, sql: str, keys: range) -> None:
+    """Run ``sql`` on ``keys`` while the publication publishes only ``publish``: the stream
+    never carries it (a change missed while the table was out of the stream)."""
     with db.connect() as conn:
         row = conn.execute("SELECT pubname FROM pg_publication").fetchone()
         assert row is not None
+        alter = psycopg.sql.SQL("ALTER PUBLICATION {} SET (publish = {})")
         pub = psycopg.sql.Identifier(row[0])
-        conn.execute(
-            psycopg.sql.SQL("ALTER PUBLICATION {} SET (publish = 'insert, update')").format(pub)
-        )
-        conn.execute("DELETE FROM items WHERE id = ANY(%s)", (list(keys),))
-        conn.execute(
-            psycopg.sql.SQL(
-                "ALTER PUBLICATION {} SET (publish = 'insert, update, delete, truncate')"
-            ).format(pub)
-        )
+        conn.execute(alter.format(pub, psycopg.sql.Literal(publish)))
+        conn.execute(sql, (list(keys),))
+        conn.execute(alter.format(pub, psycopg.sql.Literal("insert, update, delete, truncate")))
+
+
+def _missed_deletes(db: PgTestDb, keys: range) -> None:
+    _unpublished(db, "insert, update", "DELETE FROM items WHERE id = ANY(%s)", keys)
 
 
 def test_a_whole_table_backfill_removes_the_rows_the_source_lacks(
@@ -211,6 +210,38 @@ def test_built_in_field_transforms_keep_the_key_and_are_swept(pg_database: PgTes
         assert progress["rows_removed"] == len(GHOSTS), progress
         assert eng.wait_for("pg", _lsn(db), timeout=60)
         expected = {k: {"id": k, "remark": r["note"]} for k, r in _rows(db).items()}
+        assert _stored(target) == expected
+    finally:
+        eng.stop()
+
+
+def test_rows_a_filter_no_longer_passes_are_removed_and_ghosts_swept(
+    pg_database: PgTestDb,
+) -> None:
+    """A pipeline with a filter: rows changed while out of the stream so that they no longer
+    pass it (as after a filter change) go with their chunk rows (UPDATEs leaving the filter);
+    rows the source lacks go with the sweep."""
+    db = pg_database
+    target = IndexedTarget()
+    db.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text)")
+    db.execute("INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, 3000) g")
+    src = PostgresSource(db.dsn, slot_name=db.slot_name, publication={"create": True})
+    pipe = laredo.Pipeline("pg", ITEMS, target, filters=[lambda row: row["v"] >= 0])
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[pipe])
+    failing = range(100, 150)
+    try:
+        eng.start()
+        assert eng.await_ready(60)
+        _drift(db, target)
+        _unpublished(db, "insert, delete", "UPDATE items SET v = -5 WHERE id = ANY(%s)", failing)
+        assert eng.wait_for("pg", _lsn(db), timeout=60)
+        assert all(target.get(k) is not None for k in failing)  # the target did not hear
+        progress = eng.backfill("pg", "public.items", chunk_rows=400, timeout=120)
+        assert progress["done"] and progress["sweep"] == "done", progress
+        assert progress["rows_removed"] == len(GHOSTS), progress
+        assert eng.wait_for("pg", _lsn(db), timeout=60)
+        expected = {k: r for k, r in _rows(db).items() if r["v"] >= 0}
+        assert len(expected) == 3000 - len(failing)
         assert _stored(target) == expected
     finally:
         eng.stop()

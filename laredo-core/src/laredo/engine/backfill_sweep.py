@@ -34,8 +34,9 @@ sweep is skipped with the reason logged (INFO) and shown in the progress (``swee
   (``copies_values`` and ``input_field``: the built-ins; any other transform skips it).
 
 Memory: the kept keys are O(rows of the table), as many as the target holds anyway. A chunk
-row a pipeline's filter drops keeps its key, so a row stored before a filter change is not
-removed by the sweep (``laredo reload`` does that).
+row a pipeline's filter drops keeps its key; the row it stored before a filter change is
+removed by the chunk row itself (an on-demand backfill hands a pipeline with filters its chunk
+rows as UPDATEs, and an UPDATE leaving the filter is a DELETE), not counted as swept.
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ durable target's ACK covers them like any change). Every other table keeps strea
   target holds that the source lacks, in stream order at its end, where that is provably safe
   (:mod:`laredo.engine.backfill_sweep`: a target listing its keys, transforms that keep the
   key); with ``where``, or where it is not safe, the sweep is skipped (the reason is logged and
-  shown as the progress's ``sweep``) and such rows stay (a reload removes them).
+  shown as the progress's ``sweep``) and such rows stay (a reload removes them). A pipeline
+  with filters or a TTL gets the chunk rows as UPDATEs: a stored row that no longer passes
+  (a filter changed by a reload) is deleted like a row an UPDATE takes out of the filter.
 
 A chunk waits for the stream to pass its high mark; on an idle stream (no position to pass it)
 it is applied after ``force_after`` seconds at the current position (safe: the merge drops the
@@ -185,8 +187,16 @@ class Backfiller:
             )
         else:
             events = [ChangeEvent(table, ChangeAction.INSERT, position, new_values=r) for r in rows]
+        updates: Sequence[ChangeEvent] | None = None
         for p in self.pipes:
-            if not p.failed:
+            if p.failed:
+                continue
+            if not self.initial and (p.chain.filters or p.chain.ttl is not None):
+                # a re-sync: a stored row that no longer passes the filter (or expired) goes,
+                # as an UPDATE leaving the filter does (a DELETE of its identity)
+                updates = updates or _as_updates(events)
+                p.enqueue(updates, self._stop, True)
+            else:
                 p.enqueue(events, self._stop, True)
 
     def _save_progress(self, record: str | None) -> None:
@@ -244,6 +254,21 @@ class Backfiller:
         self.finished.set()
         if self._on_end is not None:
             self._on_end(self)
+
+
+def _as_updates(events: Sequence[ChangeEvent]) -> Sequence[ChangeEvent]:
+    """Chunk rows (INSERTs) as UPDATEs of the same rows, at the same position."""
+    update = ChangeAction.UPDATE
+    if type(events) is ChangeBatch:
+        ops = [(update, op[1], None, None) for op in events.ops]
+        return ChangeBatch(
+            events.table,
+            events.names,
+            ops,
+            events.position,
+            unrepresentable=events.unrepresentable,
+        )
+    return [ChangeEvent(ev.table, update, ev.position, new_values=ev.new_values) for ev in events]
 
 
 def _saver(p: PipelineWorker, record: str | None) -> Callable[[], None]:
