@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from laredo import AddTimestamp, DropFields, RenameFields, TableIdentifier
+from laredo import AddTimestamp, DropFields, ListsKeys, RenameFields, TableIdentifier
 from laredo.engine.backfill_sweep import SweepPlan, plan_sweep, plan_table, stale_keys
 from laredo.engine.pipeline_worker import PipelineWorker
 from laredo.pipeline_ops import Chain
@@ -34,8 +34,14 @@ class KeyLister:
 
 
 def _pipe(target: object, *transforms: Any) -> PipelineWorker:
+    """What the sweep asks of a pipeline worker (its id, table, target type, chain and
+    ``key_lister``), for ``target``."""
     chain = Chain(T, (), tuple(as_transform(t) for t in transforms))
-    return cast("PipelineWorker", SimpleNamespace(id="p", table=T, target=target, chain=chain))
+    lister = target if isinstance(target, ListsKeys) else None
+    pipe = SimpleNamespace(
+        id="p", table=T, target_type=type(target).__name__, chain=chain, key_lister=lambda: lister
+    )
+    return cast("PipelineWorker", pipe)
 
 
 def test_no_transforms_and_the_same_key_is_swept_in_the_chunk_key_order() -> None:
@@ -56,7 +62,7 @@ def test_built_in_field_transforms_are_traced_back_to_the_source_key() -> None:
 @pytest.mark.parametrize(
     ("pipe", "reason"),
     [
-        (_pipe(RecordingTarget()), "(RecordingTarget) cannot list its keys (laredo.ListsKeys)"),
+        (_pipe(RecordingTarget()), "(RecordingTarget) cannot list its keys (ListsKeys)"),
         (
             _pipe(KeyLister(["id"]), lambda row: {**row, "id": -row["id"]}),
             "transform CallableTransform does not declare that it keeps the key",

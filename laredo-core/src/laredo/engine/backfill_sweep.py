@@ -46,7 +46,6 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..contracts import ListsKeys
 from ..preflight import MapsFields
 from ..types import ChangeAction, ChangeEvent, Position
 from .pipeline_worker import PipelineWorker
@@ -66,12 +65,9 @@ class SweepPlan:
 
 def plan_sweep(p: PipelineWorker, key: Sequence[str]) -> SweepPlan | str:
     """``p``'s sweep plan for chunk key ``key``, or why it cannot be swept."""
-    target = p.target
-    if not isinstance(target, ListsKeys):
-        return (
-            f"the target of pipeline {p.id} ({type(target).__name__}) cannot list its keys "
-            "(laredo.ListsKeys)"
-        )
+    target = p.key_lister()
+    if target is None:
+        return f"the target of pipeline {p.id} ({p.target_type}) cannot list its keys (ListsKeys)"
     fields = tuple(target.stored_key_fields(p.table))
     traced: list[str] = []
     for f in fields:
@@ -145,8 +141,9 @@ def sweep(
     """On ``p``'s thread, at ``position``: delete every key ``p``'s target holds that is not in
     ``kept`` (see the module docstring, :func:`stale_keys`), through the pipeline's normal
     path. Returns how many."""
-    target = p.target
-    assert isinstance(target, ListsKeys)
+    target = p.key_lister()
+    if target is None:
+        return 0  # planned at the start; the pipeline's target cannot have changed since
     try:
         stale = stale_keys(target.stored_keys(p.table), kept, plan.order)
     except ValueError as exc:
