@@ -10,11 +10,12 @@ from typing import Any, cast
 
 import pytest
 from laredo import AddTimestamp, DropFields, ListsKeys, RenameFields, TableIdentifier
-from laredo.engine.backfill_sweep import SweepPlan, plan_sweep, plan_table, stale_keys
+from laredo.engine.backfill_sweep import SweepPlan, plan_sweep, plan_table, stale_keys, sweep
 from laredo.engine.pipeline_worker import PipelineWorker
 from laredo.pipeline_ops import Chain
 from laredo.testing import RecordingTarget
 from laredo.transforms import as_transform
+from laredo.types import ChangeAction, ChangeEvent
 
 T = TableIdentifier("public", "t")
 
@@ -98,3 +99,29 @@ def test_stale_keys_are_the_stored_keys_not_kept_never_a_nan() -> None:
     assert stale_keys(stored, {(1, "x")}, (1, 0)) == [(2, "y")]
     with pytest.raises(ValueError, match=r"listed key \(1,\); its key fields are 2"):
         stale_keys([(1,)], set(), (1, 0))
+
+
+def test_the_sweep_deletes_the_stale_keys_by_the_chunk_key_at_the_end_position() -> None:
+    lister = KeyLister(["b", "a"], [("x", 1), ("y", 2), ("z", 3)])
+    pipe = _pipe(lister)
+    applied: list[tuple[list[ChangeEvent], bool]] = []
+    pipe.apply_batch = lambda events, complete: applied.append((list(events), complete))  # type: ignore[method-assign]
+    pipe.failed = False  # type: ignore[misc]
+    assert sweep(pipe, {(2, "y")}, ["a", "b"], 42) == 2
+    [(events, complete)] = applied
+    assert complete and [(e.action, e.position, e.old_values) for e in events] == [
+        (ChangeAction.DELETE, 42, {"a": 1, "b": "x"}),
+        (ChangeAction.DELETE, 42, {"a": 3, "b": "z"}),
+    ]
+
+
+def test_a_sweep_that_cannot_run_at_the_end_says_why() -> None:
+    class Failing(KeyLister):
+        def stored_keys(self, table: TableIdentifier) -> list[tuple[Any, ...]]:
+            raise OSError("disk gone")
+
+    assert sweep(_pipe(Failing(["id"])), set(), ["id"], 1) == (
+        "pipeline p: listing its target's keys failed: disk gone"
+    )
+    changed = KeyLister(["email"])  # the key changed since the start (a schema change)
+    assert "keys rows by (email)" in str(sweep(_pipe(changed), set(), ["id"], 1))

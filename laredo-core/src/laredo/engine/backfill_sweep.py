@@ -132,22 +132,21 @@ def stale_keys(
 
 
 def sweep(
-    p: PipelineWorker,
-    plan: SweepPlan,
-    kept: Collection[tuple[Any, ...]],
-    key: Sequence[str],
-    position: Position,
-) -> int:
+    p: PipelineWorker, kept: Collection[tuple[Any, ...]], key: Sequence[str], position: Position
+) -> int | str:
     """On ``p``'s thread, at ``position``: delete every key ``p``'s target holds that is not in
     ``kept`` (see the module docstring, :func:`stale_keys`), through the pipeline's normal
-    path. Returns how many."""
-    target = p.key_lister()
-    if target is None:
-        return 0  # planned at the start; the pipeline's target cannot have changed since
+    path. Returns how many, or why it did not (the target's key changed since the start, the
+    listing failed, the pipeline failed applying the deletes)."""
+    plan = plan_sweep(p, key)  # again: a schema change may have changed the target's key
+    lister = p.key_lister()
+    if isinstance(plan, str) or lister is None:
+        return plan if isinstance(plan, str) else f"pipeline {p.id}: its target lists no keys"
     try:
-        stale = stale_keys(target.stored_keys(p.table), kept, plan.order)
-    except ValueError as exc:
-        raise ValueError(f"pipeline {p.id}: {exc}") from None
+        stale = stale_keys(lister.stored_keys(p.table), kept, plan.order)
+    except Exception as exc:
+        logger.debug("pipeline %s: listing its target's keys failed", p.id, exc_info=True)
+        return f"pipeline {p.id}: listing its target's keys failed: {exc}"
     if stale:
         table = p.table
         delete = ChangeAction.DELETE
@@ -157,4 +156,6 @@ def sweep(
             for k in stale
         ]
         p.apply_batch(events, True)
+        if p.failed:
+            return f"pipeline {p.id} failed removing {len(stale)} row(s): {p.error}"
     return len(stale)

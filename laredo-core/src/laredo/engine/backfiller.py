@@ -98,6 +98,7 @@ class Backfiller:
                 table,
                 sweep_state.removeprefix("skipped: "),
             )
+        self._unswept: list[str] = []  # why a planned pipeline was not swept at the end
         self._force_merge = force_merge
         self._on_end = on_end
         self._read_done = False
@@ -210,9 +211,8 @@ class Backfiller:
         self, p: PipelineWorker, kept: set[tuple[Any, ...]] | None, position: Position
     ) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
-            plan = self.sweeps.get(p.id)
-            if plan is not None and kept is not None and not p.failed:
-                self.progress.rows_removed += sweep(p, plan, kept, self.key, position)
+            if p.id in self.sweeps and kept is not None and not p.failed:
+                self._sweep(p, kept, position)
             # chunk rows count as inserts, also where they replaced a row: recount
             counted = p.count_rows()
             count = p.expected_rows if counted is None else counted
@@ -230,15 +230,29 @@ class Backfiller:
 
         return complete
 
+    def _sweep(self, p: PipelineWorker, kept: set[tuple[Any, ...]], position: Position) -> None:
+        """Remove the keys ``p``'s target holds that the source lacks (on ``p``'s thread)."""
+        out = sweep(p, kept, self.key, position)
+        if isinstance(out, int):
+            self.progress.rows_removed += out
+        else:
+            logger.warning("backfill of %s: rows the source lacks not removed: %s", self.table, out)
+            self._unswept.append(out)
+
     def _end(self) -> None:
         if self.finished.is_set():
             return
         progress = self.progress
         progress.done = progress.error is None
         if progress.sweep.startswith("pending"):
-            progress.sweep = progress.sweep.replace(
-                "pending", "done" if progress.done else "not run", 1
-            )
+            unswept = "; ".join(self._unswept)
+            if not progress.done:
+                progress.sweep = "not run: the backfill did not finish"
+            elif len(self._unswept) >= len(self.sweeps):
+                progress.sweep = f"skipped: {unswept}"
+            else:
+                progress.sweep = progress.sweep.replace("pending", "done", 1)
+                progress.sweep += f" (not run: {unswept})" if unswept else ""
         progress.end()
         logger.info(
             "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes, "
