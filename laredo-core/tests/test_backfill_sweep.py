@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 from laredo import AddTimestamp, DropFields, ListsKeys, RenameFields, TableIdentifier
+from laredo.engine.backfill import ChunkMerger, ChunkRead, TxSnapshot
 from laredo.engine.backfill_sweep import SweepPlan, plan_sweep, plan_table, stale_keys, sweep
 from laredo.engine.pipeline_worker import PipelineWorker
 from laredo.pipeline_ops import Chain
@@ -125,3 +126,18 @@ def test_a_sweep_that_cannot_run_at_the_end_says_why() -> None:
     )
     changed = KeyLister(["email"])  # the key changed since the start (a schema change)
     assert "keys rows by (email)" in str(sweep(_pipe(changed), set(), ["id"], 1))
+
+
+def test_the_merger_keeps_chunk_and_stream_keys_of_a_composite_key_until_taken() -> None:
+    merger = ChunkMerger(T, ["a", "b"], lambda x, y: (x > y) - (x < y), sweep=True)
+    snap = TxSnapshot(10, 10)
+    rows = [{"a": 1, "b": "x", "v": 0}, {"a": 2, "b": "y", "v": 0}]
+    assert merger.offer(ChunkRead(rows, snap, 5, (2, "y")))
+    merger.observe([ChangeEvent(T, ChangeAction.DELETE, 6, old_values={"a": 9, "b": "z"})])
+    assert [len(r) for _, r in merger.due(6)] == [2]
+    kept = merger.take_kept()
+    assert kept is not None and not kept.single
+    assert sorted(kept) == [(1, "x"), (2, "y"), (9, "z")] and (1, "y") not in kept
+    assert stale_keys([("x", 1), ("q", 3)], kept, (1, 0)) == [(3, "q")]
+    merger.observe([ChangeEvent(T, ChangeAction.DELETE, 7, old_values={"a": 3, "b": "q"})])
+    assert merger.take_kept() is None  # keeping stopped when taken

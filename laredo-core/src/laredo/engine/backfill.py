@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,6 +44,7 @@ __all__ = [
     "ChunkRead",
     "ChunkedSource",
     "EstimatesRows",
+    "KeptKeys",
     "TxSnapshot",
     "key_of",
 ]
@@ -113,6 +114,9 @@ class ChunkRead:
         if raw is not None and raw.raw.intersection(idx):
             make = tuple_maker(len(self.names), raw.decimals, raw.stamps, raw.days)
             return lambda row: tuple(make(row)[i] for i in idx)
+        if len(idx) == 1:
+            i = idx[0]
+            return lambda row: (row[i],)
         return lambda row: tuple(row[i] for i in idx)
 
     def batch(self, rows: list[Any]) -> RowBatch | None:
@@ -257,6 +261,26 @@ class BackfillProgress:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class KeptKeys:
+    """Keys a backfill kept for its sweep: key tuples, or a one-column key's values themselves
+    (``single``: no tuple per row held). ``key in kept`` takes a key tuple either way."""
+
+    values: set[Any]
+    single: bool
+
+    def __contains__(self, key: object) -> bool:
+        if self.single:
+            return isinstance(key, tuple) and len(key) == 1 and key[0] in self.values
+        return key in self.values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return ((v,) for v in self.values) if self.single else iter(self.values)
+
+
 @dataclass
 class _Pending:
     chunk: ChunkRead
@@ -283,7 +307,7 @@ class ChunkMerger:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _space: threading.Condition = field(init=False)
     _offered: int = field(default=0, init=False)
-    _kept: set[tuple[Any, ...]] | None = field(default=None, init=False)
+    _kept: set[Any] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.key = key_of(self.key_columns)
@@ -298,11 +322,12 @@ class ChunkMerger:
         with self._lock:
             seen = self._seen
             kept = self._kept
+            single = len(self.key_columns) == 1
             for ev in events:
                 for k in touched_keys(ev, key):
                     seen.append((ev.xid, k))
                     if kept is not None:
-                        kept.add(k)
+                        kept.add(k[0] if single else k)
 
     def offer(self, chunk: ChunkRead, max_pending: int = 4, timeout: float | None = None) -> bool:
         """Queue a chunk read by the backfill; it is applied by a later :meth:`due`. Blocks
@@ -337,7 +362,9 @@ class ChunkMerger:
                 key = chunk.row_key(self.key_columns)
                 rows = [r for r in chunk.rows if key(r) not in newer] if newer else list(chunk.rows)
                 if self._kept is not None:
-                    self._kept.update(map(key, chunk.rows))
+                    keys = map(key, chunk.rows)
+                    single = len(self.key_columns) == 1
+                    self._kept.update((k[0] for k in keys) if single else keys)
                 self.progress.rows_applied += len(rows)
                 self.progress.rows_dropped += len(chunk.rows) - len(rows)
                 out.append((chunk, rows))
@@ -346,13 +373,13 @@ class ChunkMerger:
                 self._space.notify_all()
         return out
 
-    def take_kept(self) -> set[tuple[Any, ...]] | None:
+    def take_kept(self) -> KeptKeys | None:
         """The keys kept for the sweep (``None`` without ``sweep``): every chunk row's so far
         and every key the stream touched so far; keeping stops here (what the stream delivers
         next is applied after the sweep)."""
         with self._lock:
             kept, self._kept = self._kept, None
-            return kept
+        return None if kept is None else KeptKeys(kept, len(self.key_columns) == 1)
 
     def _prune(self) -> None:
         """Drop remembered changes every pending and future chunk sees (lock held)."""

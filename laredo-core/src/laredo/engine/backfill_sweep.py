@@ -48,6 +48,7 @@ from typing import Any
 
 from ..preflight import MapsFields
 from ..types import ChangeAction, ChangeEvent, Position
+from .backfill import KeptKeys
 from .pipeline_worker import PipelineWorker
 
 logger = logging.getLogger(__name__)
@@ -121,12 +122,18 @@ def stale_keys(
     in ``kept``. A key with a value unequal to itself (a NaN) is never stale: it cannot be
     matched."""
     width = len(order)
+    same = order == tuple(range(width))
+    values = kept.values if isinstance(kept, KeptKeys) and kept.single else None
     stale: list[tuple[Any, ...]] = []
     for key in stored:
+        if values is not None and len(key) == 1 and key[0] in values:
+            continue  # the fast path of a one-column key
         if len(key) != width:
             raise ValueError(f"the target listed key {key!r}; its key fields are {width}")
-        k = tuple(key[i] for i in order)
-        if k not in kept and all(v == v for v in k):  # noqa: PLR0124 (NaN test)
+        k = key if same else tuple(key[i] for i in order)
+        if k in kept:
+            continue
+        if all(v == v for v in k):  # noqa: PLR0124 (NaN test)
             stale.append(k)
     return stale
 

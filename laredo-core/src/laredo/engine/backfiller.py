@@ -37,7 +37,14 @@ from typing import Any, Protocol
 from ..batches import ChangeBatch
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
-from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead, estimate_rows
+from .backfill import (
+    BackfillProgress,
+    ChunkedSource,
+    ChunkMerger,
+    ChunkRead,
+    KeptKeys,
+    estimate_rows,
+)
 from .backfill_sweep import plan_table, sweep
 from .buffer import Call
 from .pipeline_worker import PipelineWorker
@@ -99,6 +106,7 @@ class Backfiller:
                 sweep_state.removeprefix("skipped: "),
             )
         self._unswept: list[str] = []  # why a planned pipeline was not swept at the end
+        self._sweep_lock = threading.Lock()
         self._force_merge = force_merge
         self._on_end = on_end
         self._read_done = False
@@ -208,7 +216,7 @@ class Backfiller:
                 p.enqueue_item(Call(_saver(p, record)))
 
     def _completer(
-        self, p: PipelineWorker, kept: set[tuple[Any, ...]] | None, position: Position
+        self, p: PipelineWorker, kept: KeptKeys | None, position: Position
     ) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
             if p.id in self.sweeps and kept is not None and not p.failed:
@@ -230,11 +238,12 @@ class Backfiller:
 
         return complete
 
-    def _sweep(self, p: PipelineWorker, kept: set[tuple[Any, ...]], position: Position) -> None:
+    def _sweep(self, p: PipelineWorker, kept: KeptKeys, position: Position) -> None:
         """Remove the keys ``p``'s target holds that the source lacks (on ``p``'s thread)."""
         out = sweep(p, kept, self.key, position)
         if isinstance(out, int):
-            self.progress.rows_removed += out
+            with self._sweep_lock:  # pipelines sweep on threads of their own
+                self.progress.rows_removed += out
         else:
             logger.warning("backfill of %s: rows the source lacks not removed: %s", self.table, out)
             self._unswept.append(out)
