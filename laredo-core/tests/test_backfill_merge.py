@@ -2,7 +2,8 @@
 interleavings of transactions (inserts, updates, deletes, key changes; concurrent, committing
 out of xid order, a commit record written before the transaction leaves the running set), stream
 deliveries lagging behind, and keyset chunk reads under snapshots always end with the target
-equal to the source (issue 32)."""
+equal to the source (issue 32), also when the target started with rows the source lacks (the
+sweep at the backfill's end, ``laredo.engine.backfill_sweep``) or with stale values."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from laredo.engine.backfill import ChunkMerger, ChunkRead, TxSnapshot
+from laredo.engine.backfill_sweep import stale_keys
 from laredo.types import ChangeAction, ChangeEvent, TableIdentifier
 
 T = TableIdentifier("public", "t")
@@ -158,18 +160,39 @@ STEPS = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(
     initial=st.dictionaries(st.integers(0, 39), st.integers(0, 9), max_size=30),
+    drift=st.sets(st.integers(-3, 45), max_size=12),
     steps=STEPS,
     limit=st.integers(1, 6),
 )
 def test_random_interleavings_end_equal_to_the_source(
-    initial: dict[int, int], steps: list[tuple[str, int]], limit: int
+    initial: dict[int, int], drift: set[int], steps: list[tuple[str, int]], limit: int
 ) -> None:
+    """The target starts as the source plus drift: keys the source lacks (some the writers
+    insert later, some before, between and after the source's keys) and stale values. The
+    sweep runs where the backfiller runs it: at the stream position where the last chunk is
+    applied, with the keys the merger kept until then."""
     db = Db(dict(initial))
     target = Target()
-    merger = ChunkMerger(T, ["k"], lambda a, b: (a > b) - (a < b))
+    target.rows = dict(initial)
+    for k in drift:
+        target.rows[k] = -1 - target.rows.get(k, 0)  # a row the source lacks, or a stale value
+    merger = ChunkMerger(T, ["k"], lambda a, b: (a > b) - (a < b), sweep=True)
     delivered = 0
     after: int | None = None
     done = False
+    swept = False
+
+    def merge(position: int) -> None:
+        nonlocal swept
+        for _chunk, rows in merger.due(position):
+            for row in rows:
+                target.rows[row["k"]] = row["v"]
+        if done and not swept and merger.pending() == 0:  # the backfill's end: the sweep
+            swept = True
+            kept = merger.take_kept()
+            assert kept is not None
+            for (k,) in stale_keys([(k,) for k in target.rows], kept, (0,)):
+                del target.rows[k]
 
     def stream_one() -> None:
         nonlocal delivered
@@ -177,9 +200,7 @@ def test_random_interleavings_end_equal_to_the_source(
         delivered += 1
         merger.observe(_events(tx, delivered))
         target.apply(tx)
-        for _chunk, rows in merger.due(delivered):
-            for row in rows:
-                target.rows[row["k"]] = row["v"]
+        merge(delivered)
 
     def chunk() -> None:
         nonlocal after, done
@@ -214,10 +235,9 @@ def test_random_interleavings_end_equal_to_the_source(
         chunk()
     while delivered < len(db.log):
         stream_one()
-    for _chunk, rows in merger.due(len(db.log)):  # a heartbeat at the end of the log
-        for row in rows:
-            target.rows[row["k"]] = row["v"]
-    assert merger.pending() == 0
+    merge(len(db.log))  # a heartbeat at the end of the log
+    assert merger.pending() == 0 and swept
+    assert merger.take_kept() is None  # keeping stopped at the sweep
     assert target.rows == db.latest()
 
 

@@ -394,6 +394,23 @@ class KeyedTarget(Protocol):
 
 
 @runtime_checkable
+class ListsKeys(Protocol):
+    """A target that can list the keys of the rows it holds: an on-demand backfill of the whole
+    table then removes the rows the source no longer has (``laredo.engine.backfill_sweep``).
+
+    ``stored_key_fields(table)`` names the fields of the stored (filtered and transformed) rows
+    its keys are made of, in order; ``stored_keys(table)`` gives one tuple per stored row, of
+    those fields' values in that order, as the target holds them at the call (a consistent
+    listing: no key twice, none left out; it may be a copy). Values compare by value as the
+    source's rows do (equal values, equal keys), so the engine can tell which rows the source
+    lacks. Called on the pipeline's thread, between two changes."""
+
+    def stored_key_fields(self, table: TableIdentifier) -> Sequence[str]: ...
+
+    def stored_keys(self, table: TableIdentifier) -> Iterable[tuple[Any, ...]]: ...
+
+
+@runtime_checkable
 class PipelineFilter(Protocol):
     def include(self, table: TableIdentifier, row: Row) -> bool: ...
 

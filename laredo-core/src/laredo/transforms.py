@@ -14,6 +14,11 @@ to column expressions. Transforms never modify the row they are given; they retu
   ``datetime`` in UTC, ``"iso"`` its ISO 8601 text, ``"epoch_millis"`` milliseconds since the
   Unix epoch as an ``int``. It overwrites an existing field of that name.
 
+The built-ins declare ``copies_values = True``: an output field that ``input_field`` traces
+to an input field (``laredo.preflight.MapsFields``) holds that field's value unchanged, so an
+on-demand backfill can match a target's keys with the source's and remove the rows the source
+lacks (``laredo.engine.backfill_sweep``). A custom transform may declare the same.
+
 Custom transforms are any object with ``transform(table, row)``, or a plain callable
 ``fn(row)`` / ``fn(table, row)`` returning the new row or ``None`` to drop it
 (see :func:`as_transform`); they have no spec.
@@ -25,7 +30,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pydantic
 from pydantic import ConfigDict, StrictStr
@@ -80,6 +85,8 @@ def _names(kind: str, value: Any, what: str) -> tuple[str, ...]:
 class DropFields:
     """Remove ``fields`` from every row."""
 
+    copies_values: ClassVar[bool] = True
+
     fields: tuple[str, ...]
     _set: frozenset[str] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -107,6 +114,8 @@ class DropFields:
 @dataclass(frozen=True, slots=True)
 class RenameFields:
     """Rename fields ``old -> new`` (all pairs at once)."""
+
+    copies_values: ClassVar[bool] = True
 
     mapping: tuple[tuple[str, str], ...]
     _map: dict[str, str] = dataclasses.field(init=False, repr=False, compare=False)
@@ -162,6 +171,8 @@ class AddTimestamp:
 
     ``clock`` (a ``() -> datetime`` in UTC) is for tests and is not part of the spec.
     """
+
+    copies_values: ClassVar[bool] = True
 
     field: str = "processed_at"
     format: TimestampFormat = "datetime"

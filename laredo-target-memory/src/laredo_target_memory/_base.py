@@ -455,6 +455,19 @@ class MemoryTargetBase(Generic[V]):
         with self._lock:
             return list(self._rows)
 
+    def stored_key_fields(self, table: TableIdentifier) -> tuple[str, ...]:
+        """The key fields (``laredo.ListsKeys``): :attr:`key_fields`."""
+        return self._key_fields
+
+    def stored_keys(self, table: TableIdentifier) -> list[tuple[Any, ...]]:
+        """Every stored row's key as a tuple of :attr:`key_fields` values, as of the call
+        (``laredo.ListsKeys``: an on-demand backfill removes the keys its source lacks)."""
+        with self._lock:
+            keys = list(self._rows)
+        if len(self._key_fields) == 1:
+            return [(k,) for k in keys]
+        return keys
+
     def items(self) -> Iterator[tuple[Any, Row]]:
         """``(key, row copy)`` pairs as of the call (the engine's TTL scan uses it)."""
         with self._lock:

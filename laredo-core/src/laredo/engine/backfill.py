@@ -15,8 +15,12 @@ sees. The stream is never paused; :class:`ChunkMerger` sits where the stream is 
   newer than the chunk and were applied already (or come later, after the chunk).
 
 So a chunk row never overwrites a newer change, and no change is lost: the target ends equal
-to the source. Targets need upsert semantics (an UPDATE of a missing key inserts it; a DELETE
-of a missing key does nothing), which every Laredo target has. Remembered changes older than
+to the source for every key the source has. A whole-table on-demand backfill also removes the
+keys the source lacks: with ``sweep`` the merger keeps every chunk row's key and every key the
+stream touched while it ran (:meth:`ChunkMerger.take_kept`), and at its end the target's other
+keys are deleted (:mod:`laredo.engine.backfill_sweep` argues why that is safe). Targets need
+upsert semantics (an UPDATE of a missing key inserts it; a DELETE of a missing key does
+nothing), which every Laredo target has. Remembered changes older than
 every pending snapshot's ``xmin`` are visible to every later chunk and are dropped.
 """
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -40,6 +44,7 @@ __all__ = [
     "ChunkRead",
     "ChunkedSource",
     "EstimatesRows",
+    "KeptKeys",
     "TxSnapshot",
     "key_of",
 ]
@@ -109,6 +114,9 @@ class ChunkRead:
         if raw is not None and raw.raw.intersection(idx):
             make = tuple_maker(len(self.names), raw.decimals, raw.stamps, raw.days)
             return lambda row: tuple(make(row)[i] for i in idx)
+        if len(idx) == 1:
+            i = idx[0]
+            return lambda row: (row[i],)
         return lambda row: tuple(row[i] for i in idx)
 
     def batch(self, rows: list[Any]) -> RowBatch | None:
@@ -190,6 +198,12 @@ class BackfillProgress:
     rows_read: int = 0
     rows_applied: int = 0
     rows_dropped: int = 0
+    rows_removed: int = 0
+    """Rows the end-of-backfill sweep removed (keys the source lacks), over the table's
+    pipelines."""
+    sweep: str = "no"
+    """The sweep of a whole-table on-demand backfill: ``pending`` (at the end), ``done``,
+    ``skipped: <reason>``; ``no`` for an initial chunked baseline (the target starts empty)."""
     done: bool = False
     error: str | None = None
     rows_estimated: int = -1
@@ -237,12 +251,34 @@ class BackfillProgress:
             "rows_read": self.rows_read,
             "rows_applied": self.rows_applied,
             "rows_dropped": self.rows_dropped,
+            "rows_removed": self.rows_removed,
+            "sweep": self.sweep,
             "rows_estimated": self.rows_estimated,
             "started_at": self.started_at,
             "eta_seconds": self.eta_seconds(),
             "done": self.done,
             "error": self.error,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class KeptKeys:
+    """Keys a backfill kept for its sweep: key tuples, or a one-column key's values themselves
+    (``single``: no tuple per row held). ``key in kept`` takes a key tuple either way."""
+
+    values: set[Any]
+    single: bool
+
+    def __contains__(self, key: object) -> bool:
+        if self.single:
+            return isinstance(key, tuple) and len(key) == 1 and key[0] in self.values
+        return key in self.values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return ((v,) for v in self.values) if self.single else iter(self.values)
 
 
 @dataclass
@@ -256,11 +292,13 @@ class ChunkMerger:
     """The watermark merge of one table's backfill (see the module docstring).
 
     ``observe`` and ``due`` run on the stream's thread, ``offer`` on the backfill's; all three
-    are safe together. ``compare`` orders source positions."""
+    are safe together. ``compare`` orders source positions. With ``sweep`` it also keeps the
+    key of every chunk row and every key the stream touched, until :meth:`take_kept`."""
 
     table: TableIdentifier
     key_columns: Sequence[str]
     compare: Callable[[Position, Position], int]
+    sweep: bool = False
     progress: BackfillProgress = field(init=False)
     _seen: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list, init=False)
     _pending: list[_Pending] = field(default_factory=list, init=False)
@@ -269,20 +307,27 @@ class ChunkMerger:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _space: threading.Condition = field(init=False)
     _offered: int = field(default=0, init=False)
+    _kept: set[Any] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.key = key_of(self.key_columns)
         self.progress = BackfillProgress(self.table)
         self._space = threading.Condition(self._lock)
+        if self.sweep:
+            self._kept = set()
 
     def observe(self, events: Iterable[ChangeEvent]) -> None:
         """The stream delivered these changes of the table (before anything queued after)."""
         key = self.key
         with self._lock:
             seen = self._seen
+            kept = self._kept
+            single = len(self.key_columns) == 1
             for ev in events:
                 for k in touched_keys(ev, key):
                     seen.append((ev.xid, k))
+                    if kept is not None:
+                        kept.add(k[0] if single else k)
 
     def offer(self, chunk: ChunkRead, max_pending: int = 4, timeout: float | None = None) -> bool:
         """Queue a chunk read by the backfill; it is applied by a later :meth:`due`. Blocks
@@ -316,6 +361,10 @@ class ChunkMerger:
                 newer = {k for xid, k in self._seen if not snap.sees(xid)}
                 key = chunk.row_key(self.key_columns)
                 rows = [r for r in chunk.rows if key(r) not in newer] if newer else list(chunk.rows)
+                if self._kept is not None:
+                    keys = map(key, chunk.rows)
+                    single = len(self.key_columns) == 1
+                    self._kept.update((k[0] for k in keys) if single else keys)
                 self.progress.rows_applied += len(rows)
                 self.progress.rows_dropped += len(chunk.rows) - len(rows)
                 out.append((chunk, rows))
@@ -323,6 +372,14 @@ class ChunkMerger:
                 self._prune()
                 self._space.notify_all()
         return out
+
+    def take_kept(self) -> KeptKeys | None:
+        """The keys kept for the sweep (``None`` without ``sweep``): every chunk row's so far
+        and every key the stream touched so far; keeping stops here (what the stream delivers
+        next is applied after the sweep)."""
+        with self._lock:
+            kept, self._kept = self._kept, None
+        return None if kept is None else KeptKeys(kept, len(self.key_columns) == 1)
 
     def _prune(self) -> None:
         """Drop remembered changes every pending and future chunk sees (lock held)."""

@@ -11,8 +11,13 @@ durable target's ACK covers them like any change). Every other table keeps strea
   the source acknowledges nothing and a crash re-baselines — until the last chunk is applied;
   then the target hears ``on_baseline_complete`` and the pipeline streams.
 * on demand (``Engine.backfill``): a streaming pipeline re-syncs rows (upserts) of the whole
-  table or of ``where``; it stays ready, and rows deleted in the source meanwhile are not
-  removed by the backfill (a reload does that).
+  table or of ``where``; it stays ready. A whole-table backfill then removes the rows the
+  target holds that the source lacks, in stream order at its end, where that is provably safe
+  (:mod:`laredo.engine.backfill_sweep`: a target listing its keys, transforms that keep the
+  key); with ``where``, or where it is not safe, the sweep is skipped (the reason is logged and
+  shown as the progress's ``sweep``) and such rows stay (a reload removes them). A pipeline
+  with filters or a TTL gets the chunk rows as UPDATEs: a stored row that no longer passes
+  (a filter changed by a reload) is deleted like a row an UPDATE takes out of the filter.
 
 A chunk waits for the stream to pass its high mark; on an idle stream (no position to pass it)
 it is applied after ``force_after`` seconds at the current position (safe: the merge drops the
@@ -32,7 +37,15 @@ from typing import Any, Protocol
 from ..batches import ChangeBatch
 from ..errors import ConfigError, EngineStateError
 from ..types import ChangeAction, ChangeEvent, Position, TableIdentifier
-from .backfill import BackfillProgress, ChunkedSource, ChunkMerger, ChunkRead, estimate_rows
+from .backfill import (
+    BackfillProgress,
+    ChunkedSource,
+    ChunkMerger,
+    ChunkRead,
+    KeptKeys,
+    estimate_rows,
+)
+from .backfill_sweep import plan_table, sweep
 from .buffer import Call
 from .pipeline_worker import PipelineWorker
 
@@ -83,7 +96,17 @@ class Backfiller:
         self.where = where
         self.initial = initial
         self.after = after
-        self.merger = ChunkMerger(table, self.key, compare)
+        self.sweeps, sweep_state = plan_table(self.pipes, self.key, where, initial)
+        self.merger = ChunkMerger(table, self.key, compare, sweep=bool(self.sweeps))
+        self.merger.progress.sweep = sweep_state
+        if sweep_state.startswith("skipped"):
+            logger.info(
+                "backfill of %s: rows the source lacks are not removed: %s",
+                table,
+                sweep_state.removeprefix("skipped: "),
+            )
+        self._unswept: list[str] = []  # why a planned pipeline was not swept at the end
+        self._sweep_lock = threading.Lock()
         self._force_merge = force_merge
         self._on_end = on_end
         self._read_done = False
@@ -155,8 +178,9 @@ class Backfiller:
                 self._save_progress(encode_progress(chunk.last_key))
         if self._read_done and not self._ended and self.merger.pending() == 0:
             self._ended = True
+            kept = self.merger.take_kept()  # what the stream delivers next comes after the sweep
             for p in self.pipes:
-                p.enqueue_item(Call(self._completer(p)))
+                p.enqueue_item(Call(self._completer(p, kept, position)))
 
     def _deliver(self, chunk: ChunkRead, rows: list[Any], position: Position) -> None:
         table = self.table
@@ -172,8 +196,16 @@ class Backfiller:
             )
         else:
             events = [ChangeEvent(table, ChangeAction.INSERT, position, new_values=r) for r in rows]
+        updates: Sequence[ChangeEvent] | None = None
         for p in self.pipes:
-            if not p.failed:
+            if p.failed:
+                continue
+            if not self.initial and (p.chain.filters or p.chain.ttl is not None):
+                # a re-sync: a stored row that no longer passes the filter (or expired) goes,
+                # as an UPDATE leaving the filter does (a DELETE of its identity)
+                updates = updates or _as_updates(events)
+                p.enqueue(updates, self._stop, True)
+            else:
                 p.enqueue(events, self._stop, True)
 
     def _save_progress(self, record: str | None) -> None:
@@ -183,8 +215,12 @@ class Backfiller:
             if not p.failed and p.keeps_progress:
                 p.enqueue_item(Call(_saver(p, record)))
 
-    def _completer(self, p: PipelineWorker) -> Callable[[], None]:
+    def _completer(
+        self, p: PipelineWorker, kept: KeptKeys | None, position: Position
+    ) -> Callable[[], None]:
         def complete() -> None:  # on the pipeline's thread, after every chunk row
+            if p.id in self.sweeps and kept is not None and not p.failed:
+                self._sweep(p, kept, position)
             # chunk rows count as inserts, also where they replaced a row: recount
             counted = p.count_rows()
             count = p.expected_rows if counted is None else counted
@@ -202,24 +238,60 @@ class Backfiller:
 
         return complete
 
+    def _sweep(self, p: PipelineWorker, kept: KeptKeys, position: Position) -> None:
+        """Remove the keys ``p``'s target holds that the source lacks (on ``p``'s thread)."""
+        out = sweep(p, kept, self.key, position)
+        if isinstance(out, int):
+            with self._sweep_lock:  # pipelines sweep on threads of their own
+                self.progress.rows_removed += out
+        else:
+            logger.warning("backfill of %s: rows the source lacks not removed: %s", self.table, out)
+            self._unswept.append(out)
+
     def _end(self) -> None:
         if self.finished.is_set():
             return
-        self.progress.done = self.progress.error is None
-        self.progress.end()
+        progress = self.progress
+        progress.done = progress.error is None
+        if progress.sweep.startswith("pending"):
+            unswept = "; ".join(self._unswept)
+            if not progress.done:
+                progress.sweep = "not run: the backfill did not finish"
+            elif len(self._unswept) >= len(self.sweeps):
+                progress.sweep = f"skipped: {unswept}"
+            else:
+                progress.sweep = progress.sweep.replace("pending", "done", 1)
+                progress.sweep += f" (not run: {unswept})" if unswept else ""
+        progress.end()
         logger.info(
-            "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes "
-            "in %.2fs",
+            "backfill of %s: %d chunk(s), %d row(s) read, %d applied, %d left to newer changes, "
+            "%d removed (not in the source) in %.2fs",
             self.table,
-            self.progress.chunks,
-            self.progress.rows_read,
-            self.progress.rows_applied,
-            self.progress.rows_dropped,
+            progress.chunks,
+            progress.rows_read,
+            progress.rows_applied,
+            progress.rows_dropped,
+            progress.rows_removed,
             time.monotonic() - self.started,
         )
         self.finished.set()
         if self._on_end is not None:
             self._on_end(self)
+
+
+def _as_updates(events: Sequence[ChangeEvent]) -> Sequence[ChangeEvent]:
+    """Chunk rows (INSERTs) as UPDATEs of the same rows, at the same position."""
+    update = ChangeAction.UPDATE
+    if type(events) is ChangeBatch:
+        ops = [(update, op[1], None, None) for op in events.ops]
+        return ChangeBatch(
+            events.table,
+            events.names,
+            ops,
+            events.position,
+            unrepresentable=events.unrepresentable,
+        )
+    return [ChangeEvent(ev.table, update, ev.position, new_values=ev.new_values) for ev in events]
 
 
 def _saver(p: PipelineWorker, record: str | None) -> Callable[[], None]:

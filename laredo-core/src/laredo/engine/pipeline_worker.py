@@ -27,6 +27,7 @@ from ..contracts import (
     DurablePositionTarget,
     FlushableTarget,
     KeyedTarget,
+    ListsKeys,
     PipelineAware,
     PipelineContext,
     PositionedTarget,
@@ -292,6 +293,10 @@ class PipelineWorker:
             return (row for _key, row in target.items())
         export = getattr(target, "export_snapshot", None)
         return None if export is None else cast("Iterable[Row]", export())
+
+    def key_lister(self) -> ListsKeys | None:
+        """The target as :class:`~laredo.contracts.ListsKeys` (``None``: it lists no keys)."""
+        return self.target if isinstance(self.target, ListsKeys) else None
 
     def restore_snapshot(self, info: TableSnapshotInfo, rows: Iterable[Row]) -> None:
         """Load a snapshot's rows of this table into the target (start-up restore)."""

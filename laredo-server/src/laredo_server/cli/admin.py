@@ -144,7 +144,7 @@ def backfill(
     wait: Annotated[int, typer.Option(help="seconds to wait for the end (0: don't)")] = 0,
 ) -> None:
     """Re-sync a table (or the rows matching --where) in key-range chunks while every table
-    keeps streaming: rows are upserted, a chunk row never overwrites a newer change. Exit 1
+    keeps streaming: rows are upserted; without --where, rows the source lacks are removed. Exit 1
     when the backfill failed."""
     cli = state(ctx)
     s, t = split_table(table)
