@@ -55,9 +55,11 @@ def test_chunked_start_and_backfill_on_demand(pg_database: Any, tmp_path: Path) 
         db.execute(f"ALTER PUBLICATION {db.publication} DROP TABLE items")
         db.execute("UPDATE items SET note = 'changed' WHERE id IN (8, 250)")
         db.execute("INSERT INTO items VALUES (9998, 0, 'new'), (9999, 0, 'new')")
+        db.execute("DELETE FROM items WHERE id IN (5, 260)")
         db.execute(f"ALTER PUBLICATION {db.publication} ADD TABLE items")
         code, out = verify()
         assert code == 1 and sorted(out["different_keys"]) == ["250", "8"], out
+        assert sorted(out["extra_keys"]) == ["260", "5"], out
         bad = server.cli("backfill", "public.items", "--where", "id > 0; SELECT 1", token=True)
         assert bad.returncode != 0 and "without a ';'" in bad.stderr + bad.stdout
         denied = server.cli("backfill", "public.items")
@@ -67,18 +69,25 @@ def test_chunked_start_and_backfill_on_demand(pg_database: Any, tmp_path: Path) 
         )
         out = json.loads(r.stdout)
         assert r.returncode == 0 and out["done"], out
-        assert int(out["rows_read"]) == 103 and int(out["chunks"]) == 3, out
+        assert int(out["rows_read"]) == 102 and int(out["chunks"]) == 3, out
         assert out["status"]["state"] == "done" and out["status"]["has_eta"], out
-        code, out = verify()  # 8 was outside --where: it still differs
+        # a subset removes nothing: the replica cannot evaluate the condition
+        assert out["status"]["sweep"].startswith("skipped: ") and "where" in out["status"]["sweep"]
+        assert int(out.get("rows_removed", 0)) == 0, out
+        code, out = verify()  # 8 was outside --where: it still differs; 260 was not removed
         assert code == 1 and out["different_keys"] == ["8"] and not out["missing_keys"], out
+        assert sorted(out["extra_keys"]) == ["260", "5"], out
         r = server.cli("backfill", "public.items", "--wait", "60", token=True)
         assert r.returncode == 0, r.stdout + r.stderr
+        out = json.loads(r.stdout)  # the whole table: the rows PostgreSQL lacks are removed
+        assert int(out["rows_removed"]) == 2 and out["status"]["sweep"] == "done", out
         code, out = verify()
         assert code == 0 and out["match"], out
         metrics = server.metrics()
         labels = 'source="pg",table="public.items"'
         assert f"laredo_backfill_done{{{labels}}} 1" in metrics, metrics
-        assert f'laredo_backfill_rows{{{labels},kind="read"}} 302' in metrics, metrics
+        assert f'laredo_backfill_rows{{{labels},kind="read"}} 300' in metrics, metrics
+        assert f'laredo_backfill_rows{{{labels},kind="removed"}} 2' in metrics, metrics
         _progress_while_running(db, server)
     finally:
         assert server.stop() == 0
@@ -88,7 +97,7 @@ def _progress_while_running(db: Any, server: Any) -> None:
     """A backfill of 3000 rows in chunks of 10 with writers on: while it runs, ``GetStatus``
     shows it running with rows read of the ``reltuples`` estimate and an ETA; at the end done
     with ETA 0, in ``GetStatus``, ``laredo status`` and the metrics."""
-    db.execute("INSERT INTO items SELECT g, g, 'm' FROM generate_series(10001, 12698) g")
+    db.execute("INSERT INTO items SELECT g, g, 'm' FROM generate_series(10001, 12700) g")
     db.execute("ANALYZE items")
     stop = threading.Event()
 
@@ -136,7 +145,7 @@ def _progress_while_running(db: Any, server: Any) -> None:
         check=True,
         env={"COLUMNS": "250", "PATH": ""},
     ).stdout
-    assert "backfills" in text and "3000 of ~3000" in text, text
+    assert "backfills" in text and "3000 of ~3000" in text and "removed" in text, text
     metrics = server.metrics()
     labels = 'source="pg",table="public.items"'
     assert f"laredo_backfill_rows_estimated{{{labels}}} 3000" in metrics, metrics

@@ -148,14 +148,15 @@ def _backfill_samples(bf: dict[str, Any]) -> Iterator[MetricSample]:
         labels,
         bf["chunks"],
     )
-    for kind in ("read", "applied", "dropped"):
+    for kind in ("read", "applied", "dropped", "removed"):
         yield MetricSample(
             "laredo_backfill_rows",
             "gauge",
-            "Rows of the table's running (or last) backfill: read, applied, and dropped "
-            "(a newer change from the stream superseded them).",
+            "Rows of the table's running (or last) backfill: read, applied, dropped "
+            "(a newer change from the stream superseded them), and removed (the end-of-backfill "
+            "sweep deleted them: keys the source lacks).",
             (*labels, ("kind", kind)),
-            bf[f"rows_{kind}"],
+            bf.get(f"rows_{kind}", 0),
         )
     yield MetricSample(
         "laredo_backfill_done",

@@ -79,12 +79,30 @@ def pipelines_table(cli: CliState, pipes: list[Any], title: str = "pipelines") -
     )
 
 
+def _removed(b: Any) -> str:
+    """The sweep's column: rows removed once it ran, else its state (``skipped: <reason>``)."""
+    if b.sweep in ("done", "pending"):
+        return str(b.rows_removed) + (" (pending)" if b.sweep == "pending" else "")
+    return b.sweep or "-"
+
+
 def backfills_table(cli: CliState, backfills: list[Any]) -> None:
     """Chunked baselines and backfills: running ones and the last of each table (rows read of
     the estimate taken at the start; the ETA at the rate so far, ``-`` when unknown)."""
     cli.table(
         "backfills",
-        ["source", "table", "state", "chunks", "rows read", "applied", "dropped", "started", "ETA"],
+        [
+            "source",
+            "table",
+            "state",
+            "chunks",
+            "rows read",
+            "applied",
+            "dropped",
+            "removed",
+            "started",
+            "ETA",
+        ],
         [
             [
                 b.source_id,
@@ -94,6 +112,7 @@ def backfills_table(cli: CliState, backfills: list[Any]) -> None:
                 f"{b.rows_read} of ~{b.rows_estimated}" if b.rows_estimated >= 0 else b.rows_read,
                 b.rows_applied,
                 b.rows_dropped,
+                _removed(b),
                 _stamp(b.started_at) if b.started_at else "-",
                 age_text(b.eta_seconds) if b.has_eta else "-",
             ]

@@ -216,6 +216,7 @@ class OamService(oam_grpc.LaredoOAMServiceServicer):
             rows_read=p["rows_read"],
             rows_applied=p["rows_applied"],
             rows_dropped=p["rows_dropped"],
+            rows_removed=p.get("rows_removed", 0),
             done=p["done"],
             error=p["error"] or "",
             message=(

@@ -99,6 +99,8 @@ def backfill_status(progress: dict[str, Any]) -> oam.BackfillStatus:
         has_eta=eta is not None,
         eta_seconds=eta or 0.0,
         error=progress.get("error") or "",
+        rows_removed=progress.get("rows_removed", 0),
+        sweep=progress.get("sweep") or "",
     )
 
 

@@ -172,7 +172,7 @@ class GetStatusResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[ServiceState, str]] = ..., ready: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., pipelines: _Optional[_Iterable[_Union[PipelineStatus, _Mapping]]] = ..., started_at: _Optional[int] = ..., last_change_at: _Optional[int] = ..., snapshot_status: _Optional[_Union[SnapshotStatus, _Mapping]] = ..., version: _Optional[str] = ..., config_generation: _Optional[int] = ..., last_reload: _Optional[_Union[ReloadConfigResponse, _Mapping]] = ..., last_reload_at: _Optional[int] = ..., security_warnings: _Optional[_Iterable[str]] = ..., backfills: _Optional[_Iterable[_Union[BackfillStatus, _Mapping]]] = ...) -> None: ...
 
 class BackfillStatus(_message.Message):
-    __slots__ = ("source_id", "schema", "table", "state", "chunks", "rows_read", "rows_applied", "rows_dropped", "rows_estimated", "started_at", "has_eta", "eta_seconds", "error")
+    __slots__ = ("source_id", "schema", "table", "state", "chunks", "rows_read", "rows_applied", "rows_dropped", "rows_estimated", "started_at", "has_eta", "eta_seconds", "error", "rows_removed", "sweep")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,8 @@ class BackfillStatus(_message.Message):
     HAS_ETA_FIELD_NUMBER: _ClassVar[int]
     ETA_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    ROWS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    SWEEP_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     schema: str
     table: str
@@ -199,7 +201,9 @@ class BackfillStatus(_message.Message):
     has_eta: bool
     eta_seconds: float
     error: str
-    def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., state: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., rows_estimated: _Optional[int] = ..., started_at: _Optional[int] = ..., has_eta: _Optional[bool] = ..., eta_seconds: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
+    rows_removed: int
+    sweep: str
+    def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., state: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., rows_estimated: _Optional[int] = ..., started_at: _Optional[int] = ..., has_eta: _Optional[bool] = ..., eta_seconds: _Optional[float] = ..., error: _Optional[str] = ..., rows_removed: _Optional[int] = ..., sweep: _Optional[str] = ...) -> None: ...
 
 class GetTableStatusRequest(_message.Message):
     __slots__ = ("schema", "table")
@@ -904,7 +908,7 @@ class BackfillTableRequest(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., where: _Optional[str] = ..., chunk_rows: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
 class BackfillTableResponse(_message.Message):
-    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message", "status")
+    __slots__ = ("table", "chunks", "rows_read", "rows_applied", "rows_dropped", "done", "error", "message", "status", "rows_removed")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     ROWS_READ_FIELD_NUMBER: _ClassVar[int]
@@ -914,6 +918,7 @@ class BackfillTableResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     table: str
     chunks: int
     rows_read: int
@@ -923,4 +928,5 @@ class BackfillTableResponse(_message.Message):
     error: str
     message: str
     status: BackfillStatus
-    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ..., status: _Optional[_Union[BackfillStatus, _Mapping]] = ...) -> None: ...
+    rows_removed: int
+    def __init__(self, table: _Optional[str] = ..., chunks: _Optional[int] = ..., rows_read: _Optional[int] = ..., rows_applied: _Optional[int] = ..., rows_dropped: _Optional[int] = ..., done: _Optional[bool] = ..., error: _Optional[str] = ..., message: _Optional[str] = ..., status: _Optional[_Union[BackfillStatus, _Mapping]] = ..., rows_removed: _Optional[int] = ...) -> None: ...
