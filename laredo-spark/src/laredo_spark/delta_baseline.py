@@ -37,16 +37,16 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from laredo.errors import ConfigError, TargetError
+from laredo.errors import ConfigError, SnapshotError, TargetError
 from laredo.pipeline import Pipeline
 from laredo.types import ColumnDefinition, TableIdentifier
 
 from .errors import task_failure
 from .parts import frame_for_serializer
-from .pg.chunked import run_chunked_baseline
+from .pg.chunked import run_baseline
 from .pg.chunks import TableChunks
-from .pg.driver import PipelineFrame, run_pg_baseline, source_from
-from .pg.progress import ChunkRun
+from .pg.driver import PipelineFrame, source_from
+from .pg.progress import ChunkRun, decode_run, encode_run
 
 logger = logging.getLogger(__name__)
 
@@ -323,10 +323,6 @@ def _engine_record(plan: TableChunks, done: Sequence[int]) -> str:
     )
 
 
-def _run_json(run: ChunkRun) -> str:
-    return json.dumps(run.to_json(), separators=(",", ":"))
-
-
 def _last_commit_info(where: _Location) -> dict[str, Any] | None:
     """The commit info of the table's newest version (None: no Delta table there)."""
     from deltalake import DeltaTable  # noqa: PLC0415 - lazy: optional extra
@@ -336,6 +332,19 @@ def _last_commit_info(where: _Location) -> dict[str, Any] | None:
         return None
     last = DeltaTable(where.uri, storage_options=storage).history(1)
     return dict(last[0]) if last else None
+
+
+def _decode_recorded(text: Any, where: str) -> ChunkRun:
+    """The run a wave commit's ``laredo.spark_run`` holds; ``SnapshotError`` naming ``where``
+    when it is damaged (:func:`~laredo_spark.pg.progress.decode_run`; a finished chunk's
+    payload is its row count)."""
+    if not isinstance(text, str):
+        raise SnapshotError(f"{where}: the run record is not a string: it is damaged")
+    run = decode_run(text, where)
+    for chunks in run.done.values():
+        if not all(type(n) is int and n >= 0 for n in chunks.values()):
+            raise SnapshotError(f"{where}: a finished chunk's row count is not a count")
+    return run
 
 
 @dataclasses.dataclass
@@ -375,22 +384,25 @@ class DeltaChunkSink(DeltaVersionSink):
             assert isinstance(p.table, TableIdentifier)
             self.tables[p.pipeline_id()] = p.table
 
-    def _recorded(self, i: int, pid: str, slot: str) -> ChunkRun | None:
+    def _recorded(self, pid: str, slot: str) -> ChunkRun | None:
+        """The run the table's newest commit records; a damaged record is none (a WARNING
+        names the version: that table starts over, as with a changed configuration)."""
         info = _last_commit_info(self.places[pid])
         text = None if info is None else info.get(SPARK_RUN)
         if not text:
             return None
+        where = f"{self.places[pid]} version {info.get('version') if info else '?'} ({SPARK_RUN})"
         try:
-            run = ChunkRun.from_json(json.loads(str(text)))
-        except (ValueError, KeyError, TypeError) as exc:
-            logger.warning("%s: %s: unreadable run record (%s)", self.label, self.places[pid], exc)
+            run = _decode_recorded(text, where)
+        except SnapshotError as exc:
+            logger.warning("%s: %s; that table starts over", self.label, exc)
             return None
         return run if run.slot == slot else None
 
     def load_run(self, source_id: str, slot: str) -> ChunkRun | None:
         """The interrupted run the tables' last commits record (each table's own finished
         chunks); None when there is none or every table finished it."""
-        found = {i: r for i, pid in enumerate(self.order) if (r := self._recorded(i, pid, slot))}
+        found = {i: r for i, pid in enumerate(self.order) if (r := self._recorded(pid, slot))}
         if not found:
             return None
         first = next(iter(found.values()))
@@ -448,7 +460,9 @@ class DeltaChunkSink(DeltaVersionSink):
             "baseline",
             **{
                 PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
-                SPARK_RUN: _run_json(dataclasses.replace(run, done={record: mine})),
+                SPARK_RUN: encode_run(
+                    dataclasses.replace(run, done={record: mine}), f"{self.label} of {table}"
+                ).decode(),
             },
         )
         if where.local:
@@ -536,33 +550,15 @@ def spark_delta_baseline(
             "targets (or none); baseline the others with laredo serve or another source"
         )
     places = {p.pipeline_id(): _location(p) for p in pipes}
-    sink = DeltaVersionSink(places)
-    src = source_from(source, sink.label)
+    src = source_from(source, DeltaVersionSink.label)
     rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
-    if rows:
-        chunked = DeltaChunkSink(places)
-        planned, run, read = run_chunked_baseline(
-            spark,
-            src,
-            pipes,
-            chunked,
-            chunk_rows=rows,
-            source_id=source_id,
-            partitions=partitions,
-            fetch_size=fetch_size,
-        )
-        return DeltaBaselineResult(
-            snapshot_id="delta " + ", ".join(chunked.versions),
-            position=planned.position,
-            row_counts=chunked.counts,
-            seconds=time.monotonic() - started,
-            chunks=(read, sum(run.tables[str(p.table)].count for p in pipes)),
-        )
-    done = run_pg_baseline(
+    sink = DeltaChunkSink(places) if rows else DeltaVersionSink(places)
+    done, chunks = run_baseline(
         spark,
         src,
         pipes,
         sink,
+        chunk_rows=rows,
         source_id=source_id,
         partitions=partitions,
         fetch_size=fetch_size,
@@ -573,4 +569,5 @@ def spark_delta_baseline(
         position=done.position,
         row_counts=sink.counts,
         seconds=time.monotonic() - started,
+        chunks=chunks,
     )

@@ -74,8 +74,8 @@ from ..parts import (
     part_partition,
     write_parts,
 )
-from .chunked import run_chunked_baseline
-from .driver import PipelineFrame, run_pg_baseline, source_from
+from .chunked import run_baseline
+from .driver import PipelineFrame, source_from
 from .progress import ChunkRun, ProgressFiles
 
 logger = logging.getLogger(__name__)
@@ -278,6 +278,14 @@ class SnapshotPartsSink:
         """The interrupted run kept in the store; its snapshot id is adopted."""
         progress = self._progress(source_id, slot)
         run = progress.load()
+        if run is not None and not _parts_readable(run):
+            logger.warning(
+                "spark baseline: the finished chunks' parts in %s's run record are malformed "
+                "(a damaged record); starting over",
+                progress.id,
+            )
+            self.discard(run)
+            return None
         if run is not None and self.snapshot_store.files.exists(run.output_id):
             logger.info("spark baseline: snapshot %s was committed; starting anew", run.output_id)
             progress.clear()  # the driver died between the commit and removing the record
@@ -429,17 +437,17 @@ def spark_baseline(
     )
     src = source_from(source, sink.label)
     rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
-    opts: dict[str, Any] = {
-        "source_id": source_id,
-        "partitions": partitions,
-        "fetch_size": fetch_size,
-    }
-    chunks: tuple[int, int] | None = None
-    if rows:
-        done, run, read = run_chunked_baseline(spark, src, pipelines, sink, chunk_rows=rows, **opts)
-        chunks = (read, sum(run.tables[str(p.table)].count for p in pipelines))
-    else:
-        done = run_pg_baseline(spark, src, pipelines, sink, max_slice_pages=max_slice_pages, **opts)
+    done, chunks = run_baseline(
+        spark,
+        src,
+        pipelines,
+        sink,
+        chunk_rows=rows,
+        source_id=source_id,
+        partitions=partitions,
+        fetch_size=fetch_size,
+        max_slice_pages=max_slice_pages,
+    )
     assert sink.descriptor is not None
     return BaselineResult(
         snapshot_id=sink.snapshot_id,
@@ -450,6 +458,18 @@ def spark_baseline(
         phases=done.phases,
         chunks=chunks,
     )
+
+
+def _parts_readable(run: ChunkRun) -> bool:
+    """Every finished chunk's payload is an artifact (its parts) :func:`decode_artifact` reads
+    (the record comes from a store: trusted for nothing)."""
+    try:
+        for chunks in run.done.values():
+            for payload in chunks.values():
+                decode_artifact(payload)
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError):
+        return False
+    return True
 
 
 def _report(
