@@ -273,21 +273,14 @@ class DeltaVersionSink:
 
         table, pid = job.table, job.pipeline.pipeline_id()
         where = self.places[pid]
-        if where.local:
-            os.makedirs(where.uri, exist_ok=True)
-        out, encoded = frame_for_serializer(job.frame, "parquet")
+        files = self.write_files(job)
         try:
-            files = out.mapInArrow(
-                _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
-            ).collect()  # one small row per task: file name, size, row count
             meta = commit_metadata(
                 job.position, job.consistent_point, self.source_id, str(table), "baseline"
             )
             version = _commit(where, table, job.columns, files, meta)
         except Exception as exc:
-            raise task_failure(
-                exc, f"spark delta baseline of {table} ({pid})", TargetError
-            ) from None
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
         self.counts[pid] = sum(int(f.rows) for f in files)
         self.versions.append(f"{where}@v{version}")
         logger.info(
@@ -298,6 +291,23 @@ class DeltaVersionSink:
             version,
             job.position,
         )
+
+    def write_files(self, job: PipelineFrame) -> list[Any]:
+        """One Spark job writes ``job.frame`` as Parquet files (one per task) into the
+        pipeline's table directory; one small row per file (name, size, rows, task)."""
+        table, pid = job.table, job.pipeline.pipeline_id()
+        where = self.places[pid]
+        if where.local:
+            os.makedirs(where.uri, exist_ok=True)
+        out, encoded = frame_for_serializer(job.frame, "parquet")
+        try:
+            return list(
+                out.mapInArrow(
+                    _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
+                ).collect()
+            )
+        except Exception as exc:
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
 
     def commit(self, source_id: str, position: str) -> None:
         """Nothing left: each version was committed when its files were written."""
@@ -480,16 +490,8 @@ class DeltaChunkSink(DeltaVersionSink):
         """One Spark job writes the chunks' files (task ``i`` reads ``chunks[i]``); one commit
         adds them with the progress they complete."""
         table, pid = job.table, job.pipeline.pipeline_id()
-        where, record = self.places[pid], f"pipeline-{job.index:04d}"
-        if where.local:
-            os.makedirs(where.uri, exist_ok=True)
-        out, encoded = frame_for_serializer(job.frame, "parquet")
-        try:
-            files = out.mapInArrow(
-                _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
-            ).collect()
-        except Exception as exc:
-            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
+        record = f"pipeline-{job.index:04d}"
+        files = self.write_files(job)
         rows: dict[int, int] = {}
         for f in files:
             rows[int(f.task)] = rows.get(int(f.task), 0) + int(f.rows)
