@@ -17,7 +17,14 @@ import pytest
 from laredo.testing import ServedLaredo, free_port, wait_until
 
 pytest.importorskip("laredo_target_delta")
-from laredo_spark.delta_baseline import SPARK_RUN, DeltaChunkSink, spark_delta_baseline
+from laredo_spark.delta_baseline import (
+    SPARK_PLAN,
+    SPARK_RUN,
+    DeltaChunkSink,
+    plan_digest,
+    recorded_run,
+    spark_delta_baseline,
+)
 from laredo_spark.pg.progress import ChunkRun
 from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history
 from laredo_target_delta.archive import open_table, progress_of
@@ -45,12 +52,8 @@ def regional_rows(uri: str) -> dict[Any, dict[str, Any]]:
 
 
 def delta_run(uri: str) -> ChunkRun | None:
-    """The run the table's last commit records (None: none)."""
-    if not Path(uri, "_delta_log").exists():
-        return None
-    info = open_table(uri).history(1)[0]
-    text = info.get(SPARK_RUN)
-    return None if text is None else ChunkRun.from_json(json.loads(text))
+    """The run the table's last commit records, its plan found (None: none)."""
+    return recorded_run(uri)
 
 
 @pytest.mark.parametrize("resume", ["spark", "engine"])
@@ -76,6 +79,11 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     commits = history(uri)
     assert [(c.kind, c.position) for c in commits] == [("baseline", run.position)] * 3
     assert json.loads(commits[0].progress or "") == {"last_key": None}
+    # the plan is in the first commit's run record only: each wave's names its digest
+    infos = sorted(open_table(uri).history(), key=lambda i: int(i["version"]))
+    plans = [json.loads(i[SPARK_RUN])["tables"] for i in infos]
+    assert plans == [json.loads(json.dumps({str(ACCOUNTS): plan.to_json()})), {}, {}]
+    assert {i[SPARK_PLAN] for i in infos} == {plan_digest(run)}
     region, key_id = plan.bounds[3]
     assert json.loads(progress_of(commits) or "") == {"last_key": [region, int(key_id)]}
     done = " OR ".join(in_range(*plan.chunk(c)) for c in range(4))

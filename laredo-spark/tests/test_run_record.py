@@ -5,6 +5,7 @@ with a WARNING (as a changed configuration does). No Spark session is started.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -14,7 +15,14 @@ from laredo.errors import ConfigError, SnapshotError
 from laredo.snapshots.local import LocalSnapshotStore
 from laredo.snapshots.parquet import ParquetSerializer
 from laredo.types import TableIdentifier
-from laredo_spark.delta_baseline import SPARK_RUN, DeltaChunkSink, _Location
+from laredo_spark.delta_baseline import (
+    SPARK_PLAN,
+    SPARK_RUN,
+    DeltaChunkSink,
+    _Location,
+    plan_digest,
+    recorded_run,
+)
 from laredo_spark.pg.baseline import SnapshotPartsSink
 from laredo_spark.pg.chunks import TableChunks
 from laredo_spark.pg.progress import (
@@ -177,3 +185,38 @@ def test_a_delta_table_whose_run_record_is_damaged_starts_over(
         commit_properties=deltalake.CommitProperties(custom_metadata={SPARK_RUN: sound}),
     )
     assert sink._recorded("p", "s") == make_run().finished("pipeline-0000", 0, 1)
+
+
+def test_a_wave_commit_finds_the_plan_in_the_run_s_first_commit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the run's first commit holds the plan; a later commit's record names its digest
+    and is read back whole. A digest no commit holds is a damaged record: that table starts
+    over, with a WARNING."""
+    pa = pytest.importorskip("pyarrow")
+    deltalake = pytest.importorskip("deltalake")
+    uri = str(tmp_path / "t")
+    table = pa.table({"id": pa.array([1], pa.int64())})
+    run = make_run().finished("pipeline-0000", 0, 1)
+    bare = dataclasses.replace(run, tables={})
+
+    def commit(record: ChunkRun, digest: str) -> None:
+        meta = {SPARK_RUN: encode_run(record, "t").decode(), SPARK_PLAN: digest}
+        deltalake.write_deltalake(
+            uri,
+            table,
+            mode="append",
+            commit_properties=deltalake.CommitProperties(custom_metadata=meta),
+        )
+
+    commit(make_run(), plan_digest(run))
+    commit(bare, plan_digest(run))
+    assert len(encode_run(bare, "t")) < len(encode_run(run, "t"))
+    assert recorded_run(uri) == run
+    commit(bare, "a digest of no plan")
+    with pytest.raises(SnapshotError, match=r"version 2 .* the run's plan is in no commit"):
+        recorded_run(uri)
+    sink = DeltaChunkSink({"p": _Location(uri)}, order=["p"])
+    with caplog.at_level(logging.WARNING, logger="laredo_spark.delta_baseline"):
+        assert sink._recorded("p", "s") is None
+    assert "starts over" in caplog.text

@@ -29,6 +29,7 @@ the driver commits the uploaded files. The options reach the executors inside th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -51,18 +52,26 @@ from .pg.progress import ChunkRun, decode_run, encode_run
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "SPARK_PLAN",
     "SPARK_RUN",
     "DeltaBaselineResult",
     "DeltaChunkSink",
     "DeltaVersionSink",
     "is_delta_pipeline",
+    "plan_digest",
+    "recorded_run",
     "spark_delta_baseline",
 ]
 
 _RESULT_SCHEMA = "path string, size long, rows long, mtime long, task int"
 SPARK_RUN = "laredo.spark_run"
-"""Commit info key of a chunked Spark baseline's wave commits: its :class:`ChunkRun` (the plan,
-the slot's position, the configuration's fingerprint and this table's finished chunks)."""
+"""Commit info key of a chunked Spark baseline's commits: its :class:`ChunkRun` (the slot's
+position, the configuration's fingerprint, this table's finished chunks and, on the table's
+first commit of the run only, the plan)."""
+SPARK_PLAN = "laredo.spark_plan"
+"""Commit info key of every commit of a chunked Spark baseline: its plan's digest
+(:func:`plan_digest`), which finds the commit holding the plan (the log grows by a wave's
+record per wave, not by the plan)."""
 _INTEGER_KEYS = frozenset({"smallint", "integer", "bigint"})
 
 
@@ -333,15 +342,41 @@ def _engine_record(plan: TableChunks, done: Sequence[int]) -> str:
     )
 
 
-def _last_commit_info(where: _Location) -> dict[str, Any] | None:
-    """The commit info of the table's newest version (None: no Delta table there)."""
+def plan_digest(run: ChunkRun) -> str:
+    """The digest of ``run``'s plan (its tables' chunk bounds), recorded on each commit."""
+    doc = {k: v.to_json() for k, v in sorted(run.tables.items())}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def recorded_run(uri: str, storage_options: Mapping[str, str] | None = None) -> ChunkRun | None:
+    """The run the Delta table's newest commit records (None: no table, or no run), its plan
+    taken from the run's commit that holds it (the newest with the same :data:`SPARK_PLAN`
+    whose plan has that digest). ``SnapshotError`` naming the version when the record is
+    damaged (:func:`~laredo_spark.pg.progress.decode_run`) or its plan is in no commit."""
     from deltalake import DeltaTable  # noqa: PLC0415 - lazy: optional extra
 
-    storage = dict(where.storage_options) or None
-    if not DeltaTable.is_deltatable(where.uri, storage):
+    storage = dict(storage_options or {}) or None
+    if not DeltaTable.is_deltatable(uri, storage):
         return None
-    last = DeltaTable(where.uri, storage_options=storage).history(1)
-    return dict(last[0]) if last else None
+    table = DeltaTable(uri, storage_options=storage)
+    last = table.history(1)
+    info = dict(last[0]) if last else {}
+    if not info.get(SPARK_RUN):
+        return None
+    where = f"{uri} version {info.get('version', '?')} ({SPARK_RUN})"
+    run = _decode_recorded(info[SPARK_RUN], where)
+    if run.tables:
+        return run
+    digest = info.get(SPARK_PLAN)
+    for older in sorted(table.history(), key=lambda i: -int(i.get("version", -1))):
+        if older.get(SPARK_PLAN) != digest or not older.get(SPARK_RUN):
+            continue
+        name = f"{uri} version {older.get('version', '?')} ({SPARK_RUN})"
+        found = _decode_recorded(older[SPARK_RUN], name)
+        if found.tables and plan_digest(found) == digest:
+            return dataclasses.replace(run, tables=found.tables)
+    raise SnapshotError(f"{where}: the run's plan is in no commit of the table's log")
 
 
 def _decode_recorded(text: Any, where: str) -> ChunkRun:
@@ -369,8 +404,10 @@ class DeltaChunkSink(DeltaVersionSink):
     record ``laredo.progress`` its rows complete: the last key done, ``""`` on the last wave.
     So the table is baselined for ``laredo serve`` only when the record says finished; before,
     the engine continues the chunked baseline after that key itself. The commit also carries
-    the run (``laredo.spark_run``: plan, position, fingerprint, this table's finished chunks)
-    that the next ``laredo spark baseline`` resumes from. Chunk rows and their record are one
+    the run (``laredo.spark_run``: position, fingerprint, this table's finished chunks) that the
+    next ``laredo spark baseline`` resumes from, and its plan's digest (``laredo.spark_plan``;
+    the plan itself is on the table's first commit of the run only: :func:`recorded_run`,
+    so the log grows by a small record per wave). Chunk rows and their record are one
     commit: a killed driver leaves only uncommitted files (``vacuum`` removes them)."""
 
     output_id: str = ""
@@ -397,17 +434,13 @@ class DeltaChunkSink(DeltaVersionSink):
     def _recorded(self, pid: str, slot: str) -> ChunkRun | None:
         """The run the table's newest commit records; a damaged record is none (a WARNING
         names the version: that table starts over, as with a changed configuration)."""
-        info = _last_commit_info(self.places[pid])
-        text = None if info is None else info.get(SPARK_RUN)
-        if not text:
-            return None
-        where = f"{self.places[pid]} version {info.get('version') if info else '?'} ({SPARK_RUN})"
+        where = self.places[pid]
         try:
-            run = _decode_recorded(text, where)
+            run = recorded_run(where.uri, where.storage_options)
         except SnapshotError as exc:
             logger.warning("%s: %s; that table starts over", self.label, exc)
             return None
-        return run if run.slot == slot else None
+        return run if run is not None and run.slot == slot else None
 
     def load_run(self, source_id: str, slot: str) -> ChunkRun | None:
         """The interrupted run the tables' last commits record (each table's own finished
@@ -461,7 +494,11 @@ class DeltaChunkSink(DeltaVersionSink):
 
         pid, record = self.order[i], f"pipeline-{i:04d}"
         table, where = self.tables[pid], self.places[pid]
-        mine = run.done.get(record, {})
+        mine, append = run.done.get(record, {}), pid in self.begun
+        # the plan only on the table's first commit of the run; the others name its digest
+        mine_only = dataclasses.replace(
+            run, done={record: mine}, tables={} if append else run.tables
+        )
         meta = commit_metadata(
             run.position,
             run.consistent_point,
@@ -470,15 +507,14 @@ class DeltaChunkSink(DeltaVersionSink):
             "baseline",
             **{
                 PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
-                SPARK_RUN: encode_run(
-                    dataclasses.replace(run, done={record: mine}), f"{self.label} of {table}"
-                ).decode(),
+                SPARK_RUN: encode_run(mine_only, f"{self.label} of {table}").decode(),
+                SPARK_PLAN: plan_digest(run),
             },
         )
         if where.local:
             os.makedirs(where.uri, exist_ok=True)
         try:
-            version = _commit(where, table, columns, files, meta, append=pid in self.begun)
+            version = _commit(where, table, columns, files, meta, append=append)
         except Exception as exc:
             raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
         self.begun.add(pid)
