@@ -83,6 +83,8 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     infos = sorted(open_table(uri).history(), key=lambda i: int(i["version"]))
     plans = [json.loads(i[SPARK_RUN])["tables"] for i in infos]
     assert plans == [json.loads(json.dumps({str(ACCOUNTS): plan.to_json()})), {}, {}]
+    records = [json.loads(i[SPARK_RUN])["done"]["pipeline-0000"] for i in infos]
+    assert [sorted(r) for r in records] == [[], ["0", "1"], ["2", "3"]]  # each chunk once
     assert {i[SPARK_PLAN] for i in infos} == {plan_digest(run)}
     region, key_id = plan.bounds[3]
     assert json.loads(progress_of(commits) or "") == {"last_key": [region, int(key_id)]}

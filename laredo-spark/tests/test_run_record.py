@@ -187,36 +187,53 @@ def test_a_delta_table_whose_run_record_is_damaged_starts_over(
     assert sink._recorded("p", "s") == make_run().finished("pipeline-0000", 0, 1)
 
 
-def test_a_wave_commit_finds_the_plan_in_the_run_s_first_commit(
+def test_a_wave_commit_finds_the_plan_and_earlier_chunks_in_the_run_s_commits(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Only the run's first commit holds the plan; a later commit's record names its digest
-    and is read back whole. A digest no commit holds is a damaged record: that table starts
-    over, with a WARNING."""
+    """Only the run's first commit holds the plan; each wave's commit records its own chunks
+    and the plan's digest, and the run is read back whole. A digest no commit holds is a
+    damaged record: that table starts over, with a WARNING."""
     pa = pytest.importorskip("pyarrow")
     deltalake = pytest.importorskip("deltalake")
     uri = str(tmp_path / "t")
     table = pa.table({"id": pa.array([1], pa.int64())})
-    run = make_run().finished("pipeline-0000", 0, 1)
-    bare = dataclasses.replace(run, tables={})
+    run = make_run().finished("pipeline-0000", 0, 7).finished("pipeline-0000", 1, 8)
 
-    def commit(record: ChunkRun, digest: str) -> None:
+    def commit(record: ChunkRun, digest: str = plan_digest(run), at: str = uri) -> None:
         meta = {SPARK_RUN: encode_run(record, "t").decode(), SPARK_PLAN: digest}
         deltalake.write_deltalake(
-            uri,
+            at,
             table,
             mode="append",
             commit_properties=deltalake.CommitProperties(custom_metadata=meta),
         )
 
-    commit(make_run(), plan_digest(run))
-    commit(bare, plan_digest(run))
-    assert len(encode_run(bare, "t")) < len(encode_run(run, "t"))
+    def wave(chunk: int, rows: int) -> ChunkRun:
+        return dataclasses.replace(make_run(), tables={}).finished("pipeline-0000", chunk, rows)
+
+    commit(dataclasses.replace(make_run(), output_id="an-older-run"))
+    commit(make_run())  # this run's first commit: the plan, no chunk yet
+    commit(wave(0, 7))
+    commit(wave(1, 8))
     assert recorded_run(uri) == run
-    commit(bare, "a digest of no plan")
-    with pytest.raises(SnapshotError, match=r"version 2 .* the run's plan is in no commit"):
+    commit(wave(2, 9), "a digest of no plan")
+    with pytest.raises(SnapshotError, match=r"version 4 .*its plan\) is in no earlier"):
         recorded_run(uri)
     sink = DeltaChunkSink({"p": _Location(uri)}, order=["p"])
     with caplog.at_level(logging.WARNING, logger="laredo_spark.delta_baseline"):
         assert sink._recorded("p", "s") is None
     assert "starts over" in caplog.text
+    # a wave whose run's first commit is gone: an older run's chunks and plan are not taken
+    other = str(tmp_path / "other")
+    older = dataclasses.replace(make_run(), output_id="an-older-run")
+    commit(older, at=other)
+    commit(dataclasses.replace(older, tables={}).finished("pipeline-0000", 1, 5), at=other)
+    commit(wave(0, 7), at=other)
+    with pytest.raises(SnapshotError, match=r"version 2 .*is in no earlier"):
+        recorded_run(other)
+    # nor a first commit whose plan is not the one its digest names (a damaged record)
+    forged = str(tmp_path / "forged")
+    commit(make_run(**{"public.t": TableChunks(("id",), ("bigint",), ())}), at=forged)
+    commit(wave(0, 7), at=forged)
+    with pytest.raises(SnapshotError, match=r"version 1 .*is in no earlier"):
+        recorded_run(forged)

@@ -66,12 +66,11 @@ __all__ = [
 _RESULT_SCHEMA = "path string, size long, rows long, mtime long, task int"
 SPARK_RUN = "laredo.spark_run"
 """Commit info key of a chunked Spark baseline's commits: its :class:`ChunkRun` (the slot's
-position, the configuration's fingerprint, this table's finished chunks and, on the table's
-first commit of the run only, the plan)."""
+position, the configuration's fingerprint and the chunks the commit finished; on the table's
+first commit of the run, the plan and every chunk finished so far)."""
 SPARK_PLAN = "laredo.spark_plan"
 """Commit info key of every commit of a chunked Spark baseline: its plan's digest
-(:func:`plan_digest`), which finds the commit holding the plan (the log grows by a wave's
-record per wave, not by the plan)."""
+(:func:`plan_digest`), which ties a wave's commit to the run's first (:func:`recorded_run`)."""
 _INTEGER_KEYS = frozenset({"smallint", "integer", "bigint"})
 
 
@@ -350,10 +349,10 @@ def plan_digest(run: ChunkRun) -> str:
 
 
 def recorded_run(uri: str, storage_options: Mapping[str, str] | None = None) -> ChunkRun | None:
-    """The run the Delta table's newest commit records (None: no table, or no run), its plan
-    taken from the run's commit that holds it (the newest with the same :data:`SPARK_PLAN`
-    whose plan has that digest). ``SnapshotError`` naming the version when the record is
-    damaged (:func:`~laredo_spark.pg.progress.decode_run`) or its plan is in no commit."""
+    """The run the Delta table's newest commit records (None: no table, or no run), whole:
+    the plan and every finished chunk of the table, gathered from the run's commits back to
+    its first on the table (:func:`_whole_run`). ``SnapshotError`` naming the version when a
+    record is damaged (:func:`~laredo_spark.pg.progress.decode_run`) or the plan is missing."""
     from deltalake import DeltaTable  # noqa: PLC0415 - lazy: optional extra
 
     storage = dict(storage_options or {}) or None
@@ -364,19 +363,43 @@ def recorded_run(uri: str, storage_options: Mapping[str, str] | None = None) -> 
     info = dict(last[0]) if last else {}
     if not info.get(SPARK_RUN):
         return None
-    where = f"{uri} version {info.get('version', '?')} ({SPARK_RUN})"
-    run = _decode_recorded(info[SPARK_RUN], where)
-    if run.tables:
-        return run
-    digest = info.get(SPARK_PLAN)
-    for older in sorted(table.history(), key=lambda i: -int(i.get("version", -1))):
-        if older.get(SPARK_PLAN) != digest or not older.get(SPARK_RUN):
+    run = _decode_recorded(info[SPARK_RUN], _commit_name(uri, info))
+    return run if run.tables else _whole_run(table, uri, run, info)
+
+
+def _version(info: Mapping[str, Any]) -> int:
+    version = info.get("version")
+    return version if isinstance(version, int) else -1
+
+
+def _commit_name(uri: str, info: Mapping[str, Any]) -> str:
+    return f"{uri} version {_version(info)} ({SPARK_RUN})"
+
+
+def _whole_run(table: Any, uri: str, newest: ChunkRun, info: Mapping[str, Any]) -> ChunkRun:
+    """``newest`` (a wave's record: its own chunks, the plan's digest) with the chunks of the
+    earlier commits of its run (same output id and digest) and the plan, from the run's first
+    commit on the table (the one whose record holds a plan of that digest)."""
+    digest, newest_version = info.get(SPARK_PLAN), _version(info)
+    done = {r: dict(d) for r, d in newest.done.items()}
+    for older in sorted(table.history(), key=_version, reverse=True):
+        if _version(older) >= newest_version or older.get(SPARK_PLAN) != digest:
+            continue  # the newest itself, or a commit of no run (a user's OPTIMIZE)
+        if not older.get(SPARK_RUN):
             continue
-        name = f"{uri} version {older.get('version', '?')} ({SPARK_RUN})"
-        found = _decode_recorded(older[SPARK_RUN], name)
-        if found.tables and plan_digest(found) == digest:
-            return dataclasses.replace(run, tables=found.tables)
-    raise SnapshotError(f"{where}: the run's plan is in no commit of the table's log")
+        found = _decode_recorded(older[SPARK_RUN], _commit_name(uri, older))
+        if found.output_id != newest.output_id:
+            break
+        for record, chunks in found.done.items():
+            done[record] = {**chunks, **done.get(record, {})}
+        if found.tables:
+            if plan_digest(found) != digest:
+                break
+            return dataclasses.replace(newest, tables=found.tables, done=done)
+    raise SnapshotError(
+        f"{_commit_name(uri, info)}: the run's first commit (its plan) is in no earlier "
+        "version of the table's log"
+    )
 
 
 def _decode_recorded(text: Any, where: str) -> ChunkRun:
@@ -404,11 +427,12 @@ class DeltaChunkSink(DeltaVersionSink):
     record ``laredo.progress`` its rows complete: the last key done, ``""`` on the last wave.
     So the table is baselined for ``laredo serve`` only when the record says finished; before,
     the engine continues the chunked baseline after that key itself. The commit also carries
-    the run (``laredo.spark_run``: position, fingerprint, this table's finished chunks) that the
+    the run (``laredo.spark_run``: position, fingerprint, the wave's finished chunks) that the
     next ``laredo spark baseline`` resumes from, and its plan's digest (``laredo.spark_plan``;
-    the plan itself is on the table's first commit of the run only: :func:`recorded_run`,
-    so the log grows by a small record per wave). Chunk rows and their record are one
-    commit: a killed driver leaves only uncommitted files (``vacuum`` removes them)."""
+    the plan is on the table's first commit of the run only, :func:`recorded_run` gathers the
+    rest: the log grows by each chunk once, not by the plan or all chunks per wave). Chunk rows
+    and their record are one commit: a killed driver leaves only uncommitted files (``vacuum``
+    removes them)."""
 
     output_id: str = ""
     order: list[str] = dataclasses.field(default_factory=list)
@@ -483,10 +507,17 @@ class DeltaChunkSink(DeltaVersionSink):
             self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())))
 
     def commit_run(
-        self, i: int, run: ChunkRun, files: list[Any], columns: tuple[ColumnDefinition, ...]
+        self,
+        i: int,
+        run: ChunkRun,
+        files: list[Any],
+        columns: tuple[ColumnDefinition, ...],
+        chunks: Sequence[int] = (),
     ) -> int:
         """Commit pipeline ``i``'s ``files`` (appended once the run began on its table, else
-        replacing it) with ``run``'s record of its chunks; the new version."""
+        replacing it) with ``run``'s record: on the table's first commit of the run the plan
+        and every finished chunk, on the others ``chunks`` (this wave's) and the plan's digest
+        (:func:`recorded_run` gathers them); the new version."""
         from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
             PROGRESS,
             commit_metadata,
@@ -495,10 +526,12 @@ class DeltaChunkSink(DeltaVersionSink):
         pid, record = self.order[i], f"pipeline-{i:04d}"
         table, where = self.tables[pid], self.places[pid]
         mine, append = run.done.get(record, {}), pid in self.begun
-        # the plan only on the table's first commit of the run; the others name its digest
-        mine_only = dataclasses.replace(
-            run, done={record: mine}, tables={} if append else run.tables
-        )
+        if append:  # a wave's own chunks; the plan is named by its digest
+            record_run = dataclasses.replace(
+                run, done={record: {c: mine[c] for c in chunks}}, tables={}
+            )
+        else:
+            record_run = dataclasses.replace(run, done={record: mine})
         meta = commit_metadata(
             run.position,
             run.consistent_point,
@@ -507,7 +540,7 @@ class DeltaChunkSink(DeltaVersionSink):
             "baseline",
             **{
                 PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
-                SPARK_RUN: encode_run(mine_only, f"{self.label} of {table}").decode(),
+                SPARK_RUN: encode_run(record_run, f"{self.label} of {table}").decode(),
                 SPARK_PLAN: plan_digest(run),
             },
         )
@@ -533,7 +566,7 @@ class DeltaChunkSink(DeltaVersionSink):
             rows[int(f.task)] = rows.get(int(f.task), 0) + int(f.rows)
         for task, chunk in enumerate(chunks):
             run = run.finished(record, chunk, rows.get(task, 0))
-        version = self.commit_run(job.index, run, files, job.columns)
+        version = self.commit_run(job.index, run, files, job.columns, chunks)
         logger.info(
             "%s of %s (%s): chunks %d..%d (%d rows) are version %d at %s",
             self.label,
