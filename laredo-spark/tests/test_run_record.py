@@ -149,6 +149,10 @@ def test_a_snapshot_run_whose_parts_are_malformed_starts_over(
     assert "malformed" in caplog.text and "starting over" in caplog.text
     assert MARK not in caplog.text
     assert files.load() is None  # the damaged record is gone: the fresh run's is the only one
+    files.save(dataclasses.replace(make_run(), output_id="../" + MARK))  # not a snapshot id
+    with caplog.at_level(logging.WARNING, logger="laredo_spark.pg.baseline"):
+        assert sink.load_run("pg", "s") is None
+    assert files.load() is None and sink.snapshot_id == "spark-y"
 
 
 @pytest.mark.parametrize(

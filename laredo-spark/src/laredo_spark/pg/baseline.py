@@ -35,6 +35,7 @@ UI or the event log.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -278,13 +279,15 @@ class SnapshotPartsSink:
         """The interrupted run kept in the store; its snapshot id is adopted."""
         progress = self._progress(source_id, slot)
         run = progress.load()
-        if run is not None and not _parts_readable(run):
+        if run is not None and not _sound(run):
             logger.warning(
-                "spark baseline: the finished chunks' parts in %s's run record are malformed "
-                "(a damaged record); starting over",
+                "spark baseline: the snapshot id or the finished chunks' parts in %s's run "
+                "record are malformed (a damaged record); starting over",
                 progress.id,
             )
-            self.discard(run)
+            progress.clear()
+            with contextlib.suppress(SnapshotError):  # its staged parts, if the id is one
+                self.snapshot_store.abort(run.output_id)
             return None
         if run is not None and self.snapshot_store.files.exists(run.output_id):
             logger.info("spark baseline: snapshot %s was committed; starting anew", run.output_id)
@@ -460,14 +463,16 @@ def spark_baseline(
     )
 
 
-def _parts_readable(run: ChunkRun) -> bool:
-    """Every finished chunk's payload is an artifact (its parts) :func:`decode_artifact` reads
-    (the record comes from a store: trusted for nothing)."""
+def _sound(run: ChunkRun) -> bool:
+    """The run's output id is a snapshot id and every finished chunk's payload an artifact
+    (its parts) :func:`decode_artifact` reads (the record comes from a store: trusted for
+    nothing)."""
     try:
+        check_snapshot_id(run.output_id)
         for chunks in run.done.values():
             for payload in chunks.values():
                 decode_artifact(payload)
-    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError):
+    except (SnapshotError, ValueError, KeyError, TypeError, AttributeError, ArithmeticError):
         return False
     return True
 
