@@ -504,7 +504,7 @@ class DeltaChunkSink(DeltaVersionSink):
         version with this newer slot)."""
         for i, pid in enumerate(self.order):
             self.begun.discard(pid)  # replaced, not appended to
-            self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())))
+            self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())), ())
 
     def commit_run(
         self,
@@ -512,7 +512,7 @@ class DeltaChunkSink(DeltaVersionSink):
         run: ChunkRun,
         files: list[Any],
         columns: tuple[ColumnDefinition, ...],
-        chunks: Sequence[int] = (),
+        chunks: Sequence[int],
     ) -> int:
         """Commit pipeline ``i``'s ``files`` (appended once the run began on its table, else
         replacing it) with ``run``'s record: on the table's first commit of the run the plan
