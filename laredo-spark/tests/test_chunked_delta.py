@@ -17,17 +17,24 @@ import pytest
 from laredo.testing import ServedLaredo, free_port, wait_until
 
 pytest.importorskip("laredo_target_delta")
-from laredo_spark.delta_baseline import SPARK_RUN, DeltaChunkSink, spark_delta_baseline
+from laredo_spark.delta_baseline import (
+    SPARK_PLAN,
+    SPARK_RUN,
+    DeltaChunkSink,
+    plan_digest,
+    recorded_run,
+    spark_delta_baseline,
+)
 from laredo_spark.pg.progress import ChunkRun
-from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, rows_as_of
+from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history
 from laredo_target_delta.archive import open_table, progress_of
 
+from ._support import DriverLost, delta_rows, lose_driver_after_two_waves, pg_rows
 from .test_chunked_resume import (
     ACCOUNTS,
     CHUNK_ROWS,
     KILL_CHUNK_ROWS,
     ROWS,
-    DriverLost,
     in_range,
     kill_resume_serve,
     make_regional_accounts,
@@ -40,20 +47,13 @@ from .test_serve_restore import make_accounts
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("jvm")]
 
 
-def delta_rows(uri: str) -> dict[Any, dict[str, Any]]:
-    rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
-    out = {(r["region"], r["id"]): r for r in rows}
-    assert len(out) == len(rows), "a key is in the Delta table twice"
-    return out
+def regional_rows(uri: str) -> dict[Any, dict[str, Any]]:
+    return delta_rows(uri, ("region", "id"))
 
 
 def delta_run(uri: str) -> ChunkRun | None:
-    """The run the table's last commit records (None: none)."""
-    if not Path(uri, "_delta_log").exists():
-        return None
-    info = open_table(uri).history(1)[0]
-    text = info.get(SPARK_RUN)
-    return None if text is None else ChunkRun.from_json(json.loads(text))
+    """The run the table's last commit records, its plan found (None: none)."""
+    return recorded_run(uri)
 
 
 @pytest.mark.parametrize("resume", ["spark", "engine"])
@@ -64,16 +64,7 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     make_regional_accounts(db)
     cfg = source_config(db)
     uri = str(tmp_path / "lake" / "accounts")
-    write = DeltaChunkSink.write_chunks
-    waves: list[int] = []
-
-    def dies_after_two_waves(self: Any, spark: Any, job: Any, chunks: Any, run: Any) -> Any:
-        if len(waves) == 2:  # the driver is lost between two waves
-            raise DriverLost
-        waves.append(len(chunks))
-        return write(self, spark, job, chunks, run)
-
-    monkeypatch.setattr(DeltaChunkSink, "write_chunks", dies_after_two_waves)
+    waves = lose_driver_after_two_waves(monkeypatch, DeltaChunkSink)
     pipeline = laredo.Pipeline("pg", ACCOUNTS, DeltaTarget(DeltaTargetOptions(uri=uri)))
     with pytest.raises(DriverLost):
         spark_delta_baseline(spark, cfg, [pipeline], source_id="pg", partitions=2)
@@ -88,11 +79,18 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     commits = history(uri)
     assert [(c.kind, c.position) for c in commits] == [("baseline", run.position)] * 3
     assert json.loads(commits[0].progress or "") == {"last_key": None}
+    # the plan is in the first commit's run record only: each wave's names its digest
+    infos = sorted(open_table(uri).history(), key=lambda i: int(i["version"]))
+    plans = [json.loads(i[SPARK_RUN])["tables"] for i in infos]
+    assert plans == [json.loads(json.dumps({str(ACCOUNTS): plan.to_json()})), {}, {}]
+    records = [json.loads(i[SPARK_RUN])["done"]["pipeline-0000"] for i in infos]
+    assert [sorted(r) for r in records] == [[], ["0", "1"], ["2", "3"]]  # each chunk once
+    assert {i[SPARK_PLAN] for i in infos} == {plan_digest(run)}
     region, key_id = plan.bounds[3]
     assert json.loads(progress_of(commits) or "") == {"last_key": [region, int(key_id)]}
     done = " OR ".join(in_range(*plan.chunk(c)) for c in range(4))
     ((in_done,),) = db.execute(f"SELECT count(*) FROM accounts WHERE {done}")
-    assert len(delta_rows(uri)) == in_done
+    assert len(regional_rows(uri)) == in_done
     (slot,) = db.execute(
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
         (db.slot_name,),
@@ -119,7 +117,7 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
         kinds = [(c.kind, c.position) for c in history(uri)]
         assert kinds == [("baseline", run.position)] * 6  # appended: 3 more waves
         assert progress_of(history(uri)) is None  # the last wave: finished
-        assert result.row_counts[pipeline.pipeline_id()] == len(delta_rows(uri))
+        assert result.row_counts[pipeline.pipeline_id()] == len(regional_rows(uri))
 
     # laredo serve's engine: streams from the slot's P0 (resume = spark), or first continues
     # the chunked baseline after the recorded key itself (resume = engine)
@@ -130,7 +128,9 @@ def test_chunked_delta_baseline_resumes_after_a_lost_driver(
     eng.start()
     try:
         assert eng.await_ready(90)
-        wait_until(lambda: delta_rows(uri) == table_rows(db), 60, "delta == SELECT *", interval=0.2)
+        wait_until(
+            lambda: regional_rows(uri) == table_rows(db), 60, "delta == SELECT *", interval=0.2
+        )
     finally:
         eng.stop()
     after = history(uri)
@@ -195,27 +195,11 @@ class DeltaOutput:
             wait_until(lambda: counter[0] > writes + 200, 60, "writes while serving", interval=0.1)
             stop.set()
             w.join()
-            want = pg_accounts(db)
-            wait_until(
-                lambda: delta_accounts(self.uri) == want, 60, "delta == SELECT *", interval=0.2
-            )
+            want = pg_rows(db, "accounts")
+            wait_until(lambda: delta_rows(self.uri) == want, 60, "delta == SELECT *", interval=0.2)
             assert [c.kind for c in history(self.uri)].count("baseline") >= 2  # no re-baseline
         finally:
             served.stop(timeout=30)
-
-
-def pg_accounts(db: Any) -> dict[Any, dict[str, Any]]:
-    with db.connect() as conn:
-        cur = conn.execute("SELECT * FROM accounts")
-        names = [d.name for d in cur.description]
-        return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
-
-
-def delta_accounts(uri: str) -> dict[Any, dict[str, Any]]:
-    rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
-    out = {r["id"]: r for r in rows}
-    assert len(out) == len(rows), "a key is in the Delta table twice"
-    return out
 
 
 def test_kill_9_of_a_chunked_delta_baseline_then_the_same_command_resumes(

@@ -157,13 +157,13 @@ def test_delta_tables_record_the_run_and_each_its_own_chunks(tmp_path: Path) -> 
         assert (c.kind, c.position, c.progress) == ("baseline", "0/16B3748", '{"last_key":null}')
     # table a: all 3 chunks in two waves; table b: chunk 0
     run = run.finished("pipeline-0000", 0, 5).finished("pipeline-0000", 1, 7)
-    first.commit_run(0, run, [], cols)
+    first.commit_run(0, run, [], cols, [0, 1])
     assert history(str(tmp_path / "a"))[-1].progress == '{"last_key":[20]}'
     run = run.finished("pipeline-0000", 2, 1)
-    first.commit_run(0, run, [], cols)
+    first.commit_run(0, run, [], cols, [2])
     assert history(str(tmp_path / "a"))[-1].progress == ""  # finished
     run = run.finished("pipeline-0001", 0, 3)
-    first.commit_run(1, run, [], cols)
+    first.commit_run(1, run, [], cols, [0])
     assert history(str(tmp_path / "b"))[-1].progress == '{"last_key":[10]}'
 
     resumed = sink().load_run("pg", "s")
@@ -173,5 +173,5 @@ def test_delta_tables_record_the_run_and_each_its_own_chunks(tmp_path: Path) -> 
     done = sink()
     done.load_run("pg", "s")
     run = run.finished("pipeline-0001", 1, 1).finished("pipeline-0001", 2, 1)
-    done.commit_run(1, run, [], cols)
+    done.commit_run(1, run, [], cols, [1, 2])
     assert sink().load_run("pg", "s") is None  # every table finished it

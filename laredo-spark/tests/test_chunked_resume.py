@@ -25,7 +25,8 @@ from laredo_spark.pg.baseline import SnapshotPartsSink
 from laredo_spark.pg.progress import ProgressFiles
 from laredo_target_memory import IndexedTarget
 
-from .test_serve_restore import LAREDO, make_accounts, serve_equals_table, write_config
+from ._support import DriverLost, lose_driver_after_two_waves, pg_rows, pg_source
+from .test_serve_restore import LAREDO, accounts_config, serve_equals_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("jvm")]
 
@@ -58,22 +59,11 @@ def rows_read(db: Any) -> int:
 
 
 def table_rows(db: Any) -> dict[Any, dict[str, Any]]:
-    with db.connect() as conn:
-        cur = conn.execute("SELECT * FROM accounts")
-        names = [d.name for d in cur.description]
-        return {(r[0], r[1]): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+    return pg_rows(db, "accounts", key=2)
 
 
 def source_config(db: Any) -> dict[str, Any]:
-    return {
-        "type": "postgresql",
-        "connection": db.dsn,
-        "slot_mode": "stateful",
-        "slot_name": db.slot_name,
-        "publication": {"create": True},
-        "status_interval": 0.2,
-        "baseline": {"mode": "chunked", "chunk_rows": CHUNK_ROWS},
-    }
+    return pg_source(db, baseline={"mode": "chunked", "chunk_rows": CHUNK_ROWS})
 
 
 def in_range(lo: Any, hi: Any) -> str:
@@ -105,10 +95,6 @@ class CountingTarget(IndexedTarget):
         super().on_baseline_row(table, row)
 
 
-class DriverLost(Exception):
-    pass
-
-
 def test_chunked_spark_baseline_resumes_after_a_lost_driver(
     spark: Any, pg_database: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,16 +102,7 @@ def test_chunked_spark_baseline_resumes_after_a_lost_driver(
     make_regional_accounts(db)
     cfg = source_config(db)
     store = LocalSnapshotStore(tmp_path / "snaps")
-    write = SnapshotPartsSink.write_chunks
-    waves: list[int] = []
-
-    def dies_after_two_waves(self: Any, spark: Any, job: Any, chunks: Any, run: Any) -> Any:
-        if len(waves) == 2:  # the driver is lost between two waves
-            raise DriverLost
-        waves.append(len(chunks))
-        return write(self, spark, job, chunks, run)
-
-    monkeypatch.setattr(SnapshotPartsSink, "write_chunks", dies_after_two_waves)
+    waves = lose_driver_after_two_waves(monkeypatch, SnapshotPartsSink)
     target = CountingTarget()
     pipeline = laredo.Pipeline("pg", ACCOUNTS, target)
     with pytest.raises(DriverLost):
@@ -371,15 +348,8 @@ def test_kill_9_of_laredo_spark_baseline_then_the_same_command_resumes(
     pg_database: Any, tmp_path: Path
 ) -> None:
     db = pg_database
-    make_accounts(db)
-    snaps = tmp_path / "snaps"
-    config = write_config(
-        tmp_path / "laredo.conf",
-        connection=db.dsn,
-        provider=CHUNKED,  # the template's free slot for extra source keys
-        slot=db.slot_name,
-        store=f'store = local, store_config {{ path = "{snaps}" }}',
-    )
+    # the template's free slot for extra source keys: provider
+    config, snaps = accounts_config(db, tmp_path, provider=CHUNKED)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     output = SnapshotOutput(db, snaps)
     kill_resume_serve(db, config, output, tmp_path, args=["--master", "local[2]"], env=env)
@@ -390,15 +360,11 @@ def test_chunked_resume_on_a_standalone_cluster(pg_database: Any, tmp_path: Path
     from laredo_spark.standalone import standalone_cluster
 
     db = pg_database
-    make_accounts(db)
-    snaps = tmp_path / "snaps"
     with standalone_cluster(tmp_path / "cluster", env={**os.environ}) as cluster:
-        config = write_config(
-            tmp_path / "laredo.conf",
-            connection=db.dsn,
+        config, snaps = accounts_config(
+            db,
+            tmp_path,
             provider=CHUNKED,
-            slot=db.slot_name,
-            store=f'store = local, store_config {{ path = "{snaps}" }}',
             master=f'master = "{cluster.master_url}"',
             conf=(
                 "spark.cores.max = 2\n"

@@ -22,23 +22,11 @@ from laredo_source_pg.source import PostgresSource
 from laredo_spark.delta_baseline import spark_delta_baseline
 from laredo_target_delta import DeltaTarget, DeltaTargetOptions, history, rows_as_of
 
+from ._support import delta_rows, pg_rows
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 ITEMS = TableIdentifier("public", "items")
-
-
-def _pg_rows(db: Any) -> dict[int, dict[str, Any]]:
-    with db.connect() as conn:
-        cur = conn.execute("SELECT * FROM items")
-        names = [d.name for d in cur.description]
-        return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
-
-
-def _delta_rows(uri: str) -> dict[int, dict[str, Any]]:
-    rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF")
-    by_id = {r["id"]: r for r in rows}
-    assert len(by_id) == len(rows), "a key is in the Delta table twice"
-    return by_id
 
 
 def test_spark_writes_the_first_version_and_the_engine_continues(
@@ -94,7 +82,9 @@ def test_spark_writes_the_first_version_and_the_engine_continues(
     eng.start()
     try:
         assert eng.await_ready(60)
-        wait_until(lambda: _delta_rows(uri) == _pg_rows(db), 60, "the Delta table", interval=0.2)
+        wait_until(
+            lambda: delta_rows(uri) == pg_rows(db, "items"), 60, "the Delta table", interval=0.2
+        )
     finally:
         eng.stop()
     kinds = [c.kind for c in history(uri)]
@@ -163,8 +153,7 @@ def test_spark_writes_the_first_version_to_s3_and_the_engine_continues(
         assert eng.await_ready(60)
 
         def converged() -> bool:
-            rows, _, _ = rows_as_of(uri, "FFFFFFFF/FFFFFFFF", storage)
-            return {r["id"]: r for r in rows} == _pg_rows(db)
+            return delta_rows(uri, storage=storage) == pg_rows(db, "items")
 
         wait_until(converged, 60, "the Delta table", interval=0.3)
     finally:

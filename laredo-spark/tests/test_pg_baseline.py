@@ -19,6 +19,8 @@ from laredo_spark import ExportedSnapshot, spark_baseline
 from laredo_spark.pg import ctid_slices
 from laredo_target_memory import IndexedTarget
 
+from ._support import pg_source
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 USERS = TableIdentifier("public", "users")
@@ -136,14 +138,7 @@ def test_spark_baseline_then_engine_streams_without_gap_or_duplicate(
         "INSERT INTO users SELECT g, 'u' || g, g % 100, g % 3 <> 0, now(), '{\"k\": [1, 2]}' "
         "FROM generate_series(1, 3000) g"
     )
-    cfg = {
-        "type": "postgresql",
-        "connection": db.dsn,
-        "slot_mode": "stateful",
-        "slot_name": db.slot_name,
-        "publication": {"create": True},
-        "status_interval": 0.2,
-    }
+    cfg = pg_source(db)
     target = StrictTarget()
     pipeline = laredo.Pipeline(
         "pg",

@@ -24,6 +24,8 @@ from laredo.serialization import loads_row
 from laredo.snapshots.local import LocalSnapshotStore
 from laredo.testing import ServedLaredo, free_port, wait_until
 
+from ._support import pg_rows
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.e2e]
 
 LAREDO = str(Path(sys.executable).parent / "laredo")
@@ -67,6 +69,21 @@ def write_config(path: Path, **fields: str) -> Path:
     values = {"provider": "", "master": "", "conf": "", **fields}
     path.write_text(CONFIG.format(grpc=free_port(), health=free_port(), **values))
     return path
+
+
+def accounts_config(db: Any, tmp_path: Path, **fields: str) -> tuple[Path, Path]:
+    """The ``accounts`` table (:func:`make_accounts`) and a config (:func:`write_config`) for
+    it with a local snapshot store: the config's path and the store's directory."""
+    make_accounts(db)
+    snaps = tmp_path / "snaps"
+    config = write_config(
+        tmp_path / "laredo.conf",
+        connection=db.dsn,
+        slot=db.slot_name,
+        store=f'store = local, store_config {{ path = "{snaps}" }}',
+        **fields,
+    )
+    return config, snaps
 
 
 def writer(db: Any, stop: threading.Event, counter: list[int]) -> None:
@@ -149,10 +166,7 @@ def serve_equals_table(
         )
         stop.set()
         w.join()
-        with db.connect() as conn:
-            cur = conn.execute("SELECT * FROM accounts")
-            names = [d.name for d in cur.description]
-            want = {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+        want = pg_rows(db, "accounts")
         channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc_port']}")
         try:
             wait_until(
@@ -170,14 +184,7 @@ def test_laredo_serve_restores_a_spark_snapshot_and_streams_on(
     from laredo_spark.cli import baseline
 
     db = pg_database
-    make_accounts(db)
-    snaps = tmp_path / "snaps"
-    config = write_config(
-        tmp_path / "laredo.conf",
-        connection=db.dsn,
-        slot=db.slot_name,
-        store=f'store = local, store_config {{ path = "{snaps}" }}',
-    )
+    config, snaps = accounts_config(db, tmp_path)
     stop = threading.Event()
     counter = [0]
     w = threading.Thread(target=writer, args=(db, stop, counter))

@@ -29,6 +29,7 @@ the driver commits the uploaded files. The options reach the executors inside th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -37,32 +38,39 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from laredo.errors import ConfigError, TargetError
+from laredo.errors import ConfigError, SnapshotError, TargetError
 from laredo.pipeline import Pipeline
 from laredo.types import ColumnDefinition, TableIdentifier
 
 from .errors import task_failure
 from .parts import frame_for_serializer
-from .pg.chunked import run_chunked_baseline
+from .pg.chunked import run_baseline
 from .pg.chunks import TableChunks
-from .pg.driver import PipelineFrame, run_pg_baseline, source_from
-from .pg.progress import ChunkRun
+from .pg.driver import PipelineFrame, source_from
+from .pg.progress import ChunkRun, decode_run, encode_run
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "SPARK_PLAN",
     "SPARK_RUN",
     "DeltaBaselineResult",
     "DeltaChunkSink",
     "DeltaVersionSink",
     "is_delta_pipeline",
+    "plan_digest",
+    "recorded_run",
     "spark_delta_baseline",
 ]
 
 _RESULT_SCHEMA = "path string, size long, rows long, mtime long, task int"
 SPARK_RUN = "laredo.spark_run"
-"""Commit info key of a chunked Spark baseline's wave commits: its :class:`ChunkRun` (the plan,
-the slot's position, the configuration's fingerprint and this table's finished chunks)."""
+"""Commit info key of a chunked Spark baseline's commits: its :class:`ChunkRun` (the slot's
+position, the configuration's fingerprint and the chunks the commit finished; on the table's
+first commit of the run, the plan and every chunk finished so far)."""
+SPARK_PLAN = "laredo.spark_plan"
+"""Commit info key of every commit of a chunked Spark baseline: its plan's digest
+(:func:`plan_digest`), which ties a wave's commit to the run's first (:func:`recorded_run`)."""
 _INTEGER_KEYS = frozenset({"smallint", "integer", "bigint"})
 
 
@@ -273,21 +281,14 @@ class DeltaVersionSink:
 
         table, pid = job.table, job.pipeline.pipeline_id()
         where = self.places[pid]
-        if where.local:
-            os.makedirs(where.uri, exist_ok=True)
-        out, encoded = frame_for_serializer(job.frame, "parquet")
+        files = self.write_files(job)
         try:
-            files = out.mapInArrow(
-                _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
-            ).collect()  # one small row per task: file name, size, row count
             meta = commit_metadata(
                 job.position, job.consistent_point, self.source_id, str(table), "baseline"
             )
             version = _commit(where, table, job.columns, files, meta)
         except Exception as exc:
-            raise task_failure(
-                exc, f"spark delta baseline of {table} ({pid})", TargetError
-            ) from None
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
         self.counts[pid] = sum(int(f.rows) for f in files)
         self.versions.append(f"{where}@v{version}")
         logger.info(
@@ -298,6 +299,23 @@ class DeltaVersionSink:
             version,
             job.position,
         )
+
+    def write_files(self, job: PipelineFrame) -> list[Any]:
+        """One Spark job writes ``job.frame`` as Parquet files (one per task) into the
+        pipeline's table directory; one small row per file (name, size, rows, task)."""
+        table, pid = job.table, job.pipeline.pipeline_id()
+        where = self.places[pid]
+        if where.local:
+            os.makedirs(where.uri, exist_ok=True)
+        out, encoded = frame_for_serializer(job.frame, "parquet")
+        try:
+            return list(
+                out.mapInArrow(
+                    _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
+                ).collect()
+            )
+        except Exception as exc:
+            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
 
     def commit(self, source_id: str, position: str) -> None:
         """Nothing left: each version was committed when its files were written."""
@@ -323,19 +341,78 @@ def _engine_record(plan: TableChunks, done: Sequence[int]) -> str:
     )
 
 
-def _run_json(run: ChunkRun) -> str:
-    return json.dumps(run.to_json(), separators=(",", ":"))
+def plan_digest(run: ChunkRun) -> str:
+    """The digest of ``run``'s plan (its tables' chunk bounds), recorded on each commit."""
+    doc = {k: v.to_json() for k, v in sorted(run.tables.items())}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _last_commit_info(where: _Location) -> dict[str, Any] | None:
-    """The commit info of the table's newest version (None: no Delta table there)."""
+def recorded_run(uri: str, storage_options: Mapping[str, str] | None = None) -> ChunkRun | None:
+    """The run the Delta table's newest commit records (None: no table, or no run), whole:
+    the plan and every finished chunk of the table, gathered from the run's commits back to
+    its first on the table (:func:`_whole_run`). ``SnapshotError`` naming the version when a
+    record is damaged (:func:`~laredo_spark.pg.progress.decode_run`) or the plan is missing."""
     from deltalake import DeltaTable  # noqa: PLC0415 - lazy: optional extra
 
-    storage = dict(where.storage_options) or None
-    if not DeltaTable.is_deltatable(where.uri, storage):
+    storage = dict(storage_options or {}) or None
+    if not DeltaTable.is_deltatable(uri, storage):
         return None
-    last = DeltaTable(where.uri, storage_options=storage).history(1)
-    return dict(last[0]) if last else None
+    table = DeltaTable(uri, storage_options=storage)
+    last = table.history(1)
+    info = dict(last[0]) if last else {}
+    if not info.get(SPARK_RUN):
+        return None
+    run = _decode_recorded(info[SPARK_RUN], _commit_name(uri, info))
+    return run if run.tables else _whole_run(table, uri, run, info)
+
+
+def _version(info: Mapping[str, Any]) -> int:
+    version = info.get("version")
+    return version if isinstance(version, int) else -1
+
+
+def _commit_name(uri: str, info: Mapping[str, Any]) -> str:
+    return f"{uri} version {_version(info)} ({SPARK_RUN})"
+
+
+def _whole_run(table: Any, uri: str, newest: ChunkRun, info: Mapping[str, Any]) -> ChunkRun:
+    """``newest`` (a wave's record: its own chunks, the plan's digest) with the chunks of the
+    earlier commits of its run (same output id and digest) and the plan, from the run's first
+    commit on the table (the one whose record holds a plan of that digest)."""
+    digest, newest_version = info.get(SPARK_PLAN), _version(info)
+    done = {r: dict(d) for r, d in newest.done.items()}
+    for older in sorted(table.history(), key=_version, reverse=True):
+        if _version(older) >= newest_version or older.get(SPARK_PLAN) != digest:
+            continue  # the newest itself, or a commit of no run (a user's OPTIMIZE)
+        if not older.get(SPARK_RUN):
+            continue
+        found = _decode_recorded(older[SPARK_RUN], _commit_name(uri, older))
+        if found.output_id != newest.output_id:
+            break
+        for record, chunks in found.done.items():
+            done[record] = {**chunks, **done.get(record, {})}
+        if found.tables:
+            if plan_digest(found) != digest:
+                break
+            return dataclasses.replace(newest, tables=found.tables, done=done)
+    raise SnapshotError(
+        f"{_commit_name(uri, info)}: the run's first commit (its plan) is in no earlier "
+        "version of the table's log"
+    )
+
+
+def _decode_recorded(text: Any, where: str) -> ChunkRun:
+    """The run a wave commit's ``laredo.spark_run`` holds; ``SnapshotError`` naming ``where``
+    when it is damaged (:func:`~laredo_spark.pg.progress.decode_run`; a finished chunk's
+    payload is its row count)."""
+    if not isinstance(text, str):
+        raise SnapshotError(f"{where}: the run record is not a string: it is damaged")
+    run = decode_run(text, where)
+    for chunks in run.done.values():
+        if not all(type(n) is int and n >= 0 for n in chunks.values()):
+            raise SnapshotError(f"{where}: a finished chunk's row count is not a count")
+    return run
 
 
 @dataclasses.dataclass
@@ -350,9 +427,12 @@ class DeltaChunkSink(DeltaVersionSink):
     record ``laredo.progress`` its rows complete: the last key done, ``""`` on the last wave.
     So the table is baselined for ``laredo serve`` only when the record says finished; before,
     the engine continues the chunked baseline after that key itself. The commit also carries
-    the run (``laredo.spark_run``: plan, position, fingerprint, this table's finished chunks)
-    that the next ``laredo spark baseline`` resumes from. Chunk rows and their record are one
-    commit: a killed driver leaves only uncommitted files (``vacuum`` removes them)."""
+    the run (``laredo.spark_run``: position, fingerprint, the wave's finished chunks) that the
+    next ``laredo spark baseline`` resumes from, and its plan's digest (``laredo.spark_plan``;
+    the plan is on the table's first commit of the run only, :func:`recorded_run` gathers the
+    rest: the log grows by each chunk once, not by the plan or all chunks per wave). Chunk rows
+    and their record are one commit: a killed driver leaves only uncommitted files (``vacuum``
+    removes them)."""
 
     output_id: str = ""
     order: list[str] = dataclasses.field(default_factory=list)
@@ -375,22 +455,21 @@ class DeltaChunkSink(DeltaVersionSink):
             assert isinstance(p.table, TableIdentifier)
             self.tables[p.pipeline_id()] = p.table
 
-    def _recorded(self, i: int, pid: str, slot: str) -> ChunkRun | None:
-        info = _last_commit_info(self.places[pid])
-        text = None if info is None else info.get(SPARK_RUN)
-        if not text:
-            return None
+    def _recorded(self, pid: str, slot: str) -> ChunkRun | None:
+        """The run the table's newest commit records; a damaged record is none (a WARNING
+        names the version: that table starts over, as with a changed configuration)."""
+        where = self.places[pid]
         try:
-            run = ChunkRun.from_json(json.loads(str(text)))
-        except (ValueError, KeyError, TypeError) as exc:
-            logger.warning("%s: %s: unreadable run record (%s)", self.label, self.places[pid], exc)
+            run = recorded_run(where.uri, where.storage_options)
+        except SnapshotError as exc:
+            logger.warning("%s: %s; that table starts over", self.label, exc)
             return None
-        return run if run.slot == slot else None
+        return run if run is not None and run.slot == slot else None
 
     def load_run(self, source_id: str, slot: str) -> ChunkRun | None:
         """The interrupted run the tables' last commits record (each table's own finished
         chunks); None when there is none or every table finished it."""
-        found = {i: r for i, pid in enumerate(self.order) if (r := self._recorded(i, pid, slot))}
+        found = {i: r for i, pid in enumerate(self.order) if (r := self._recorded(pid, slot))}
         if not found:
             return None
         first = next(iter(found.values()))
@@ -425,13 +504,20 @@ class DeltaChunkSink(DeltaVersionSink):
         version with this newer slot)."""
         for i, pid in enumerate(self.order):
             self.begun.discard(pid)  # replaced, not appended to
-            self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())))
+            self.commit_run(i, run, [], tuple(columns.get(self.tables[pid], ())), ())
 
     def commit_run(
-        self, i: int, run: ChunkRun, files: list[Any], columns: tuple[ColumnDefinition, ...]
+        self,
+        i: int,
+        run: ChunkRun,
+        files: list[Any],
+        columns: tuple[ColumnDefinition, ...],
+        chunks: Sequence[int],
     ) -> int:
         """Commit pipeline ``i``'s ``files`` (appended once the run began on its table, else
-        replacing it) with ``run``'s record of its chunks; the new version."""
+        replacing it) with ``run``'s record: on the table's first commit of the run the plan
+        and every finished chunk, on the others ``chunks`` (this wave's) and the plan's digest
+        (:func:`recorded_run` gathers them); the new version."""
         from laredo_target_delta.archive import (  # noqa: PLC0415 - lazy: optional extra
             PROGRESS,
             commit_metadata,
@@ -439,7 +525,13 @@ class DeltaChunkSink(DeltaVersionSink):
 
         pid, record = self.order[i], f"pipeline-{i:04d}"
         table, where = self.tables[pid], self.places[pid]
-        mine = run.done.get(record, {})
+        mine, append = run.done.get(record, {}), pid in self.begun
+        if append:  # a wave's own chunks; the plan is named by its digest
+            record_run = dataclasses.replace(
+                run, done={record: {c: mine[c] for c in chunks}}, tables={}
+            )
+        else:
+            record_run = dataclasses.replace(run, done={record: mine})
         meta = commit_metadata(
             run.position,
             run.consistent_point,
@@ -448,13 +540,14 @@ class DeltaChunkSink(DeltaVersionSink):
             "baseline",
             **{
                 PROGRESS: _engine_record(run.tables[str(table)], sorted(mine)),
-                SPARK_RUN: _run_json(dataclasses.replace(run, done={record: mine})),
+                SPARK_RUN: encode_run(record_run, f"{self.label} of {table}").decode(),
+                SPARK_PLAN: plan_digest(run),
             },
         )
         if where.local:
             os.makedirs(where.uri, exist_ok=True)
         try:
-            version = _commit(where, table, columns, files, meta, append=pid in self.begun)
+            version = _commit(where, table, columns, files, meta, append=append)
         except Exception as exc:
             raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
         self.begun.add(pid)
@@ -466,22 +559,14 @@ class DeltaChunkSink(DeltaVersionSink):
         """One Spark job writes the chunks' files (task ``i`` reads ``chunks[i]``); one commit
         adds them with the progress they complete."""
         table, pid = job.table, job.pipeline.pipeline_id()
-        where, record = self.places[pid], f"pipeline-{job.index:04d}"
-        if where.local:
-            os.makedirs(where.uri, exist_ok=True)
-        out, encoded = frame_for_serializer(job.frame, "parquet")
-        try:
-            files = out.mapInArrow(
-                _WriteFiles(where, job.columns, dict(encoded)), _RESULT_SCHEMA
-            ).collect()
-        except Exception as exc:
-            raise task_failure(exc, f"{self.label} of {table} ({pid})", TargetError) from None
+        record = f"pipeline-{job.index:04d}"
+        files = self.write_files(job)
         rows: dict[int, int] = {}
         for f in files:
             rows[int(f.task)] = rows.get(int(f.task), 0) + int(f.rows)
         for task, chunk in enumerate(chunks):
             run = run.finished(record, chunk, rows.get(task, 0))
-        version = self.commit_run(job.index, run, files, job.columns)
+        version = self.commit_run(job.index, run, files, job.columns, chunks)
         logger.info(
             "%s of %s (%s): chunks %d..%d (%d rows) are version %d at %s",
             self.label,
@@ -536,33 +621,15 @@ def spark_delta_baseline(
             "targets (or none); baseline the others with laredo serve or another source"
         )
     places = {p.pipeline_id(): _location(p) for p in pipes}
-    sink = DeltaVersionSink(places)
-    src = source_from(source, sink.label)
+    src = source_from(source, DeltaVersionSink.label)
     rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
-    if rows:
-        chunked = DeltaChunkSink(places)
-        planned, run, read = run_chunked_baseline(
-            spark,
-            src,
-            pipes,
-            chunked,
-            chunk_rows=rows,
-            source_id=source_id,
-            partitions=partitions,
-            fetch_size=fetch_size,
-        )
-        return DeltaBaselineResult(
-            snapshot_id="delta " + ", ".join(chunked.versions),
-            position=planned.position,
-            row_counts=chunked.counts,
-            seconds=time.monotonic() - started,
-            chunks=(read, sum(run.tables[str(p.table)].count for p in pipes)),
-        )
-    done = run_pg_baseline(
+    sink = DeltaChunkSink(places) if rows else DeltaVersionSink(places)
+    done, chunks = run_baseline(
         spark,
         src,
         pipes,
         sink,
+        chunk_rows=rows,
         source_id=source_id,
         partitions=partitions,
         fetch_size=fetch_size,
@@ -573,4 +640,5 @@ def spark_delta_baseline(
         position=done.position,
         row_counts=sink.counts,
         seconds=time.monotonic() - started,
+        chunks=chunks,
     )

@@ -35,6 +35,7 @@ UI or the event log.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -74,8 +75,8 @@ from ..parts import (
     part_partition,
     write_parts,
 )
-from .chunked import run_chunked_baseline
-from .driver import PipelineFrame, run_pg_baseline, source_from
+from .chunked import run_baseline
+from .driver import PipelineFrame, source_from
 from .progress import ChunkRun, ProgressFiles
 
 logger = logging.getLogger(__name__)
@@ -278,6 +279,16 @@ class SnapshotPartsSink:
         """The interrupted run kept in the store; its snapshot id is adopted."""
         progress = self._progress(source_id, slot)
         run = progress.load()
+        if run is not None and not _sound(run):
+            logger.warning(
+                "spark baseline: the snapshot id or the finished chunks' parts in %s's run "
+                "record are malformed (a damaged record); starting over",
+                progress.id,
+            )
+            progress.clear()
+            with contextlib.suppress(SnapshotError):  # its staged parts, if the id is one
+                self.snapshot_store.abort(run.output_id)
+            return None
         if run is not None and self.snapshot_store.files.exists(run.output_id):
             logger.info("spark baseline: snapshot %s was committed; starting anew", run.output_id)
             progress.clear()  # the driver died between the commit and removing the record
@@ -429,17 +440,17 @@ def spark_baseline(
     )
     src = source_from(source, sink.label)
     rows = src.baseline_chunk_rows() if chunk_rows is None else chunk_rows
-    opts: dict[str, Any] = {
-        "source_id": source_id,
-        "partitions": partitions,
-        "fetch_size": fetch_size,
-    }
-    chunks: tuple[int, int] | None = None
-    if rows:
-        done, run, read = run_chunked_baseline(spark, src, pipelines, sink, chunk_rows=rows, **opts)
-        chunks = (read, sum(run.tables[str(p.table)].count for p in pipelines))
-    else:
-        done = run_pg_baseline(spark, src, pipelines, sink, max_slice_pages=max_slice_pages, **opts)
+    done, chunks = run_baseline(
+        spark,
+        src,
+        pipelines,
+        sink,
+        chunk_rows=rows,
+        source_id=source_id,
+        partitions=partitions,
+        fetch_size=fetch_size,
+        max_slice_pages=max_slice_pages,
+    )
     assert sink.descriptor is not None
     return BaselineResult(
         snapshot_id=sink.snapshot_id,
@@ -450,6 +461,20 @@ def spark_baseline(
         phases=done.phases,
         chunks=chunks,
     )
+
+
+def _sound(run: ChunkRun) -> bool:
+    """The run's output id is a snapshot id and every finished chunk's payload an artifact
+    (its parts) :func:`decode_artifact` reads (the record comes from a store: trusted for
+    nothing)."""
+    try:
+        check_snapshot_id(run.output_id)
+        for chunks in run.done.values():
+            for payload in chunks.values():
+                decode_artifact(payload)
+    except (SnapshotError, ValueError, KeyError, TypeError, AttributeError, ArithmeticError):
+        return False
+    return True
 
 
 def _report(

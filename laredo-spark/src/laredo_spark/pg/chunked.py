@@ -20,8 +20,10 @@ untouched since (checked: it exists, nothing holds it and its confirmed position
 applies the stream from ``P0`` as upserts (what ``laredo serve`` does; an UPDATE of a missing
 key inserts it, a DELETE of a missing key does nothing) ends with, for every key, its last
 change, or its ``P0`` row when it has none, which is then also its ``T1`` row. The resume
-refuses to mix and starts over (a WARNING says why) when the slot moved or is gone, or the
-configuration (pipelines, columns, ``chunk_rows``, output format) changed.
+refuses to mix and starts over (a WARNING says why) when the slot moved or is gone, the
+configuration (pipelines, columns, ``chunk_rows``, output format) changed, or the record is
+damaged (:func:`.progress.decode_run`: over its size bound, not JSON, malformed, or finished
+chunks outside the plan): the record is an optimisation, a fresh run is always correct.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from laredo.errors import SourceError
 from laredo.pipeline import Pipeline
@@ -50,6 +52,7 @@ from .driver import (
     check_sizes,
     init_source,
     pipeline_frame,
+    run_pg_baseline,
     source_from,
 )
 from .progress import ChunkRun
@@ -63,7 +66,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChunkedSink", "run_chunked_baseline"]
+__all__ = ["ChunkedSink", "run_baseline", "run_chunked_baseline"]
 
 
 class ChunkedSink(BaselineSink, Protocol):
@@ -336,7 +339,9 @@ def run_chunked_baseline(
     fingerprint = _fingerprint(pipes, columns, chunk_rows, getattr(sink, "output_kind", ""), keys)
     run = sink.load_run(sid, src.slot_name)
     if run is not None:
-        why = _stale(run, fingerprint, opts, src.slot_name)
+        why = run.misfit([str(p.table) for p in pipes]) or _stale(
+            run, fingerprint, opts, src.slot_name
+        )
         if why is not None:
             logger.warning("%s: cannot resume the interrupted run (%s): starting over", label, why)
             sink.discard(run)
@@ -371,3 +376,33 @@ def run_chunked_baseline(
     sink.forget(run)
     phases.end("commit")
     return PlannedBaseline(run.position, phases.seconds), run, read
+
+
+def run_baseline(
+    spark: Any,
+    src: Any,
+    pipelines: Sequence[Pipeline],
+    sink: BaselineSink,
+    *,
+    chunk_rows: int,
+    source_id: str | None,
+    partitions: int | None,
+    fetch_size: int,
+    max_slice_pages: int,
+) -> tuple[PlannedBaseline, tuple[int, int] | None]:
+    """The resumable baseline (``chunk_rows`` > 0; ``sink`` is then a :class:`ChunkedSink`)
+    or the one-pass one (:func:`.driver.run_pg_baseline`) into ``sink``: the plan, and for a
+    chunked one the chunks this call read and the run's total (fewer read when it resumed)."""
+    opts: dict[str, Any] = {
+        "source_id": source_id,
+        "partitions": partitions,
+        "fetch_size": fetch_size,
+    }
+    if not chunk_rows:
+        done = run_pg_baseline(spark, src, pipelines, sink, max_slice_pages=max_slice_pages, **opts)
+        return done, None
+    chunked = cast(ChunkedSink, sink)
+    done, run, read = run_chunked_baseline(
+        spark, src, pipelines, chunked, chunk_rows=chunk_rows, **opts
+    )
+    return done, (read, sum(run.tables[str(p.table)].count for p in pipelines))

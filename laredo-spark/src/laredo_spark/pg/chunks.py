@@ -13,10 +13,10 @@ one chunk's ``SELECT`` (the bounds cast back to the key columns' types), run in 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from laredo.errors import ConfigError, SourceError
+from laredo.errors import ConfigError, LaredoError, SourceError
 from laredo.secrets import mask_text
 from laredo.types import TableIdentifier
 
@@ -29,7 +29,9 @@ try:  # the laredo-spark[postgresql] extra
 except ImportError:  # pragma: no cover - depends on the installed extras
     pass
 
-__all__ = ["TableChunks", "check_keys", "chunk_query", "plan_chunks"]
+__all__ = ["TableChunks", "check_keys", "chunk_query", "plan_chunks", "under_snapshot"]
+
+_T = TypeVar("_T")
 
 Bound = tuple[str, ...] | None
 """A key as text (one value per key column); ``None``: unbounded."""
@@ -60,9 +62,22 @@ class TableChunks:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> TableChunks:
-        return TableChunks(
-            tuple(data["key"]), tuple(data["types"]), tuple(tuple(b) for b in data["bounds"])
-        )
+        """The plan :meth:`to_json` wrote; ``ValueError`` naming what is malformed (it is read
+        back from a store: every value's type and each bound's width are checked)."""
+        key, types = _texts(data["key"], "key"), _texts(data["types"], "types")
+        bounds = data["bounds"]
+        if not key or len(types) != len(key) or not isinstance(bounds, list):
+            raise ValueError("malformed chunk plan: key, types and bounds do not match")
+        return TableChunks(key, types, tuple(_texts(b, "bound", len(key)) for b in bounds))
+
+
+def _texts(values: Any, what: str, width: int | None = None) -> tuple[str, ...]:
+    """``values`` (a JSON list of strings, ``width`` long if given) as a tuple."""
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError(f"malformed chunk plan: {what} is not a list of strings")
+    if width is not None and len(values) != width:
+        raise ValueError(f"malformed chunk plan: a {what} of {len(values)} values, not {width}")
+    return tuple(values)
 
 
 def _key_types(conn: Any, table: TableIdentifier, key: Sequence[str]) -> tuple[str, ...]:
@@ -117,21 +132,36 @@ def plan_chunks(
     ``REPLICA IDENTITY USING INDEX`` columns), and the session time zone. ``ConfigError``
     naming a table without either (:func:`check_keys`)."""
     check_keys(keys)
+
+    def cut(conn: Any) -> dict[TableIdentifier, TableChunks]:
+        out: dict[TableIdentifier, TableChunks] = {}
+        for t, key in keys.items():
+            assert key
+            types = _key_types(conn, t, key)
+            bounds = tuple(tuple(r) for r in _bounds(conn, t, key, chunk_rows))
+            out[t] = TableChunks(tuple(key), types, bounds)
+        return out
+
+    return under_snapshot(options, snapshot_name, "chunks", cut)
+
+
+def under_snapshot(
+    options: Any, snapshot_name: str, what: str, plan: Callable[[Any], _T]
+) -> tuple[_T, str]:
+    """``plan(conn)`` on a connection that imported the exported snapshot, and the session
+    time zone (the zone the local engine's timestamptz values carry); ``SourceError``
+    "planning the ``what`` failed" (masked) when it fails. ``options``: the source's
+    ``PostgresSourceOptions``."""
     pg = require_psycopg()
-    out: dict[TableIdentifier, TableChunks] = {}
     try:
         with connect(options) as conn:
             import_snapshot(conn, snapshot_name)
-            for t, key in keys.items():
-                assert key
-                types = _key_types(conn, t, key)
-                bounds = tuple(tuple(r) for r in _bounds(conn, t, key, chunk_rows))
-                out[t] = TableChunks(tuple(key), types, bounds)
+            out = plan(conn)
             conn.execute("COMMIT")
             zone = zone_name(conn.info.timezone) or "UTC"
-    except (pg.Error, SourceError) as exc:
+    except (pg.Error, LaredoError) as exc:
         raise SourceError(
-            f"spark baseline: planning the chunks failed: {mask_text(str(exc)).strip()}"
+            f"spark baseline: planning the {what} failed: {mask_text(str(exc)).strip()}"
         ) from None
     return out, zone
 

@@ -31,8 +31,8 @@ from laredo.secrets import mask_text
 from laredo.types import TableIdentifier
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..kinds import arrow_type, base_kind, encode_json, spark_schema, zone_name
-from .chunks import chunk_query, select_query
+from ..kinds import arrow_type, base_kind, encode_json, spark_schema
+from .chunks import chunk_query, select_query, under_snapshot
 from .slot import require_psycopg
 
 try:  # the laredo-spark[postgresql] extra
@@ -98,20 +98,12 @@ def plan_slices(
     """Each table's ctid slices, sized under the exported snapshot, and the session time
     zone (the zone the local engine's timestamptz values carry). ``options``: the source's
     ``PostgresSourceOptions``."""
-    pg = require_psycopg()
-    slices: dict[TableIdentifier, list[tuple[int | None, int | None]]] = {}
-    try:
-        with connect(options) as conn:
-            import_snapshot(conn, snapshot_name)
-            for t in tables:
-                slices[t] = ctid_slices(conn, t, partitions, max_pages)
-            conn.execute("COMMIT")
-            zone = zone_name(conn.info.timezone) or "UTC"
-    except (pg.Error, LaredoError) as exc:
-        raise SourceError(
-            f"spark baseline: planning the slices failed: {mask_text(str(exc)).strip()}"
-        ) from None
-    return slices, zone
+    return under_snapshot(
+        options,
+        snapshot_name,
+        "slices",
+        lambda conn: {t: ctid_slices(conn, t, partitions, max_pages) for t in tables},
+    )
 
 
 def describe_server(dsn: str) -> str:
