@@ -337,15 +337,7 @@ def run_chunked_baseline(
         int(partitions or spark.sparkContext.defaultParallelism or 1),
     )
     fingerprint = _fingerprint(pipes, columns, chunk_rows, getattr(sink, "output_kind", ""), keys)
-    run = sink.load_run(sid, src.slot_name)
-    if run is not None:
-        why = run.misfit([str(p.table) for p in pipes]) or _stale(
-            run, fingerprint, opts, src.slot_name
-        )
-        if why is not None:
-            logger.warning("%s: cannot resume the interrupted run (%s): starting over", label, why)
-            sink.discard(run)
-            run = None
+    run = _resumable(sink, sid, src, pipes, fingerprint)
     phases.end("init")
     if run is not None:
         logger.info(
@@ -376,6 +368,23 @@ def run_chunked_baseline(
     sink.forget(run)
     phases.end("commit")
     return PlannedBaseline(run.position, phases.seconds), run, read
+
+
+def _resumable(
+    sink: ChunkedSink, sid: str, src: Any, pipes: Sequence[Pipeline], fingerprint: str
+) -> ChunkRun | None:
+    """The interrupted run to resume, if any fits this one (else discarded, with a WARNING)."""
+    run = sink.load_run(sid, src.slot_name)
+    if run is None:
+        return None
+    why = run.misfit([str(p.table) for p in pipes]) or _stale(
+        run, fingerprint, src.options, src.slot_name
+    )
+    if why is None:
+        return run
+    logger.warning("%s: cannot resume the interrupted run (%s): starting over", sink.label, why)
+    sink.discard(run)
+    return None
 
 
 def run_baseline(
