@@ -6,7 +6,7 @@ from __future__ import annotations
 from .recording import PerChangeTarget, RecordingTarget
 from .serving import PG_CONNECTION_ENV, ServedLaredo, free_port, pg_serve_config
 from .source import TestSource, columns
-from .waiting import wait_until
+from .waiting import probing, wait_until
 
 __all__ = [
     "PG_CONNECTION_ENV",
@@ -17,5 +17,6 @@ __all__ = [
     "columns",
     "free_port",
     "pg_serve_config",
+    "probing",
     "wait_until",
 ]
