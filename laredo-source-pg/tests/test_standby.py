@@ -160,11 +160,20 @@ def _kicking(primary: EmbeddedPostgres) -> Iterator[None]:
         kicker.join(5)
 
 
-def _publication_replayed(standby: EmbeddedPostgres) -> None:
-    """Wait until the publication made on the primary is on ``standby`` (it cannot make one)."""
+def _standby_source(standby: EmbeddedPostgres, slot: str, **options: Any) -> PostgresSource:
+    """A stateful source on ``standby`` with slot ``slot`` and the publication ``<slot>_pub``
+    made on the primary (a standby cannot make one), once it is replayed there."""
     wait_until(
         lambda: standby.execute("SELECT count(*) FROM pg_publication", "app")[0][0] == 1,
         what="publication replayed",
+    )
+    return PostgresSource(
+        standby.dsn("app"),
+        slot_mode="stateful",
+        slot_name=slot,
+        publication={"name": f"{slot}_pub", "create": False},
+        status_interval=0.2,
+        **options,
     )
 
 
@@ -305,14 +314,7 @@ def test_a_source_on_a_hot_standby_baselines_and_streams_from_it(
         wait_until(lambda: standby.execute("SHOW hot_standby_feedback") == [("on",)])
         # the publication is made on the primary (a standby cannot create one)
         primary.execute("CREATE PUBLICATION sb_pub FOR TABLE items", "app")
-        _publication_replayed(standby)
-        src = PostgresSource(
-            standby.dsn("app"),
-            slot_mode="stateful",
-            slot_name="sb",
-            publication={"name": "sb_pub", "create": False},
-            status_interval=0.2,
-        )
+        src = _standby_source(standby, "sb")
         target = RecordingTarget(durable=True)
         eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
         try:
@@ -357,16 +359,8 @@ def test_chunked_baseline_and_backfill_on_a_hot_standby_end_equal_to_the_primary
     caplog.set_level(logging.INFO, logger="laredo.engine.backfiller")
     caplog.set_level(logging.INFO, logger="laredo_source_pg")
     try:
-        _publication_replayed(standby)
-        src = PostgresSource(
-            standby.dsn("app"),
-            slot_mode="stateful",
-            slot_name="cb",
-            publication={"name": "cb_pub", "create": False},
-            status_interval=0.2,
-            catalog_check_interval=0.3,
-            baseline={"mode": "chunked", "chunk_rows": 200},
-        )
+        chunked = {"mode": "chunked", "chunk_rows": 200}
+        src = _standby_source(standby, "cb", catalog_check_interval=0.3, baseline=chunked)
         target = RecordingTarget(durable=False)
         eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
         try:
