@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import laredo
 import psycopg
 import pytest
 from laredo.errors import ConfigError
+from laredo.testing import Churn
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_target_memory import IndexedTarget
@@ -65,11 +65,11 @@ def _chunked_source(db: PgTestDb, chunk_rows: int) -> PostgresSource:
 
 
 def test_chunked_baseline_with_writers_ends_equal_to_postgres(
-    pg_database: PgTestDb, churn: Callable[..., Any], caplog: pytest.LogCaptureFixture
+    pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = pg_database
     _setup(db)
-    writers = churn(3, _key, WRITES).start()
+    writers = Churn(db, 3, _key, WRITES).start()
     target = IndexedTarget()
     src = _chunked_source(db, 150)
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
@@ -90,14 +90,14 @@ def test_chunked_baseline_with_writers_ends_equal_to_postgres(
 
 
 def test_on_demand_backfill_repairs_a_drifted_target_while_streaming(
-    pg_database: PgTestDb, churn: Callable[..., Any]
+    pg_database: PgTestDb,
 ) -> None:
     db = pg_database
     _setup(db)
     target = IndexedTarget()
     src = PostgresSource(db.dsn, slot_name=db.slot_name, publication={"create": True})
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
-    writers = churn(2, _key, WRITES)
+    writers = Churn(db, 2, _key, WRITES)
     try:
         eng.start()
         assert eng.await_ready(60)

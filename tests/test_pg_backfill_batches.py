@@ -7,7 +7,6 @@ with a key read raw (a timestamp) the merge still drops the rows newer changes t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +15,7 @@ import psycopg
 import pytest
 from laredo import Index
 from laredo.batches import ChangeBatch
+from laredo.testing import Churn
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_target_memory import IndexedTarget
@@ -112,9 +112,7 @@ def _stamp(rnd: random.Random) -> datetime:
     return datetime(2020, 1, 1) + timedelta(seconds=rnd.randrange(1, 4_000))
 
 
-def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(
-    pg_database: PgTestDb, churn: Callable[..., Any]
-) -> None:
+def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: PgTestDb) -> None:
     db = pg_database
     db.execute("CREATE TABLE stamped (k timestamp PRIMARY KEY, v int NOT NULL)")
     db.execute(
@@ -122,7 +120,7 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(
         "FROM generate_series(1, 4000) g"
     )
     table = laredo.Table("public", "stamped")
-    writers = churn(3, _stamp, STAMPED_WRITES).start()
+    writers = Churn(db, 3, _stamp, STAMPED_WRITES)
     target = IndexedTarget()
     # a secondary index and a listener: chunk rows go the per-row upsert way where a key is held
     indexed = IndexedTarget(indexes=[Index("by_v", ["v"])])
@@ -140,6 +138,7 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(
         laredo.Pipeline("pg", table, indexed, id="indexed"),
     ]
     eng = laredo.Engine(sources={"pg": _source(db, 100)}, pipelines=pipes)
+    writers.start()
     try:
         eng.start()
         assert eng.await_ready(120)

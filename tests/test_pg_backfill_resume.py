@@ -19,7 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import laredo
 import psycopg
 import pytest
 from laredo.base import RowTarget
-from laredo.testing import wait_until
+from laredo.testing import Churn, wait_until
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -244,17 +244,13 @@ def child_env() -> Iterator[dict[str, str]]:
 
 @pytest.mark.parametrize("kind", ["sqlite", "delta"])
 def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
-    pg_database: PgTestDb,
-    churn: Callable[..., Any],
-    tmp_path: Path,
-    child_env: dict[str, str],
-    kind: str,
+    pg_database: PgTestDb, tmp_path: Path, child_env: dict[str, str], kind: str
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text)")
     db.execute(f"INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, {N}) g")
     path = tmp_path / ("delta" if kind == "delta" else "target.sqlite")
-    writers = churn(3, lambda rnd: rnd.randrange(1, N + 1), WRITES, pause=0.002).start()
+    writers = Churn(db, 3, lambda rnd: rnd.randrange(1, N + 1), WRITES, pause=0.002).start()
     child = subprocess.Popen(
         [sys.executable, __file__, db.dsn, db.slot_name, str(path), kind], env=child_env
     )

@@ -5,7 +5,6 @@ source's, keys come from the primary key or the ``REPLICA IDENTITY USING INDEX``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import laredo
@@ -13,6 +12,7 @@ import psycopg
 import pytest
 from laredo.config import build_engine, load_engine_config, run_checks
 from laredo.errors import ConfigError
+from laredo.testing import Churn
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_target_memory import IndexedTarget
@@ -153,13 +153,13 @@ IDENT_WRITES = (
 
 
 def test_a_table_keyed_by_its_replica_identity_index_is_read_in_chunks(
-    pg_database: PgTestDb, churn: Callable[..., Any], caplog: pytest.LogCaptureFixture
+    pg_database: PgTestDb, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = pg_database
     db.execute("CREATE TABLE ident (a int NOT NULL, b text NOT NULL, v int, UNIQUE (a, b))")
     db.execute("ALTER TABLE ident REPLICA IDENTITY USING INDEX ident_a_b_key")
     db.execute("INSERT INTO ident SELECT g, 'k', 0 FROM generate_series(1, 2500) g")
-    writers = churn(2, lambda rnd: rnd.randrange(1, 3000), IDENT_WRITES)
+    writers = Churn(db, 2, lambda rnd: rnd.randrange(1, 3000), IDENT_WRITES)
     src = PostgresSource(
         db.dsn,
         slot_name=db.slot_name,

@@ -3,6 +3,7 @@ conformance suites that plugin packages subclass."""
 
 from __future__ import annotations
 
+from .churn import Churn
 from .recording import PerChangeTarget, RecordingTarget
 from .serving import PG_CONNECTION_ENV, ServedLaredo, free_port, pg_serve_config
 from .source import TestSource, columns
@@ -10,6 +11,7 @@ from .waiting import probing, wait_until
 
 __all__ = [
     "PG_CONNECTION_ENV",
+    "Churn",
     "PerChangeTarget",
     "RecordingTarget",
     "ServedLaredo",
