@@ -14,6 +14,7 @@ import laredo
 import psycopg
 import pytest
 from laredo.errors import ConfigError
+from laredo.testing import Churn
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_target_memory import IndexedTarget
@@ -22,30 +23,21 @@ pytestmark = pytest.mark.integration
 ITEMS = laredo.Table("public", "items")
 
 
-def _writer(db: PgTestDb, stop: threading.Event, seed: int, counts: list[int]) -> None:
-    rnd = random.Random(seed)
-    with db.connect() as conn:
-        while not stop.is_set():
-            k = rnd.randrange(1, 6_000)
-            op = rnd.randrange(5)
-            with conn.transaction():
-                if op == 0:
-                    conn.execute(
-                        "INSERT INTO items VALUES (%s, %s, 'ins') ON CONFLICT (id) DO UPDATE "
-                        "SET v = items.v + 1",
-                        (k, seed),
-                    )
-                elif op in (1, 2):
-                    conn.execute("UPDATE items SET v = v + 1, note = 'upd' WHERE id = %s", (k,))
-                elif op == 3:
-                    conn.execute("DELETE FROM items WHERE id = %s", (k,))
-                else:  # a key change, to a key that may be in a range not read yet
-                    conn.execute(
-                        "UPDATE items SET id = %s WHERE id = %s AND NOT EXISTS "
-                        "(SELECT 1 FROM items WHERE id = %s)",
-                        (k + 10_000, k, k + 10_000),
-                    )
-            counts[seed] += 1
+# random single-row writes on items (weights: insert 1, update 2, delete 1, key change 1)
+WRITES = (
+    "INSERT INTO items VALUES (%(k)s, %(seed)s, 'ins') ON CONFLICT (id) DO UPDATE "
+    "SET v = items.v + 1",
+    "UPDATE items SET v = v + 1, note = 'upd' WHERE id = %(k)s",
+    "UPDATE items SET v = v + 1, note = 'upd' WHERE id = %(k)s",
+    "DELETE FROM items WHERE id = %(k)s",
+    # a key change, to a key that may be in a range not read yet
+    "UPDATE items SET id = %(k)s + 10000 WHERE id = %(k)s AND NOT EXISTS "
+    "(SELECT 1 FROM items WHERE id = %(k)s + 10000)",
+)
+
+
+def _key(rnd: random.Random) -> int:
+    return rnd.randrange(1, 6_000)
 
 
 def _rows(db: PgTestDb) -> dict[int, dict[str, Any]]:
@@ -54,10 +46,7 @@ def _rows(db: PgTestDb) -> dict[int, dict[str, Any]]:
 
 
 def _lsn(db: PgTestDb) -> str:
-    with db.connect() as conn:
-        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-        assert row is not None
-        return str(row[0])
+    return str(db.scalar("SELECT pg_current_wal_lsn()::text"))
 
 
 def _setup(db: PgTestDb) -> None:
@@ -80,11 +69,7 @@ def test_chunked_baseline_with_writers_ends_equal_to_postgres(
 ) -> None:
     db = pg_database
     _setup(db)
-    stop = threading.Event()
-    counts = [0, 0, 0]
-    writers = [threading.Thread(target=_writer, args=(db, stop, i, counts)) for i in range(3)]
-    for w in writers:
-        w.start()
+    writers = Churn(db, 3, _key, WRITES).start()
     target = IndexedTarget()
     src = _chunked_source(db, 150)
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
@@ -92,17 +77,14 @@ def test_chunked_baseline_with_writers_ends_equal_to_postgres(
     try:
         eng.start()
         assert eng.await_ready(120)
-        stop.set()
-        for w in writers:
-            w.join()
-        assert eng.wait_for("pg", _lsn(db), timeout=60)
+        writers.settle(eng)
         expected = _rows(db)
         got = {k[0] if isinstance(k, tuple) else k: dict(v) for k, v in target.items()}
         assert got == expected
     finally:
-        stop.set()
+        writers.stop()
         eng.stop()
-    assert sum(counts) > 50, counts  # the writers really ran during the baseline
+    assert sum(writers.counts) > 50, writers.counts  # the writers really ran during the baseline
     done = [r.getMessage() for r in caplog.records if "backfill of public.items" in r.getMessage()]
     assert done, "the table was not read in chunks"
 
@@ -115,8 +97,7 @@ def test_on_demand_backfill_repairs_a_drifted_target_while_streaming(
     target = IndexedTarget()
     src = PostgresSource(db.dsn, slot_name=db.slot_name, publication={"create": True})
     eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
-    stop = threading.Event()
-    counts = [0, 0]
+    writers = Churn(db, 2, _key, WRITES)
     try:
         eng.start()
         assert eng.await_ready(60)
@@ -124,26 +105,21 @@ def test_on_demand_backfill_repairs_a_drifted_target_while_streaming(
         for k in range(10, 400):
             target.on_delete(ITEMS, {"id": k})
         target.on_update(ITEMS, {"id": 500, "v": -1, "note": "drift"}, None)
-        writers = [threading.Thread(target=_writer, args=(db, stop, i, counts)) for i in range(2)]
-        for w in writers:
-            w.start()
+        writers.start()
         with pytest.raises(ConfigError, match="without a ';'"):
             eng.backfill("pg", "public.items", "true; DROP TABLE items")
         with pytest.raises(ConfigError, match=r"not a valid condition on public\.items"):
             eng.backfill("pg", "public.items", "nosuchcolumn > 1")
         progress = eng.backfill("pg", "public.items", "id < 1000", chunk_rows=100, timeout=120)
         assert progress["done"] and progress["chunks"] >= 10, progress
-        stop.set()
-        for w in writers:
-            w.join()
-        assert eng.wait_for("pg", _lsn(db), timeout=60)
+        writers.settle(eng)
         expected = _rows(db)
         got = {k[0] if isinstance(k, tuple) else k: dict(v) for k, v in target.items()}
         assert got == expected
         [last] = eng.backfills()
         assert last["done"] and last["table"] == "public.items" and last["source"] == "pg", last
     finally:
-        stop.set()
+        writers.stop()
         eng.stop()
 
 

@@ -7,7 +7,6 @@ with a key read raw (a timestamp) the merge still drops the rows newer changes t
 from __future__ import annotations
 
 import random
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +15,7 @@ import psycopg
 import pytest
 from laredo import Index
 from laredo.batches import ChangeBatch
+from laredo.testing import Churn
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_target_memory import IndexedTarget
@@ -97,31 +97,19 @@ def test_chunk_rows_are_stored_as_batches_with_postgres_values_and_types(
     assert events[0] == 0  # and no per-row event was built for them
 
 
-def _writer(db: PgTestDb, stop: threading.Event, seed: int, counts: list[int]) -> None:
-    rnd = random.Random(seed)
-    base = datetime(2020, 1, 1)
-    with db.connect() as conn:
-        while not stop.is_set():
-            k = base + timedelta(seconds=rnd.randrange(1, 4_000))
-            op = rnd.randrange(4)
-            with conn.transaction():
-                if op == 0:
-                    conn.execute(
-                        "INSERT INTO stamped VALUES (%s, %s) ON CONFLICT (k) DO UPDATE "
-                        "SET v = stamped.v + 1",
-                        (k, seed),
-                    )
-                elif op == 1:
-                    conn.execute("UPDATE stamped SET v = v + 1 WHERE k = %s", (k,))
-                elif op == 2:
-                    conn.execute("DELETE FROM stamped WHERE k = %s", (k,))
-                else:  # a key change to a range maybe not read yet
-                    conn.execute(
-                        "UPDATE stamped SET k = k + interval '5000 s' WHERE k = %s AND NOT EXISTS "
-                        "(SELECT 1 FROM stamped WHERE k = %s::timestamp + interval '5000 s')",
-                        (k, k),
-                    )
-            counts[seed] += 1
+# random single-row writes on stamped, keyed by a timestamp
+STAMPED_WRITES = (
+    "INSERT INTO stamped VALUES (%(k)s, %(seed)s) ON CONFLICT (k) DO UPDATE SET v = stamped.v + 1",
+    "UPDATE stamped SET v = v + 1 WHERE k = %(k)s",
+    "DELETE FROM stamped WHERE k = %(k)s",
+    # a key change to a range maybe not read yet
+    "UPDATE stamped SET k = k + interval '5000 s' WHERE k = %(k)s AND NOT EXISTS "
+    "(SELECT 1 FROM stamped WHERE k = %(k)s::timestamp + interval '5000 s')",
+)
+
+
+def _stamp(rnd: random.Random) -> datetime:
+    return datetime(2020, 1, 1) + timedelta(seconds=rnd.randrange(1, 4_000))
 
 
 def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: PgTestDb) -> None:
@@ -132,11 +120,7 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: P
         "FROM generate_series(1, 4000) g"
     )
     table = laredo.Table("public", "stamped")
-    stop = threading.Event()
-    counts = [0, 0, 0]
-    writers = [threading.Thread(target=_writer, args=(db, stop, i, counts)) for i in range(3)]
-    for w in writers:
-        w.start()
+    writers = Churn(db, 3, _stamp, STAMPED_WRITES)
     target = IndexedTarget()
     # a secondary index and a listener: chunk rows go the per-row upsert way where a key is held
     indexed = IndexedTarget(indexes=[Index("by_v", ["v"])])
@@ -154,15 +138,11 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: P
         laredo.Pipeline("pg", table, indexed, id="indexed"),
     ]
     eng = laredo.Engine(sources={"pg": _source(db, 100)}, pipelines=pipes)
+    writers.start()
     try:
         eng.start()
         assert eng.await_ready(120)
-        stop.set()
-        for w in writers:
-            w.join()
-        with db.connect() as conn:
-            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-        assert row is not None and eng.wait_for("pg", str(row[0]), timeout=60)
+        writers.settle(eng)
         expected = _rows(db, "stamped", "k")
         assert _got(target) == expected
         assert _got(indexed) == expected and heard == expected
@@ -170,6 +150,6 @@ def test_a_timestamp_keyed_table_read_raw_ends_equal_with_writers(pg_database: P
             found = {r["k"] for r in indexed.lookup_all("by_v", v)}
             assert found == {k for k, r in expected.items() if r["v"] == v}, v
     finally:
-        stop.set()
+        writers.stop()
         eng.stop()
-    assert sum(counts) > 50, counts  # the writers really ran during the baseline
+    assert sum(writers.counts) > 50, writers.counts  # the writers really ran during the baseline

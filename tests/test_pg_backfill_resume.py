@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,7 +27,7 @@ import laredo
 import psycopg
 import pytest
 from laredo.base import RowTarget
-from laredo.testing import wait_until
+from laredo.testing import Churn, wait_until
 from laredo.types import (
     ChangeAction,
     ChangeEvent,
@@ -180,31 +178,16 @@ def _child() -> None:  # python test_pg_backfill_resume.py DSN SLOT PATH KIND
     time.sleep(3600)
 
 
-def _writer(db: PgTestDb, stop: threading.Event, seed: int, counts: list[int]) -> None:
-    rnd = random.Random(seed)
-    with db.connect() as conn:
-        while not stop.is_set():
-            k = rnd.randrange(1, N + 1)
-            op = rnd.randrange(4)
-            with conn.transaction():
-                if op == 0:
-                    conn.execute(
-                        "INSERT INTO items VALUES (%s, %s, 'ins') ON CONFLICT (id) DO UPDATE "
-                        "SET v = items.v + 1",
-                        (k, seed),
-                    )
-                elif op == 1:
-                    conn.execute("UPDATE items SET v = v + 1, note = 'upd' WHERE id = %s", (k,))
-                elif op == 2:
-                    conn.execute("DELETE FROM items WHERE id = %s", (k,))
-                else:  # a key change, into a range read later (or already)
-                    conn.execute(
-                        "UPDATE items SET id = %s WHERE id = %s AND NOT EXISTS "
-                        "(SELECT 1 FROM items WHERE id = %s)",
-                        (k + N, k, k + N),
-                    )
-            counts[seed] += 1
-            time.sleep(0.002)
+# random single-row writes on items, one every 2 ms per writer
+WRITES = (
+    "INSERT INTO items VALUES (%(k)s, %(seed)s, 'ins') ON CONFLICT (id) DO UPDATE "
+    "SET v = items.v + 1",
+    "UPDATE items SET v = v + 1, note = 'upd' WHERE id = %(k)s",
+    "DELETE FROM items WHERE id = %(k)s",
+    # a key change, into a range read later (or already)
+    f"UPDATE items SET id = %(k)s + {N} WHERE id = %(k)s AND NOT EXISTS "
+    f"(SELECT 1 FROM items WHERE id = %(k)s + {N})",
+)
 
 
 def _confirmed(db: PgTestDb) -> str | None:
@@ -267,11 +250,7 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
     db.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text)")
     db.execute(f"INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, {N}) g")
     path = tmp_path / ("delta" if kind == "delta" else "target.sqlite")
-    stop = threading.Event()
-    counts = [0, 0, 0]
-    writers = [threading.Thread(target=_writer, args=(db, stop, i, counts)) for i in range(3)]
-    for w in writers:
-        w.start()
+    writers = Churn(db, 3, lambda rnd: rnd.randrange(1, N + 1), WRITES, pause=0.002).start()
     child = subprocess.Popen(
         [sys.executable, __file__, db.dsn, db.slot_name, str(path), kind], env=child_env
     )
@@ -294,16 +273,12 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
         done = _progress(path, kind)
         assert 0.4 * N <= done < 0.6 * N, done  # killed mid-way, with its progress durable
         time.sleep(0.3)  # the writers go on while nothing runs
-        stop.set()
-        for w in writers:
-            w.join()
+        writers.stop()
         before = db.rows_read("items")
         eng = engine_for(db.dsn, db.slot_name, str(path), kind)
         eng.start()
         assert eng.await_ready(WAIT)
-        with db.connect() as conn:
-            lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-        assert lsn is not None and eng.wait_for("pg", str(lsn[0]), timeout=60)
+        writers.settle(eng)  # stopped already: everything they wrote applied
         eng.stop()
         eng = None
         reread = db.rows_read("items") - before  # before our own read of the table below
@@ -312,13 +287,13 @@ def test_chunked_baseline_resumes_after_kill_9_and_ends_equal(
         assert got == expected
         assert _record(path, kind) is None  # finished: forgotten
     finally:
-        stop.set()
+        writers.stop()
         if child.poll() is None:
             child.kill()
             child.wait(30)
         if eng is not None:
             eng.stop()
-    assert sum(counts) > 50, counts  # the writers really ran during the first run
+    assert sum(writers.counts) > 50, writers.counts  # the writers ran during the first run
     # the restart read only the rest of the table (plus a chunk of overlap at most)
     assert reread <= 0.7 * N, (reread, done)
     print(

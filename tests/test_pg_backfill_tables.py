@@ -5,8 +5,6 @@ source's, keys come from the primary key or the ``REPLICA IDENTITY USING INDEX``
 from __future__ import annotations
 
 import logging
-import random
-import threading
 from typing import Any
 
 import laredo
@@ -14,6 +12,7 @@ import psycopg
 import pytest
 from laredo.config import build_engine, load_engine_config, run_checks
 from laredo.errors import ConfigError
+from laredo.testing import Churn
 from laredo_source_pg import PostgresSource
 from laredo_source_pg.pytest_plugin import PgTestDb
 from laredo_target_memory import IndexedTarget
@@ -142,30 +141,15 @@ def test_check_warns_about_a_chunked_table_without_a_key(pg_database: PgTestDb) 
     assert warnings("chunked", [{**nokey, "baseline": {"mode": "snapshot"}}]) == []
 
 
-def _ident_writer(db: PgTestDb, stop: threading.Event, seed: int, counts: list[int]) -> None:
-    rnd = random.Random(seed)
-    with db.connect() as conn:
-        while not stop.is_set():
-            a = rnd.randrange(1, 3000)
-            op = rnd.randrange(4)
-            with conn.transaction():
-                if op == 0:
-                    conn.execute(
-                        "INSERT INTO ident VALUES (%s, 'k', 0) ON CONFLICT (a, b) DO UPDATE "
-                        "SET v = ident.v + 1",
-                        (a,),
-                    )
-                elif op == 1:
-                    conn.execute("UPDATE ident SET v = v + 1 WHERE a = %s", (a,))
-                elif op == 2:
-                    conn.execute("DELETE FROM ident WHERE a = %s", (a,))
-                else:  # a key change
-                    conn.execute(
-                        "UPDATE ident SET a = %s WHERE a = %s AND NOT EXISTS "
-                        "(SELECT 1 FROM ident WHERE a = %s)",
-                        (a + 5000, a, a + 5000),
-                    )
-            counts[seed] += 1
+# random single-row writes on ident, keyed by its replica identity index (a, b)
+IDENT_WRITES = (
+    "INSERT INTO ident VALUES (%(k)s, 'k', 0) ON CONFLICT (a, b) DO UPDATE SET v = ident.v + 1",
+    "UPDATE ident SET v = v + 1 WHERE a = %(k)s",
+    "DELETE FROM ident WHERE a = %(k)s",
+    # a key change
+    "UPDATE ident SET a = %(k)s + 5000 WHERE a = %(k)s AND NOT EXISTS "
+    "(SELECT 1 FROM ident WHERE a = %(k)s + 5000)",
+)
 
 
 def test_a_table_keyed_by_its_replica_identity_index_is_read_in_chunks(
@@ -175,9 +159,7 @@ def test_a_table_keyed_by_its_replica_identity_index_is_read_in_chunks(
     db.execute("CREATE TABLE ident (a int NOT NULL, b text NOT NULL, v int, UNIQUE (a, b))")
     db.execute("ALTER TABLE ident REPLICA IDENTITY USING INDEX ident_a_b_key")
     db.execute("INSERT INTO ident SELECT g, 'k', 0 FROM generate_series(1, 2500) g")
-    stop = threading.Event()
-    counts = [0, 0]
-    writers = [threading.Thread(target=_ident_writer, args=(db, stop, i, counts)) for i in (0, 1)]
+    writers = Churn(db, 2, lambda rnd: rnd.randrange(1, 3000), IDENT_WRITES)
     src = PostgresSource(
         db.dsn,
         slot_name=db.slot_name,
@@ -191,23 +173,16 @@ def test_a_table_keyed_by_its_replica_identity_index_is_read_in_chunks(
         pipelines=[laredo.Pipeline("pg", laredo.Table("public", "ident"), target)],
     )
     caplog.set_level(logging.INFO, logger="laredo.engine.backfiller")
-    for w in writers:
-        w.start()
+    writers.start()
     try:
         eng.start()
         assert eng.await_ready(120)
-        stop.set()
-        for w in writers:
-            w.join()
-        with db.connect() as conn:
-            lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-            assert lsn is not None
-        assert eng.wait_for("pg", lsn[0], timeout=60)
+        writers.settle(eng)
         with db.connect() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
             expected = {(r["a"], r["b"]): dict(r) for r in cur.execute("SELECT * FROM ident")}
         assert {k: dict(v) for k, v in target.items()} == expected
     finally:
-        stop.set()
+        writers.stop()
         eng.stop()
-    assert sum(counts) > 20, counts
+    assert sum(writers.counts) > 20, writers.counts
     assert "public.ident" in _chunk_lines(caplog)

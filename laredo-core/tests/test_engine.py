@@ -320,7 +320,7 @@ def test_stop_source_policy_fails_every_pipeline_of_the_source(make_source, run)
     eng.stop()
 
 
-def test_buffer_policies(make_source, run) -> None:
+def test_buffer_policies(obs: laredo.RecordingObserver, make_source, run) -> None:
     src = make_source()
     gate = threading.Event()
     t = RecordingTarget()
@@ -331,11 +331,15 @@ def test_buffer_policies(make_source, run) -> None:
         orig(table, row)
 
     t.on_insert = slow  # type: ignore[method-assign]
-    eng = run(src, [laredo.Pipeline("s", USERS, t, buffer_size=5, buffer_policy="drop_oldest")])
+    eng = run(
+        src,
+        [laredo.Pipeline("s", USERS, t, buffer_size=5, buffer_policy="drop_oldest")],
+        observers=[obs],
+    )
     assert eng.await_ready(5)
     for i in range(100, 120):
         src.insert(USERS, {"id": i, "name": "", "email": ""})
-    time.sleep(0.2)
+    assert obs.wait_for("buffer_policy_triggered", 1, 10)  # changes were dropped
     gate.set()
     assert wait(lambda: t.get(119) is not None)
     assert t.count() < 22  # some were dropped, by the user's choice of policy
@@ -378,7 +382,7 @@ def test_stop_drains_buffers(make_source, run) -> None:
     eng.pause("s")
     for i in range(100, 106):
         src.insert(USERS, {"id": i, "name": "", "email": ""})
-    time.sleep(0.1)
+    assert wait(lambda: eng.pipelines()[0].buffer_depth == 6)  # all six wait in the buffer
     eng.stop()
     assert t.count() == 8
 
@@ -600,10 +604,16 @@ def test_schema_change_responses(make_source, run) -> None:
     assert eng.await_ready(5)
     src.schema_change(USERS, columns("id", "name", "email", "age"))
     src.insert(USERS, {"id": 3, "name": "c", "email": "", "age": 3})
-    assert wait(lambda: cont.get(3) is not None and rebase.get(3) is not None)
-    assert rebase.baseline_complete == 2
-    states = {p.id: p.state for p in eng.pipelines()}
-    assert states["err"] is PipelineState.ERROR
+    # three pipelines on three workers: wait for the final state of each (row 3 can reach
+    # `rb` in its re-baseline before that baseline completes; `err` fails on its own worker)
+    assert wait(
+        lambda: (
+            cont.get(3) is not None
+            and rebase.get(3) is not None
+            and rebase.baseline_complete == 2
+            and {p.id: p.state for p in eng.pipelines()}["err"] is PipelineState.ERROR
+        )
+    )
     assert "age" in [c.name for c in eng.table_schema(USERS)]
     eng.stop()
 

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from laredo import ChangeAction, ChangeEvent, ErrorInfo
 from laredo.serialization import object_hook
+from laredo.testing import probing
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import oam_pb2_grpc, query_pb2_grpc
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
@@ -461,22 +462,14 @@ def test_subscribe_overflow_is_an_error_not_a_silent_gap(tmp_path: Path) -> None
     try:
         _, qs = stubs(h)
         call = qs.Subscribe(q.SubscribeRequest(table=users_ref()))
-        live = threading.Event()  # probes until the server's listener is in place: rows
-        # inserted before it would never reach this subscriber (and nothing would overflow)
-
-        def probe() -> None:
-            for i in range(600):
-                if live.wait(0.05):
-                    return
-                h.source.insert(
-                    USERS, {"id": 100_000 + i, "name": "p", "email": f"p{i}@x", "team": 0}
-                )
-
-        prober = threading.Thread(target=probe)
-        prober.start()
-        first = next(call)
-        live.set()
-        prober.join()
+        # probe until the server's listener is in place: rows inserted before it would never
+        # reach this subscriber (and nothing would overflow)
+        with probing(
+            lambda i: h.source.insert(
+                USERS, {"id": 100_000 + i, "name": "p", "email": f"p{i}@x", "team": 0}
+            )
+        ):
+            first = next(call)
         assert all(row(e.new_values)["id"] >= 100_000 for e in first.events)
         for i in range(3000):  # the client reads nothing meanwhile: it falls behind
             h.source.insert(USERS, {"id": 1000 + i, "name": "x", "email": f"x{i}@x", "team": 0})

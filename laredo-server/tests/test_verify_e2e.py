@@ -89,6 +89,7 @@ def test_validation_and_verify_compare_with_postgresql(pg_database: Any, tmp_pat
         assert "validation mismatch" not in log.read_text()
         assert runs(server.metrics(), "mismatch") == 0
         stop = threading.Event()
+        written = [0]
 
         def writer() -> None:
             rnd = random.Random(7)
@@ -100,12 +101,13 @@ def test_validation_and_verify_compare_with_postgresql(pg_database: Any, tmp_pat
                     conn.execute("UPDATE items SET v = v + 1 WHERE id = %s", (rnd.randint(1, 300),))
                     if n % 4 == 0:
                         conn.execute("DELETE FROM items WHERE id = %s", (n - 2,))
+                    written[0] += 1
                     time.sleep(0.002)
 
         w = threading.Thread(target=writer)
         w.start()
         try:
-            time.sleep(0.5)
+            wait_for(lambda: written[0] >= 50, 30, "the writer under way")  # verify under writes
             for _ in range(3):
                 code, out = verify()
                 assert code == 0 and out["match"], out

@@ -4,6 +4,7 @@ suite (PostgreSQL 15) skips them and the ``pg_majors`` session runs them on 17 a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import subprocess
@@ -46,19 +47,22 @@ def _major(bindir: Path) -> int:
     return int(out.split()[-1].split(".")[0])
 
 
-@pytest.fixture(scope="module")
-def bindir17() -> Path:
-    """The binaries of PostgreSQL 17 or newer, or a skip naming how to run the test."""
+def _bindir(at_least: int = 0, how: str = "") -> Path:
+    """The binaries of ``PG_BINDIR`` (or the system's), of PostgreSQL ``at_least`` or newer,
+    or a skip naming what was found (and ``how`` to run the test)."""
     try:
         bindir = find_bindir()
     except PostgresNotFoundError as exc:
         pytest.skip(str(exc))
-    if _major(bindir) < 17:
-        pytest.skip(
-            f"needs PostgreSQL 17+ (PG_BINDIR; found {_major(bindir)}); "
-            "./dev pg_majors runs it on 17 and 18"
-        )
+    if at_least and _major(bindir) < at_least:
+        pytest.skip(f"needs PostgreSQL {at_least}+ (PG_BINDIR; found {_major(bindir)}){how}")
     return bindir
+
+
+@pytest.fixture(scope="module")
+def bindir17() -> Path:
+    """The binaries of PostgreSQL 17 or newer, or a skip naming how to run the test."""
+    return _bindir(17, "; ./dev pg_majors runs it on 17 and 18")
 
 
 def _primary(bindir: Path) -> EmbeddedPostgres:
@@ -78,11 +82,7 @@ def primary(bindir17: Path) -> Iterator[EmbeddedPostgres]:
 @pytest.fixture
 def any_primary() -> Iterator[EmbeddedPostgres]:
     """A primary of whatever major ``PG_BINDIR`` (or the system) has."""
-    try:
-        bindir = find_bindir()
-    except PostgresNotFoundError as exc:
-        pytest.skip(str(exc))
-    with _primary(bindir) as pg:
+    with _primary(_bindir()) as pg:
         yield pg
 
 
@@ -139,6 +139,42 @@ def _rows(pg: EmbeddedPostgres) -> dict[Any, dict[str, Any]]:
 def _slot(pg: EmbeddedPostgres, name: str, cols: str) -> tuple[Any, ...] | None:
     rows = pg.execute(f"SELECT {cols} FROM pg_replication_slots WHERE slot_name = '{name}'")
     return rows[0] if rows else None
+
+
+@contextlib.contextmanager
+def _kicking(primary: EmbeddedPostgres) -> Iterator[None]:
+    """Log a running-xacts record on ``primary`` every 0.2 s while in the block: creating a
+    slot on a standby waits for the primary's next one."""
+    stop = threading.Event()
+
+    def kick() -> None:
+        while not stop.wait(0.2):
+            primary.execute("SELECT pg_log_standby_snapshot()")
+
+    kicker = threading.Thread(target=kick, daemon=True)
+    kicker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        kicker.join(5)
+
+
+def _standby_source(standby: EmbeddedPostgres, slot: str, **options: Any) -> PostgresSource:
+    """A stateful source on ``standby`` with slot ``slot`` and the publication ``<slot>_pub``
+    made on the primary (a standby cannot make one), once it is replayed there."""
+    wait_until(
+        lambda: standby.execute("SELECT count(*) FROM pg_publication", "app")[0][0] == 1,
+        what="publication replayed",
+    )
+    return PostgresSource(
+        standby.dsn("app"),
+        slot_mode="stateful",
+        slot_name=slot,
+        publication={"name": f"{slot}_pub", "create": False},
+        status_interval=0.2,
+        **options,
+    )
 
 
 def _check(**options: Any) -> dict[str, tuple[Severity, str]]:
@@ -278,42 +314,23 @@ def test_a_source_on_a_hot_standby_baselines_and_streams_from_it(
         wait_until(lambda: standby.execute("SHOW hot_standby_feedback") == [("on",)])
         # the publication is made on the primary (a standby cannot create one)
         primary.execute("CREATE PUBLICATION sb_pub FOR TABLE items", "app")
-        wait_until(
-            lambda: standby.execute("SELECT count(*) FROM pg_publication", "app")[0][0] == 1,
-            what="publication replayed",
-        )
-        src = PostgresSource(
-            standby.dsn("app"),
-            slot_mode="stateful",
-            slot_name="sb",
-            publication={"name": "sb_pub", "create": False},
-            status_interval=0.2,
-        )
+        src = _standby_source(standby, "sb")
         target = RecordingTarget(durable=True)
         eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
-        stop = threading.Event()
-
-        def kick() -> None:  # slot creation on a standby waits for a running-xacts record
-            while not stop.wait(0.2):
-                primary.execute("SELECT pg_log_standby_snapshot()")
-
-        kicker = threading.Thread(target=kick, daemon=True)
-        kicker.start()
         try:
-            with _Writers(primary.dsn("app")):
-                eng.start()
-                assert eng.await_ready(60)
-                time.sleep(1)
-            expected = _rows(primary)
-            wait_until(lambda: dict(target.items()) == expected, 60, what="target == primary")
+            with _kicking(primary):
+                with _Writers(primary.dsn("app")):
+                    eng.start()
+                    assert eng.await_ready(60)
+                    time.sleep(1)
+                expected = _rows(primary)
+                wait_until(lambda: dict(target.items()) == expected, 60, what="target == primary")
             assert _slot(standby, "sb", "slot_type, failover") == ("logical", False)
             assert _slot(primary, "sb", "slot_type") is None
             assert src.details()["slot_failover"] is False
             assert "waits for the primary's next running-xacts record" in caplog.text
             assert "cannot be failover-enabled" in caplog.text
         finally:
-            stop.set()
-            kicker.join(5)
             eng.stop()
     finally:
         standby.close()
@@ -322,13 +339,7 @@ def test_a_source_on_a_hot_standby_baselines_and_streams_from_it(
 @pytest.fixture
 def primary16() -> Iterator[EmbeddedPostgres]:
     """A primary of PostgreSQL 16 or newer (logical decoding on a standby is 16's)."""
-    try:
-        bindir = find_bindir()
-    except PostgresNotFoundError as exc:
-        pytest.skip(str(exc))
-    if _major(bindir) < 16:
-        pytest.skip(f"needs PostgreSQL 16+ (PG_BINDIR; found {_major(bindir)})")
-    with _primary(bindir) as pg:
+    with _primary(_bindir(16)) as pg:
         yield pg
 
 
@@ -347,50 +358,28 @@ def test_chunked_baseline_and_backfill_on_a_hot_standby_end_equal_to_the_primary
     standby = primary.standby()
     caplog.set_level(logging.INFO, logger="laredo.engine.backfiller")
     caplog.set_level(logging.INFO, logger="laredo_source_pg")
-    stop = threading.Event()
-
-    def kick() -> None:  # slot creation on a standby waits for a running-xacts record
-        while not stop.wait(0.2):
-            primary.execute("SELECT pg_log_standby_snapshot()")
-
-    kicker = threading.Thread(target=kick, daemon=True)
     try:
-        wait_until(
-            lambda: standby.execute("SELECT count(*) FROM pg_publication", "app")[0][0] == 1,
-            what="publication replayed",
-        )
-        src = PostgresSource(
-            standby.dsn("app"),
-            slot_mode="stateful",
-            slot_name="cb",
-            publication={"name": "cb_pub", "create": False},
-            status_interval=0.2,
-            catalog_check_interval=0.3,
-            baseline={"mode": "chunked", "chunk_rows": 200},
-        )
+        chunked = {"mode": "chunked", "chunk_rows": 200}
+        src = _standby_source(standby, "cb", catalog_check_interval=0.3, baseline=chunked)
         target = RecordingTarget(durable=False)
         eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
-        kicker.start()
         try:
-            with _Writers(primary.dsn("app")) as writers:
-                eng.start()
-                assert eng.await_ready(60)
-                start = writers.committed
-                progress = eng.backfill("pg", ITEMS, "id <= 2000", chunk_rows=100, timeout=60)
-                assert progress["done"] and progress["chunks"] >= 15, progress
-                assert writers.committed > start, "no write on the primary during the backfill"
-            expected = _rows(primary)
-            wait_until(lambda: dict(target.items()) == expected, 60, what="target == primary")
+            with _kicking(primary):
+                with _Writers(primary.dsn("app")) as writers:
+                    eng.start()
+                    assert eng.await_ready(60)
+                    start = writers.committed
+                    progress = eng.backfill("pg", ITEMS, "id <= 2000", chunk_rows=100, timeout=60)
+                    assert progress["done"] and progress["chunks"] >= 15, progress
+                    assert writers.committed > start, "no write on the primary during the backfill"
+                expected = _rows(primary)
+                wait_until(lambda: dict(target.items()) == expected, 60, what="target == primary")
             assert _slot(standby, "cb", "slot_type") == ("logical",)
             baselines = [c for c in target.calls if c[0] == "on_baseline_complete"]
             assert len(baselines) == 1
         finally:
-            stop.set()
             eng.stop()
     finally:
-        stop.set()
-        if kicker.is_alive():
-            kicker.join(5)
         standby.close()
     lines = [r.getMessage() for r in caplog.records if "backfill of public.items" in r.getMessage()]
     assert len(lines) == 2 and "16 chunk(s)" in lines[0], lines  # 15 x 200 and an empty one

@@ -9,6 +9,7 @@ from typing import Any
 
 import laredo
 import pytest
+from laredo.testing import wait_until
 from laredo.types import TableIdentifier
 from laredo_source_pg.lsn import parse_lsn
 from laredo_source_pg.source import PostgresSource
@@ -29,9 +30,8 @@ def _slot_confirmed(db: Any) -> int:
 
 
 def _wait(predicate: Any, until: float, what: str) -> None:
-    while not predicate():
-        assert time.monotonic() < until, f"not within the limit: {what}"
-        time.sleep(0.02)
+    """Poll ``predicate`` until the monotonic deadline ``until`` (a limit under test)."""
+    wait_until(predicate, max(0.0, until - time.monotonic()), what, interval=0.02)
 
 
 def test_an_idle_change_is_in_delta_within_the_flush_interval(

@@ -245,10 +245,14 @@ def test_snapshot_after_truncate_and_schema_change_with_retention(tmp_path: Any)
         assert [s.sequence for s in snaps] == [2, 1]  # keep_count 2
         assert obs.count("on_fanout_snapshot_created") == 3
         # persisted through the store, pruned to keep_count
-        wait_until(lambda: len(store.list()) >= 2, 5, "two stored snapshots", interval=0.02)
-        time.sleep(0.1)
-        ids = [d.snapshot_id for d in store.list()]
-        assert len(ids) == 2 and snaps[0].snapshot_id in ids
+        # the final state: all three saved, the oldest pruned (two stored is true earlier too)
+        want = {s.snapshot_id for s in snaps}
+        wait_until(
+            lambda: {d.snapshot_id for d in store.list()} == want,
+            5,
+            "the two newest snapshots stored and the oldest pruned",
+            interval=0.02,
+        )
         meta, tables = store.load(snaps[1].snapshot_id, JsonlSerializer())
         assert meta.user_meta["fanout_sequence"] == 1 and list(tables[T]) == []
     finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -113,21 +112,21 @@ def test_row_missing_its_key_is_dead_lettered_at_once_with_a_clear_error() -> No
     src.add_table(table, columns("id", "name"), [{"id": 1, "name": "a"}])
     dl = laredo.MemoryDeadLetterStore()
     target = IndexedTarget()
+    obs = laredo.RecordingObserver()
     eng = laredo.Engine(
-        sources={"s": src}, pipelines=[laredo.Pipeline("s", table, target)], dead_letter_store=dl
+        sources={"s": src},
+        pipelines=[laredo.Pipeline("s", table, target)],
+        dead_letter_store=dl,
+        observers=[obs],
     )
     eng.start()
     try:
         assert eng.await_ready(5)
-        started = time.monotonic()
         eng._readers["s"].on_changes(
             [laredo.ChangeEvent(table, laredo.ChangeAction.INSERT, 99, new_values={"name": "x"})]
         )
-        deadline = started + 5
-        while eng.pipelines()[0].state is not laredo.PipelineState.ERROR:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        assert time.monotonic() - started < 1.0  # terminal: no retry backoff
+        wait(lambda: eng.pipelines()[0].state is laredo.PipelineState.ERROR, 5, "ERROR")
+        assert obs.count("change_error") == 1  # the failure itself: terminal, no retry
         error = eng.pipelines()[0].error or ""
         assert "s:public.keyed" in error and "missing key field 'id'" in error
         assert "not retried" in error

@@ -3,13 +3,15 @@ conformance suites that plugin packages subclass."""
 
 from __future__ import annotations
 
+from .churn import Churn
 from .recording import PerChangeTarget, RecordingTarget
 from .serving import PG_CONNECTION_ENV, ServedLaredo, free_port, pg_serve_config
 from .source import TestSource, columns
-from .waiting import wait_until
+from .waiting import probing, wait_until
 
 __all__ = [
     "PG_CONNECTION_ENV",
+    "Churn",
     "PerChangeTarget",
     "RecordingTarget",
     "ServedLaredo",
@@ -17,5 +19,6 @@ __all__ = [
     "columns",
     "free_port",
     "pg_serve_config",
+    "probing",
     "wait_until",
 ]
