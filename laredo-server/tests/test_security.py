@@ -83,6 +83,23 @@ def write(tmp: Path, text: str) -> Path:
     return cfg
 
 
+def serve_off_loopback(base: str, tmp_path: Path, auth: str) -> tuple[Served, str]:
+    """``laredo serve`` on ``base`` with gRPC and HTTP on 0.0.0.0 (free ports) and ``auth`` as
+    the body of ``grpc.auth``, once ready: the process and the HTTP port's base URL."""
+    cfg = write(
+        tmp_path,
+        base
+        + f'grpc {{ host = "0.0.0.0", port = {free_port()}, auth {{ {auth} }} }}\n'
+        + f'health {{ host = "0.0.0.0", port = {free_port()} }}\n',
+    )
+    s = Served(cfg)
+    http = f"http://127.0.0.1:{s.health_port}"
+    if not wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60):
+        s.stop()
+        raise AssertionError(f"laredo serve did not get ready: {s.text()[-3000:]}")
+    return s, http
+
+
 def oam_stub(port: int, creds: grpc.ChannelCredentials | None = None) -> Any:
     addr = f"localhost:{port}"
     ch = grpc.secure_channel(addr, creds) if creds else grpc.insecure_channel(addr)
@@ -199,17 +216,8 @@ def test_token_guards_grpc_and_connect_and_no_request_starves_the_server(
     pg: tuple[Any, str], tmp_path: Path
 ) -> None:
     _, base = pg
-    cfg = write(
-        tmp_path,
-        base
-        + f'grpc {{ host = "0.0.0.0", port = {free_port()}, '
-        + f'auth {{ token = "{TOKEN}", protect_reads = true }} }}\n'
-        + f'health {{ host = "0.0.0.0", port = {free_port()} }}\n',
-    )
-    s = Served(cfg)
+    s, http = serve_off_loopback(base, tmp_path, f'token = "{TOKEN}", protect_reads = true')
     try:
-        http = f"http://127.0.0.1:{s.health_port}"
-        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
         stub = oam_stub(s.grpc_port)
         reset = oam.ResetSourceRequest(source_id="pg", confirm=True, drop_publication=True)
         # gRPC: admin and read RPCs without the token, or with a wrong one

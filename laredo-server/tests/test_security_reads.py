@@ -16,16 +16,14 @@ from typing import Any
 
 import grpc
 import pytest
-from laredo.testing import free_port
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server._proto.laredo_proto.v1 import query_pb2 as q
 from laredo_server._proto.laredo_proto.v1 import query_pb2_grpc
 from laredo_server.config import load_string
 from laredo_server.serve import runtime_from_config
 
-from .seckit import Served, curl, run_laredo
-from .test_security import OAM, TOKEN, code_of, oam_stub, pg, write
-from .testkit import wait_for
+from .seckit import curl, run_laredo
+from .test_security import OAM, TOKEN, code_of, oam_stub, pg, serve_off_loopback
 
 __all__ = ["pg"]
 
@@ -46,17 +44,9 @@ def test_off_loopback_with_a_token_reads_need_the_admin_or_read_token(
     _, base = pg
     read_file = tmp_path / "read-token"
     read_file.write_text(READ_TOKEN + "\n")
-    cfg = write(
-        tmp_path,
-        base
-        + f'grpc {{ host = "0.0.0.0", port = {free_port()}, '
-        + f'auth {{ token = "{TOKEN}", read_token_file = "{read_file}" }} }}\n'
-        + f'health {{ host = "0.0.0.0", port = {free_port()} }}\n',
-    )
-    s = Served(cfg)
+    auth = f'token = "{TOKEN}", read_token_file = "{read_file}"'
+    s, http = serve_off_loopback(base, tmp_path, auth)
     try:
-        http = f"http://127.0.0.1:{s.health_port}"
-        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
         stub = oam_stub(s.grpc_port)
         query = query_pb2_grpc.LaredoQueryServiceStub(  # type: ignore[no-untyped-call]
             grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}")

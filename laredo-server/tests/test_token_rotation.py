@@ -13,13 +13,12 @@ from typing import Any
 
 import grpc
 import pytest
-from laredo.testing import free_port
 from laredo_server._proto.laredo_proto.v1 import oam_pb2 as oam
 from laredo_server.config import load_string
 from laredo_server.serve import runtime_from_config
 
-from .seckit import Served, curl
-from .test_security import OAM, code_of, oam_stub, pg, write
+from .seckit import curl
+from .test_security import OAM, code_of, oam_stub, pg, serve_off_loopback
 from .testkit import wait_for
 
 __all__ = ["pg"]
@@ -59,17 +58,9 @@ def test_token_files_are_re_read_on_reload(pg: tuple[Any, str], tmp_path: Path) 
     admin_file, read_file = tmp_path / "admin-token", tmp_path / "read-token"
     _put(admin_file, "admin-one")
     _put(read_file, "read-one")
-    cfg = write(
-        tmp_path,
-        base
-        + f'grpc {{ host = "0.0.0.0", port = {free_port()}, auth {{ token_file = "{admin_file}", '
-        + f'read_token_file = "{read_file}" }} }}\n'
-        + f'health {{ host = "0.0.0.0", port = {free_port()} }}\n',
-    )
-    s = Served(cfg)
+    auth = f'token_file = "{admin_file}", read_token_file = "{read_file}"'
+    s, http = serve_off_loopback(base, tmp_path, auth)
     try:
-        http = f"http://127.0.0.1:{s.health_port}"
-        assert wait_for(lambda: curl(f"{http}/health/ready")[0] == 200, 60), s.text()[-3000:]
         stub = oam_stub(s.grpc_port)
         assert _grpc_code(stub, "admin-one", admin=True) == OK
         assert _grpc_code(stub, "read-one", admin=False) == OK

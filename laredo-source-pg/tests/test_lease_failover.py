@@ -66,14 +66,22 @@ def _start(src: PostgresSource, pos: Any) -> tuple[RecordingHandler, StreamThrea
     return h, th
 
 
+def _users_streaming(
+    db: PgTestDb, make_source: Callable[..., PostgresSource], **options: Any
+) -> tuple[PostgresSource, RecordingHandler, StreamThread]:
+    """A stateful source of ``users`` (created here), baselined and streaming."""
+    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
+    src = make_source(slot_mode="stateful", **options)
+    src.init(SourceConfig([USERS]))
+    h, th = _start(src, src.baseline([USERS], lambda t, r: None))
+    return src, h, th
+
+
 def test_lease_is_taken_again_before_the_stream_restarts(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:
     db = pg_database
-    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
-    src = make_source(slot_mode="stateful")
-    src.init(SourceConfig([USERS]))
-    h, th = _start(src, src.baseline([USERS], lambda t, r: None))
+    src, h, th = _users_streaming(db, make_source)
     db.execute("INSERT INTO users VALUES (1)")
     h.wait_for_events(1)
     [old_lease] = _lease_pids(db)
@@ -105,10 +113,7 @@ def test_a_source_that_lost_its_lease_to_another_does_not_stream(
 ) -> None:
     caplog.set_level(logging.INFO, logger="laredo_source_pg.slot")
     db = pg_database
-    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
-    first = make_source(slot_mode="stateful")
-    first.init(SourceConfig([USERS]))
-    h1, th1 = _start(first, first.baseline([USERS], lambda t, r: None))
+    first, h1, th1 = _users_streaming(db, make_source)
     db.execute("INSERT INTO users VALUES (1)")
     first.ack(h1.wait_for_events(1)[0].position)
     [first_lease] = _lease_pids(db)
@@ -156,10 +161,7 @@ def test_a_lost_lease_not_freed_in_time_fails_the_stream_clearly(
     pg_database: PgTestDb, make_source: Callable[..., PostgresSource]
 ) -> None:
     db = pg_database
-    db.execute("CREATE TABLE users (id int PRIMARY KEY)")
-    first = make_source(slot_mode="stateful", lease_timeout="300ms")
-    first.init(SourceConfig([USERS]))
-    _, th = _start(first, first.baseline([USERS], lambda t, r: None))
+    first, _, th = _users_streaming(db, make_source, lease_timeout="300ms")
     wait_until(lambda: _walsender(db), what="walsender")
     [lease] = _lease_pids(db)
     _kill(db, lease)
