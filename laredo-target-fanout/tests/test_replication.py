@@ -163,6 +163,21 @@ def test_client_behind_the_journal_gets_a_full_snapshot(tmp_path: Any) -> None:
 BIG = "x" * 100_000  # big rows fill the transport buffers quickly
 
 
+def _slow_client(rig: Rig, client_id: str) -> SlowClient:
+    """A :class:`SlowClient` the server already counts as live: it marks a session live just
+    after the snapshot's end reaches the client, and checks buffers of live sessions only (a
+    flood written before that is never backpressure)."""
+    slow = SlowClient(rig.address, client_id)
+    wait_until(
+        lambda: any(
+            c["client_id"] == client_id and c["state"] == "live"
+            for c in rig.target.status()["clients"]
+        ),
+        10,
+    )
+    return slow
+
+
 def _flood(rig: Rig, n: int, start: int = 10_000) -> None:
     for i in range(n):
         rig.source.insert(rig.table, {"id": start + i, "name": BIG, "team": 1})
@@ -172,7 +187,7 @@ def test_slow_client_is_disconnected_under_drop_disconnect() -> None:
     obs = laredo.RecordingObserver()
     rig = Rig(client_buffer={"size": 20, "policy": "drop_disconnect"}, observer=obs)
     good = FanOutClient(rig.address, USERS, client_id="good").start()
-    slow = SlowClient(rig.address, "slow")
+    slow = _slow_client(rig, "slow")
     try:
         slow.freeze()
         assert good.await_ready(10)
@@ -199,7 +214,7 @@ def test_slow_client_is_disconnected_under_drop_disconnect() -> None:
 def test_slow_client_slows_the_writer_down_under_slow_down() -> None:
     obs = laredo.RecordingObserver()
     rig = Rig(client_buffer={"size": 20, "policy": "slow_down", "max_wait": 60}, observer=obs)
-    slow = SlowClient(rig.address, "slow")
+    slow = _slow_client(rig, "slow")
     try:
         slow.freeze()
         _flood(rig, 300)
@@ -220,7 +235,7 @@ def test_slow_client_slows_the_writer_down_under_slow_down() -> None:
 
 def test_slow_down_gives_up_on_a_client_after_max_wait() -> None:
     rig = Rig(client_buffer={"size": 20, "policy": "slow_down", "max_wait": 0.5})
-    slow = SlowClient(rig.address, "stuck")
+    slow = _slow_client(rig, "stuck")
     try:
         slow.freeze()
         _flood(rig, 300)
