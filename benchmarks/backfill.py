@@ -1,6 +1,9 @@
 """Chunked vs snapshot baseline at 1M rows (issue 32): one embedded PostgreSQL, one table
 ``items (id bigint PRIMARY KEY, v int, note text, ts timestamptz)``, an ``IndexedTarget``;
 the wall time from ``Engine.start()`` to ready, each mode twice, alternating, in one run.
+Then an on-demand ``Engine.backfill`` of the whole table (with its end-of-backfill sweep)
+against the same backfill with ``where id > 0`` (the same chunks, no sweep: its floor), twice,
+alternating, on one streaming engine.
 
     .venv/bin/python benchmarks/backfill.py [--rows 1000000] [--chunk-rows 10000]
 """
@@ -40,6 +43,35 @@ def run(dsn: str, mode: str, chunk_rows: int, n: int) -> float:
 ROWS = 0
 
 
+def on_demand(dsn: str, chunk_rows: int) -> None:
+    """Whole-table backfill (sweep) against ``where id > 0`` (no sweep), on one engine."""
+    src = PostgresSource(
+        dsn,
+        slot_name="bench_on_demand",
+        publication={"create": True, "name": "bench_pub"},
+    )
+    target = IndexedTarget()
+    eng = laredo.Engine(sources={"pg": src}, pipelines=[laredo.Pipeline("pg", ITEMS, target)])
+    eng.start()
+    assert eng.await_ready(3600)
+    times: dict[str, list[float]] = {"sweep": [], "where": []}
+    try:
+        for i in range(2):
+            for kind, where in (("where", "id > 0"), ("sweep", None)):
+                t0 = time.perf_counter()
+                p = eng.backfill("pg", ITEMS, where, chunk_rows=chunk_rows, timeout=None)
+                wall = time.perf_counter() - t0
+                assert p["done"] and p["rows_removed"] == 0, p
+                assert (p["sweep"] == "done") == (where is None), p
+                times[kind].append(wall)
+                print(f"run {i + 1} backfill {kind:5s}: {wall:6.2f} s", flush=True)
+    finally:
+        eng.stop()
+    for i in range(2):
+        ratio = times["sweep"][i] / times["where"][i]
+        print(f"run {i + 1}: backfill with sweep / without (where id > 0) = {ratio:.2f}x")
+
+
 def main() -> None:
     global ROWS
     ap = argparse.ArgumentParser()
@@ -74,6 +106,7 @@ def main() -> None:
         for i in range(2):
             ratio = times["chunked"][i] / times["snapshot"][i]
             print(f"run {i + 1}: chunked / snapshot wall time = {ratio:.2f}x")
+        on_demand(dsn, args.chunk_rows)
 
 
 if __name__ == "__main__":
