@@ -323,6 +323,10 @@ def kill_resume_serve(
         done = sorted(run.done["pipeline-0000"])
         ((kept,),) = db.execute(f"SELECT count(*) FROM accounts WHERE {id_ranges(plan, done)}")
         ((total,),) = db.execute("SELECT count(*) FROM accounts")
+        smallest = min(
+            db.execute(f"SELECT count(*) FROM accounts WHERE {id_ranges(plan, [c])}")[0][0]
+            for c in done
+        )
         # the killed run's sessions are gone (their counters flushed), the writer's is idle
         wait_until(lambda: others(db) <= 1, 60, "the killed run's sessions ended", interval=0.1)
         before = settled_rows_read(db)
@@ -333,8 +337,12 @@ def kill_resume_serve(
         assert out.returncode == 0, out.stderr[-4000:]
         assert f"chunks read {len(left)} of {plan.count}" in out.stdout, out.stdout
         assert "resuming" in out.stderr
-        assert read == want, (read, want)  # only the unfinished chunks' rows were read
-        assert read + kept == total and kept > 0  # the finished chunks' rows were not read
+        # Only the unfinished chunks' rows were read, none of a finished chunk. PostgreSQL's
+        # counters may show a few rows more than the chunks hold (the planner can probe the
+        # key index's ends to estimate a range, more so with the writer's dead tuples there;
+        # CI saw +4 and +6 on the standalone cluster): fewer than any finished chunk holds.
+        assert 0 <= read - want < min(smallest, 64), (read, want, smallest)
+        assert want + kept == total and kept > 0
         # (new keys land in the last, open-ended chunk: the writer's inserts are all re-read)
         print(f"resumed run read {read} of {total} rows ({len(left)}/{plan.count} chunks)")
         output.resumed(run)
