@@ -550,6 +550,8 @@ def decode_progress(record: str) -> tuple[Any, ...] | None:
         )
     try:
         key = json.loads(record)["last_key"]
+        if key is not None and not isinstance(key, list):  # never a string's letters
+            raise TypeError(f"last_key is a {type(key).__name__}, not a list of key values")
         return None if key is None else tuple(key)
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(
