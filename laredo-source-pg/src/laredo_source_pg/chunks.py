@@ -14,6 +14,7 @@ stream (:mod:`laredo.engine.backfill`).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -226,8 +227,11 @@ class ChunkReader:
             register_raw_loaders(cur)
         return plan
 
-    def estimate(self, table: TableIdentifier) -> int:
-        """The planner's row estimate of ``table`` (``-1``: unknown); a catalog read, no scan."""
+    def estimate(self, table: TableIdentifier, where: str | None = None) -> int:
+        """The planner's row estimate of ``table`` (``-1``: unknown), or of its rows matching
+        ``where`` (``EXPLAIN`` in a read-only transaction, after :meth:`check`); no scan."""
+        if where is not None:
+            return self._estimate_where(table, where)
         try:
             row = self._connection().execute(_ESTIMATE, (table.schema, table.table)).fetchone()
         except psycopg.Error as exc:
@@ -236,6 +240,29 @@ class ChunkReader:
                 f"{mask_text(str(exc)).strip()}"
             ) from None
         return -1 if row is None or row[0] is None else int(row[0])
+
+    def _estimate_where(self, table: TableIdentifier, where: str) -> int:
+        """The planner's estimate of ``table``'s rows matching ``where`` (``-1`` when the
+        table was never vacuumed or analyzed: no statistics to estimate from)."""
+        if self.estimate(table) < 0:
+            return -1
+        query = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE ({})").format(
+            table_sql(table), sql.SQL(self.check(table, where))
+        )
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN READ ONLY")
+            row = conn.execute(query).fetchone()
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise SourceError(
+                f"postgresql source: estimating the rows of {table} matching the backfill's "
+                f"where failed: {mask_text(str(exc)).strip()}"
+            ) from None
+        plan: Any = json.loads(row[0]) if row and isinstance(row[0], str) else row and row[0]
+        return int(plan[0]["Plan"]["Plan Rows"]) if plan else -1
 
     def check(self, table: TableIdentifier, where: str) -> str:
         """``where`` checked by :func:`check_where`, then parsed and planned by PostgreSQL

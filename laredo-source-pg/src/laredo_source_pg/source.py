@@ -325,11 +325,12 @@ class PostgresSource:
         with self._chunk_lock:
             return self._chunks.read(table, after, limit, where)
 
-    def estimate_rows(self, table: TableIdentifier) -> int:
+    def estimate_rows(self, table: TableIdentifier, where: str | None = None) -> int:
         """A backfill's row estimate (``EstimatesRows``): ``pg_class.reltuples``, ``-1`` when
-        the table was never vacuumed or analyzed."""
+        the table was never vacuumed or analyzed; with ``where`` (checked as
+        :meth:`check_where` does) the planner's estimate of the rows matching it."""
         with self._chunk_lock:
-            return self._chunks.estimate(table)
+            return self._chunks.estimate(table, where)
 
     def check_where(self, table: TableIdentifier, where: str) -> str:
         """A backfill's ``where`` condition, validated (see :meth:`.chunks.ChunkReader.check`)."""

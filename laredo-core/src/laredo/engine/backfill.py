@@ -148,18 +148,25 @@ class ChunkedSource(Protocol):
 class EstimatesRows(Protocol):
     """A source that can estimate a table's row count cheaply (a backfill's ETA)."""
 
-    def estimate_rows(self, table: TableIdentifier) -> int:
-        """The table's approximate row count (PostgreSQL: ``pg_class.reltuples``); ``-1``
-        when unknown."""
+    def estimate_rows(self, table: TableIdentifier, where: str | None = None) -> int:
+        """The table's approximate row count (PostgreSQL: ``pg_class.reltuples``), of the rows
+        matching ``where`` when given (PostgreSQL: the planner's estimate); ``-1`` when
+        unknown. A source whose method takes no ``where`` is asked for the whole table."""
         ...
 
 
-def estimate_rows(source: object, table: TableIdentifier) -> int:
-    """``source``'s estimate of ``table``'s rows (:class:`EstimatesRows`), ``-1`` when it has
-    none or it fails (logged at DEBUG: the ETA is then unknown)."""
+def estimate_rows(source: object, table: TableIdentifier, where: str | None = None) -> int:
+    """``source``'s estimate of ``table``'s rows, or of those matching ``where``
+    (:class:`EstimatesRows`), ``-1`` when it has none or it fails (logged at DEBUG: the ETA
+    is then unknown)."""
     if not isinstance(source, EstimatesRows):
         return -1
     try:
+        if where is not None:
+            try:
+                return int(source.estimate_rows(table, where))
+            except TypeError:  # a source written before ``where``: the whole table's
+                logger.debug("%s estimates whole tables only", type(source).__name__)
         return int(source.estimate_rows(table))
     except Exception:
         logger.debug("estimating the rows of %s failed", table, exc_info=True)

@@ -133,7 +133,7 @@ class Backfiller:
     # -- the backfill thread ------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self.progress.rows_estimated = estimate_rows(self.source, self.table)
+            self.progress.rows_estimated = estimate_rows(self.source, self.table, self.where)
             self._read_all()
         finally:
             if self._stop.is_set() and not self.finished.is_set():
