@@ -123,3 +123,19 @@ def test_the_lease_is_released_when_the_run_fails(pg_database: Any, tmp_path: Pa
     assert not [m for m in leaked if "connection" in m], leaked
     with db.connect() as conn:
         assert conn.execute("SELECT pg_try_advisory_lock(%s)", (lease_key(opts),)).fetchone()[0]
+
+
+def test_a_source_object_with_its_lease_on_does_not_wait_for_the_driver(
+    pg_database: Any, tmp_path: Path
+) -> None:
+    """A ``PostgresSource`` given as the source, its own lease on (the default), would take
+    the lease in ``init`` while the driver holds it: the driver runs a copy with it off."""
+    db = pg_database
+    db.execute("CREATE TABLE loose (n int)")
+    db.execute("ALTER TABLE loose REPLICA IDENTITY FULL")
+    cfg = {k: v for k, v in pg_source(db).items() if k != "type"}
+    src = PostgresSource(**cfg, lease_timeout=1, baseline={"mode": "chunked", "chunk_rows": 10})
+    pipeline = laredo.Pipeline("pg", TableIdentifier("public", "loose"), IndexedTarget())
+    with pytest.raises(ConfigError, match=r"public\.loose has no primary key"):
+        spark_baseline(None, src, [pipeline], snapshot_store=LocalSnapshotStore(tmp_path))
+    assert src.options.lease  # the caller's source is left as it was

@@ -87,9 +87,11 @@ def _check_positive(label: str, name: str, value: Any) -> None:
 
 
 def source_from(source: Any, label: str) -> Any:
-    """A ``PostgresSource`` (its own lease off: the driver never streams, and holds the slot's
-    lease itself for the run, :func:`.slot.slot_lease`) from its config mapping,
-    or ``source`` itself; ``ConfigError`` for any other source type or a non-stateful slot."""
+    """A ``PostgresSource`` with its own lease off (the driver never streams, and holds the
+    slot's lease itself for the run, :func:`.slot.slot_lease`; a source taking it in ``init``
+    would wait for the driver forever) from its config mapping, or ``source`` itself (a copy
+    with its lease off when it is on); ``ConfigError`` for any other source type or a
+    non-stateful slot."""
     if isinstance(source, Mapping):
         cfg = {k: v for k, v in source.items() if k != "type"}
         kind = str(source.get("type", "postgresql"))
@@ -108,6 +110,8 @@ def source_from(source: Any, label: str) -> Any:
             f"{label}: the postgresql source needs slot_mode = stateful: the stream "
             "continues from the slot the baseline creates, and a temporary slot would vanish"
         )
+    if getattr(opts, "lease", False) and hasattr(opts, "model_copy"):
+        source = type(source)(opts.model_copy(update={"lease": False}))
     return source
 
 
