@@ -2,10 +2,13 @@
 it streams) for the whole run: a second driver resuming the same chunked run, or one started
 while a server streams from the slot, is refused at once with an error naming the slot, before
 anything is read, written, dropped or discarded; the lease goes when the run ends or fails.
-No Spark session is started: the guard comes before Spark is touched."""
+The guard comes before Spark is touched, so only the last test (two real overlapping
+``laredo spark baseline`` commands) starts Spark."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import warnings
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ import laredo
 import pytest
 from laredo.errors import ConfigError, SourceError
 from laredo.snapshots.local import LocalSnapshotStore
+from laredo.testing import wait_until
 from laredo.types import SourceConfig, TableIdentifier
 from laredo_source_pg import ExportedSnapshot, PostgresSource, PostgresSourceOptions
 from laredo_source_pg.catalog import Connections
@@ -26,6 +30,7 @@ from laredo_spark.pg.progress import ChunkRun, ProgressFiles
 from laredo_target_memory import IndexedTarget
 
 from ._support import pg_source
+from .test_serve_restore import LAREDO, accounts_config
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +144,56 @@ def test_a_source_object_with_its_lease_on_does_not_wait_for_the_driver(
     with pytest.raises(ConfigError, match=r"public\.loose has no primary key"):
         spark_baseline(None, src, [pipeline], snapshot_store=LocalSnapshotStore(tmp_path))
     assert src.options.lease  # the caller's source is left as it was
+
+
+@pytest.mark.spark
+@pytest.mark.xdist_group("jvm")
+def test_two_overlapping_laredo_spark_baselines(pg_database: Any, tmp_path: Path) -> None:
+    """Two real ``laredo spark baseline`` runs of one chunked configuration at once: while
+    the first holds the lease (kept in its ``init`` by a table lock the test holds), the
+    second exits with the error naming the slot, creating and writing nothing; the first,
+    let go, then finishes and commits its snapshot."""
+    db = pg_database
+    chunked = "baseline { mode = chunked, chunk_rows = 300 }"
+    config, snaps = accounts_config(db, tmp_path, provider=chunked)
+    store = LocalSnapshotStore(snaps)
+    cmd = [LAREDO, "spark", "baseline", "--config", str(config), "--partitions", "2"]
+    cmd += ["--master", "local[2]"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    advisory = (
+        "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+        "WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()"
+    )
+    waiting = "SELECT count(*) FROM pg_locks WHERE relation = 'accounts'::regclass AND NOT granted"
+    log = tmp_path / "first.log"
+    with db.connect() as blocker, open(log, "wb") as out:
+        blocker.execute("BEGIN")
+        blocker.execute("LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")  # the first waits
+        first = subprocess.Popen(cmd, stdout=out, stderr=out, env=env, start_new_session=True)
+        try:
+
+            def first_waits() -> bool:
+                assert first.poll() is None, log.read_text()[-4000:]
+                return bool(db.scalar(waiting) > 0)
+
+            wait_until(first_waits, 240, "the first run waiting for the table", interval=0.1)
+            assert db.scalar(advisory) == 1  # the first run holds its slot's lease
+            second = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, timeout=200, check=False
+            )
+            assert second.returncode != 0, second.stdout
+            want = f"another laredo process holds the lease of replication slot {db.slot_name!r}"
+            assert want in second.stderr, second.stderr[-4000:]
+            assert "wait for it to finish, or stop it" in second.stderr
+            assert db.scalar("SELECT count(*) FROM pg_replication_slots") == 0
+            assert store.list() == [] and ProgressFiles(store, "pg", db.slot_name).load() is None
+            blocker.execute("ROLLBACK")
+            assert first.wait(300) == 0, log.read_text()[-4000:]
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+    (desc,) = store.list()
+    assert "chunks read 10 of 10" in log.read_text(), log.read_text()[-4000:]
+    assert desc.snapshot_id
+    assert db.scalar(advisory) == 0  # the first run's lease went with it
