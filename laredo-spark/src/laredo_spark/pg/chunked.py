@@ -24,6 +24,11 @@ refuses to mix and starts over (a WARNING says why) when the slot moved or is go
 configuration (pipelines, columns, ``chunk_rows``, output format) changed, or the record is
 damaged (:func:`.progress.decode_run`: over its size bound, not JSON, malformed, or finished
 chunks outside the plan): the record is an optimisation, a fresh run is always correct.
+
+A run (fresh or resumed) holds the slot's advisory-lock lease from before its checks until it
+ends (:func:`.slot.slot_lease`): a second driver resuming the same run, or a ``laredo serve``
+streaming from the slot, is refused at once, before it reads a chunk or writes or discards
+any record; a killed driver's lease ends with its session.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from .driver import (
 )
 from .progress import ChunkRun
 from .slices import slices_data_source
-from .slot import ExportedSnapshot, require_psycopg
+from .slot import ExportedSnapshot, require_psycopg, slot_lease
 
 try:  # noqa: SIM105 - the laredo-spark[postgresql] extra, as in chunks.py (the layout test reads try)
     from laredo_source_pg import connect
@@ -308,12 +313,41 @@ def run_chunked_baseline(
 ) -> tuple[PlannedBaseline, ChunkRun, int]:
     """Baseline ``pipelines`` in resumable key-range chunks (see the module docstring); the
     plan, the finished run and how many chunks this call read (fewer than the run's when it
-    resumed)."""
+    resumed). The slot's lease is held for the whole run (:func:`.slot.slot_lease`): while
+    another laredo process holds it (a second driver resuming the same run, a ``laredo
+    serve`` on the slot), ``SourceError`` at once, before any chunk is read or any record is
+    written or discarded."""
     label = sink.label
     check_sizes(label, partitions, fetch_size, 1)
     src = source_from(source, label)
     opts = src.options
     pipes = list(pipelines)
+    with slot_lease(opts, label):  # the whole run: plan, waves, commit
+        return _chunked(
+            spark,
+            src,
+            pipes,
+            sink,
+            chunk_rows=chunk_rows,
+            source_id=source_id,
+            partitions=partitions,
+            fetch_size=fetch_size,
+        )
+
+
+def _chunked(
+    spark: Any,
+    src: Any,
+    pipes: list[Pipeline],
+    sink: ChunkedSink,
+    *,
+    chunk_rows: int,
+    source_id: str | None,
+    partitions: int | None,
+    fetch_size: int,
+) -> tuple[PlannedBaseline, ChunkRun, int]:
+    """:func:`run_chunked_baseline` once the slot's lease is held."""
+    label, opts = sink.label, src.options
     sid = source_id or pipes[0].source_id
     tables = baseline_tables(pipes)
     phases = Phases()

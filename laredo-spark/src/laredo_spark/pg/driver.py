@@ -8,7 +8,9 @@ build the slice-reading frame under that snapshot with the pipeline's filters an
 applied (:func:`laredo_spark.compile.apply_chain`). The sink only writes each frame
 (:meth:`BaselineSink.write`) and commits (:meth:`BaselineSink.commit`, after the snapshot is
 released). On any failure the sink aborts what it staged and the slot this run created is
-dropped: nothing half-written is ever committed or resumed from.
+dropped: nothing half-written is ever committed or resumed from. The whole run holds the
+slot's advisory-lock lease (:func:`.slot.slot_lease`), so a second driver, or a ``laredo serve``
+streaming from the slot, is refused at once instead of dropping a slot in use.
 
 Sinks: snapshot parts (:mod:`laredo_spark.pg.baseline`) and Delta versions
 (:mod:`laredo_spark.delta_baseline`).
@@ -31,7 +33,7 @@ from ..compile import apply_chain
 from ..frame import LaredoFrame
 from ..kinds import kind_of_column
 from .slices import plan_slices, slices_data_source
-from .slot import ExportedSnapshot
+from .slot import ExportedSnapshot, slot_lease
 
 __all__ = ["BaselineSink", "PipelineFrame", "PlannedBaseline", "run_pg_baseline"]
 
@@ -85,8 +87,11 @@ def _check_positive(label: str, name: str, value: Any) -> None:
 
 
 def source_from(source: Any, label: str) -> Any:
-    """A ``PostgresSource`` (its lease off: the driver never streams) from its config mapping,
-    or ``source`` itself; ``ConfigError`` for any other source type or a non-stateful slot."""
+    """A ``PostgresSource`` with its own lease off (the driver never streams, and holds the
+    slot's lease itself for the run, :func:`.slot.slot_lease`; a source taking it in ``init``
+    would wait for the driver forever) from its config mapping, or ``source`` itself (a copy
+    with its lease off when it is on); ``ConfigError`` for any other source type or a
+    non-stateful slot."""
     if isinstance(source, Mapping):
         cfg = {k: v for k, v in source.items() if k != "type"}
         kind = str(source.get("type", "postgresql"))
@@ -105,6 +110,8 @@ def source_from(source: Any, label: str) -> Any:
             f"{label}: the postgresql source needs slot_mode = stateful: the stream "
             "continues from the slot the baseline creates, and a temporary slot would vanish"
         )
+    if getattr(opts, "lease", False) and hasattr(opts, "model_copy"):
+        source = type(source)(opts.model_copy(update={"lease": False}))
     return source
 
 
@@ -185,7 +192,9 @@ def run_pg_baseline(
     ``slot_mode = stateful``) into ``sink`` (see the module docstring). ``partitions`` (default:
     Spark's default parallelism) is the least number of ctid slices per table; big tables get
     more so that no slice exceeds ``max_slice_pages`` pages. The existing slot, if any, is
-    dropped and re-created (it must not be in use). Spark is used only once the checks pass."""
+    dropped and re-created (it must not be in use). The slot's lease is held for the whole run
+    (:func:`.slot.slot_lease`): ``SourceError`` at once, before anything is read or written,
+    while another laredo process holds it. Spark is used only once the checks pass."""
     label = sink.label
     check_sizes(label, partitions, fetch_size, max_slice_pages)
     src = source_from(source, label)
@@ -193,6 +202,32 @@ def run_pg_baseline(
     pipes = list(pipelines)
     if not pipes:
         raise ConfigError(f"{label}: no pipelines given")
+    with slot_lease(opts, label):  # before anything is read, written or dropped
+        return _one_pass(
+            spark,
+            src,
+            pipes,
+            sink,
+            source_id=source_id,
+            partitions=partitions,
+            fetch_size=fetch_size,
+            max_slice_pages=max_slice_pages,
+        )
+
+
+def _one_pass(
+    spark: Any,
+    src: Any,
+    pipes: list[Pipeline],
+    sink: BaselineSink,
+    *,
+    source_id: str | None,
+    partitions: int | None,
+    fetch_size: int,
+    max_slice_pages: int,
+) -> PlannedBaseline:
+    """:func:`run_pg_baseline` once the slot's lease is held."""
+    opts = src.options
     sid = source_id or pipes[0].source_id
     tables = baseline_tables(pipes)
     phases = Phases()
