@@ -394,14 +394,14 @@ class Lease:
                 if logged:
                     logger.info("acquired the lease of slot %s; taking over", self._slot_name)
                 return True
+            if stop is not None and (stop.is_set() or self._closed.is_set()):
+                conn.close()  # before the log: a caller trying once is not waiting
+                return False
             if not logged:
                 logger.info(
                     "slot %s is leased by another process; waiting to take over", self._slot_name
                 )
                 logged = True
-            if stop is not None and (stop.is_set() or self._closed.is_set()):
-                conn.close()
-                return False
             if self._closed.is_set() or (deadline is not None and time.monotonic() > deadline):
                 conn.close()
                 raise SourceError(
