@@ -5,12 +5,11 @@ input, within the time bound, and never quote a whole record: the Spark run reco
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
+import fuzz_strategies
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -27,45 +26,12 @@ _RUN = ChunkRun("spark-x", "s", "0/16B3748", 1, "UTC", "f1", {"public.t": _PLAN}
 )
 GOOD = json.loads(encode_run(_RUN, "fuzz"))
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(max_size=10)
-    | st.sampled_from(["../../x", "9" * 40, "-1", "1e999", "pipeline-0000"]),
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
-    max_leaves=10,
-)
+json_values = fuzz_strategies.json_values(["../../x", "9" * 40, "-1", "1e999", "pipeline-0000"])
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _paths(v, (*prefix, i))
-
-
-@st.composite
-def mutated_run(draw: Any) -> bytes:
+def mutated_run() -> Any:
     """A real run record with a few of its values replaced or removed."""
-    doc = copy.deepcopy(GOOD)
-    for _ in range(draw(st.integers(1, 4))):
-        paths = [p for p in _paths(doc) if p]
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        if isinstance(parent, dict) and draw(st.booleans()):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = draw(json_values)
-    return json.dumps(doc).encode()
+    return fuzz_strategies.mutated(GOOD, json_values).map(lambda d: json.dumps(d).encode())
 
 
 def _quoted_whole(message: str, record: bytes | str) -> bool:

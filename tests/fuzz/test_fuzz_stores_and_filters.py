@@ -3,16 +3,15 @@ only ``ValueError`` (``ConfigError``: INVALID_ARGUMENT), on any input; both are 
 
 from __future__ import annotations
 
-import copy
 import json
 import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import fuzz_strategies
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -42,55 +41,22 @@ _STORE.save(
 )
 GOOD = json.loads((_BASE / "good" / "metadata.json").read_text())
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(max_size=10)
-    | st.sampled_from(
-        [
-            "../../x",
-            "/etc/passwd",
-            "a\\b",
-            "public.users/part-00000.jsonl",
-            "0" * 64,
-            "jsonl",
-            "parquet",
-        ]
-    ),
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
-    max_leaves=10,
+json_values = fuzz_strategies.json_values(
+    [
+        "../../x",
+        "/etc/passwd",
+        "a\\b",
+        "public.users/part-00000.jsonl",
+        "0" * 64,
+        "jsonl",
+        "parquet",
+    ]
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _paths(v, (*prefix, i))
-
-
-@st.composite
-def mutated_manifest(draw: Any) -> bytes:
+def mutated_manifest() -> Any:
     """The manifest of a real snapshot with a few of its values replaced or removed."""
-    doc = copy.deepcopy(GOOD)
-    for _ in range(draw(st.integers(1, 4))):
-        paths = [p for p in _paths(doc) if p]
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        if isinstance(parent, dict) and draw(st.booleans()):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = draw(json_values)
-    return json.dumps(doc).encode()
+    return fuzz_strategies.mutated(GOOD, json_values).map(lambda d: json.dumps(d).encode())
 
 
 @settings.get_profile("laredo-fuzz")

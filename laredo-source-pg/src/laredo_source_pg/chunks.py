@@ -249,14 +249,9 @@ class ChunkReader:
         query = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE ({})").format(
             table_sql(table), sql.SQL(self.check(table, where))
         )
-        conn = self._connection()
         try:
-            conn.execute("BEGIN READ ONLY")
-            row = conn.execute(query).fetchone()
-            conn.execute("COMMIT")
+            row = self._read_only(query)
         except psycopg.Error as exc:
-            with contextlib.suppress(Exception):
-                conn.execute("ROLLBACK")
             raise SourceError(
                 f"postgresql source: estimating the rows of {table} matching the backfill's "
                 f"where failed: {mask_text(str(exc)).strip()}"
@@ -271,19 +266,28 @@ class ChunkReader:
         query = sql.SQL("SELECT 1 FROM {} WHERE ({}) LIMIT 0").format(
             table_sql(table), sql.SQL(text)
         )
-        conn = self._connection()
         try:
-            conn.execute("BEGIN READ ONLY")
-            conn.execute(query)
-            conn.execute("COMMIT")
+            self._read_only(query)
         except psycopg.Error as exc:
-            with contextlib.suppress(Exception):
-                conn.execute("ROLLBACK")
             raise ConfigError(
                 f"backfill: --where {text!r} is not a valid condition on {table}: "
                 f"{mask_text(str(exc)).strip()}"
             ) from None
         return text
+
+    def _read_only(self, query: sql.Composed) -> Any:
+        """``query``'s first row, in a read-only transaction (rolled back on an error, which
+        is raised)."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN READ ONLY")
+            row = conn.execute(query).fetchone()
+            conn.execute("COMMIT")
+        except psycopg.Error:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
+        return row
 
     def _connection(self) -> psycopg.Connection[Any]:
         conn = self._conn
